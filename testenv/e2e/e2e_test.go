@@ -339,6 +339,32 @@ func TestNoOrphans(t *testing.T) {
 		})
 	})
 
+	t.Run("lease not renewed", func(t *testing.T) {
+		dir := newDir(t)
+		run(t, "up", "--members", "1", "--out", dir, "--lease-timeout", "4s")
+		for range 3 { // renewed: stays up
+			time.Sleep(time.Second)
+			run(t, "lease", "--out", dir)
+		}
+		if len(proc.Tagged(proc.TagDir+"="+dir)) != 3 {
+			t.Fatal("member died although its lease was renewed")
+		}
+		eventually(t, 30*time.Second, "member torn down after its lease expired", func() error {
+			if left := proc.Tagged(proc.TagDir + "=" + dir); len(left) > 0 {
+				return fmt.Errorf("left: %v", left)
+			}
+			return nil
+		})
+		var rows []env.StatusRow
+		out := run(t, "status", "--out", dir, "--json")
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows[0].Running || rows[0].Phase != member.PhaseFailed || !strings.Contains(rows[0].Message, "lease file") {
+			t.Errorf("status does not say why the member stopped: %+v", rows[0].MemberInfo)
+		}
+	})
+
 	t.Run("orchestrator killed during start-up", func(t *testing.T) {
 		dir := newDir(t)
 		up := exec.Command(testenvBin, "up", "--members", "1", "--out", dir)

@@ -53,6 +53,7 @@ type MemberInfo struct {
 	Ports          member.Ports   `json:"ports"`
 	Running        bool           `json:"running"`
 	Phase          string         `json:"phase"`
+	Message        string         `json:"message,omitempty"` // why it failed, if it did
 	PIDs           map[string]int `json:"pids"`
 	LogDir         string         `json:"logDir"`
 	DataDir        string         `json:"dataDir"`
@@ -289,7 +290,11 @@ func info(c *member.Config) MemberInfo {
 		mi.Region, mi.Zones = c.Nodes.Region, c.Nodes.Zones
 	}
 	if !mi.Running {
-		mi.Phase = member.PhaseStopped
+		if st.Phase == member.PhaseFailed {
+			mi.Message = st.Message
+		} else {
+			mi.Phase = member.PhaseStopped
+		}
 	}
 	if mi.Running {
 		mi.PIDs["supervisor"] = st.Supervisor.PID

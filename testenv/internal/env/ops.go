@@ -392,8 +392,9 @@ func Down(dir string, purge bool, out io.Writer) error {
 // StatusRow is one member in `testenv status`.
 type StatusRow struct {
 	MemberInfo
-	Readyz string `json:"readyz"`
-	RSS    uint64 `json:"rssBytes"`
+	Readyz string            `json:"readyz"`
+	RSS    uint64            `json:"rssBytes"`          // all processes of the member
+	RSSOf  map[string]uint64 `json:"rssBytesByProcess"` // per process (supervisor, etcd, ...)
 }
 
 // Status reports each member's processes and asks its apiserver for /readyz.
@@ -408,10 +409,11 @@ func Status(dir string) ([]StatusRow, error) {
 	}
 	var rows []StatusRow
 	for _, c := range cfgs {
-		row := StatusRow{MemberInfo: info(c), Readyz: "-"}
-		for _, pid := range row.PIDs {
+		row := StatusRow{MemberInfo: info(c), Readyz: "-", RSSOf: map[string]uint64{}}
+		for name, pid := range row.PIDs {
 			if rss, err := proc.RSS(pid); err == nil {
 				row.RSS += rss
+				row.RSSOf[name] = rss
 			}
 		}
 		if row.Running {

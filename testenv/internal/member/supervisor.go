@@ -134,7 +134,10 @@ func Supervise(cfg *Config, startup Startup) int {
 	go s.watchdog(ctx, cancel, startup)
 
 	failure := s.start(ctx)
-	if failure == nil {
+	if failure != nil && context.Cause(ctx) != nil && isShutdownRequest(context.Cause(ctx)) {
+		failure = nil // asked to stop while starting: a stop, not a failure
+	}
+	if failure == nil && ctx.Err() == nil {
 		now := time.Now()
 		s.state.Phase, s.state.ReadyAt = PhaseReady, &now
 		s.save()
