@@ -186,6 +186,9 @@ func waitReady(c *member.Config, sup proc.Ref, timeout time.Duration, progress f
 			return waitResult{cfg: c, state: st, elapsed: time.Since(t0)}
 		case st.Phase == member.PhaseFailed || st.Phase == member.PhaseStopping || st.Phase == member.PhaseStopped:
 			if st.Supervisor.PID == sup.PID {
+				// Let the supervisor finish its teardown and record the outcome.
+				proc.WaitGone(60*time.Second, sup)
+				st, _ = member.ReadState(c)
 				return waitResult{cfg: c, state: st, elapsed: time.Since(t0), err: fmt.Errorf("%s", st.Message)}
 			}
 		}

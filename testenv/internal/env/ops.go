@@ -206,9 +206,11 @@ func Up(o UpOptions) (*Ready, error) {
 		}
 	}
 	if len(failed) > 0 {
+		var wg sync.WaitGroup
 		for _, c := range cfgs {
-			stopMember(c, true, 10*time.Second)
+			wg.Go(func() { _ = stopMember(c, false, 30*time.Second) })
 		}
+		wg.Wait()
 		return nil, errors.New(strings.Join(failed, "\n"))
 	}
 	for _, r := range results {
