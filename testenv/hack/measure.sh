@@ -30,7 +30,27 @@ for m in $(jq -r '.members[].name' "$dir/ready.json"); do
 done
 echo
 
+# CPU ticks (utime+stime) of every process of a member, summed.
+cpu_ticks() {
+  local total=0 pid
+  for pid in $("$testenv" status --out "$dir" --json | jq -r --arg m "$1" '.[] | select(.name==$m) | .pids[]'); do
+    if [[ -r /proc/$pid/stat ]]; then
+      total=$(( total + $(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}') ))
+    fi
+  done
+  echo "$total"
+}
+names=$(jq -r '.members[].name' "$dir/ready.json")
+declare -A before
+for m in $names; do before[$m]=$(cpu_ticks "$m"); done
 sleep "$idle"
+hz=$(getconf CLK_TCK)
+echo "CPU used while idle (% of one core, all processes of the member, over ${idle}s):"
+echo
+for m in $names; do
+  printf -- '- %s: %.1f%%\n' "$m" "$(echo "($(cpu_ticks "$m") - ${before[$m]}) * 100 / $hz / $idle" | bc -l)"
+done
+echo
 echo "Resident memory after ${idle}s idle (MiB, VmRSS):"
 echo
 echo "| member | etcd | kube-apiserver | kube-controller-manager | kube-scheduler | fake kubelet | supervisor | total |"

@@ -140,7 +140,7 @@ func spawnSupervisor(c *member.Config) (proc.Ref, string, error) {
 		"--startup-start-time", strconv.FormatUint(self.StartTime, 10),
 		"--startup-token", token)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), c.Tags()...)
+	cmd.Env = append(proc.WithoutTags(os.Environ()), c.Tags()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return proc.Ref{}, "", fmt.Errorf("start supervisor of %s: %w", c.Name, err)

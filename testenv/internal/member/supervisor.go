@@ -337,7 +337,7 @@ func (s *supervisor) spawn(name, bin string, args []string) error {
 	fmt.Fprintf(logFile, "===== %s: testenv starting %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), s.cfg.Tags()...)
+	cmd.Env = append(proc.WithoutTags(os.Environ()), s.cfg.Tags()...)
 	if err := s.spawner.Start(cmd); err != nil {
 		logFile.Close()
 		return fmt.Errorf("start %s (%s): %w", name, bin, err)

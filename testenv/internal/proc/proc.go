@@ -18,10 +18,25 @@ import (
 )
 
 // Env tags set on every process a testenv supervisor runs (and on the supervisor itself).
+// Every process carrying them is SIGKILLed by `stop`/`down`, so the names are deliberately
+// ones no caller would export for its own use (e.g. to tell tests where DIR is).
 const (
-	TagDir    = "TESTENV_OUT"
-	TagMember = "TESTENV_MEMBER"
+	TagDir    = "TESTENV_INTERNAL_OWNER_DIR"
+	TagMember = "TESTENV_INTERNAL_OWNER_MEMBER"
 )
+
+// WithoutTags returns env minus any testenv tag, so a process started from inside an
+// environment (a nested testenv, a test run by a member's process) is not mistaken for it.
+func WithoutTags(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, TagDir+"=") || strings.HasPrefix(kv, TagMember+"=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
 
 // Ref identifies one process: the pid plus its start time in clock ticks since boot, so a
 // recycled pid is never mistaken for the process we started.
