@@ -22,6 +22,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -193,7 +194,7 @@ func TestMembers(t *testing.T) {
 		}
 	})
 
-	t.Run("a 3-replica Deployment becomes ready", func(t *testing.T) {
+	t.Run("a 3-replica Deployment becomes ready and backs a Service", func(t *testing.T) {
 		cs := clientFor(t, ready.Members[0])
 		labels := map[string]string{"app": "web"}
 		_, err := cs.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
@@ -231,6 +232,32 @@ func TestMembers(t *testing.T) {
 				t.Errorf("pod %s: phase %s ip %q node %q", p.Name, p.Status.Phase, p.Status.PodIP, p.Spec.NodeName)
 			}
 		}
+		// A Service gets an EndpointSlice with the three ready pod IPs (endpointslice controller).
+		if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "EndpointSlice of service web lists 3 ready endpoints", func() error {
+			slices, err := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{
+				LabelSelector: discoveryv1.LabelServiceName + "=web"})
+			if err != nil {
+				return err
+			}
+			ready := 0
+			for _, sl := range slices.Items {
+				for _, ep := range sl.Endpoints {
+					if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+						ready++
+					}
+				}
+			}
+			if ready != 3 {
+				return fmt.Errorf("%d ready endpoints", ready)
+			}
+			return nil
+		})
 		// Scaling down deletes pods gracefully; the fake kubelet finalises the deletion.
 		if _, err := cs.AppsV1().Deployments("default").Patch(ctx, "web", "application/merge-patch+json",
 			[]byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
