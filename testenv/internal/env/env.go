@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -154,7 +155,17 @@ func spawnSupervisor(c *member.Config) (proc.Ref, string, error) {
 	return ref, token, nil
 }
 
+// release hands the member over: from now on only --parent-pid and the lease keep it
+// alive, so the lease is renewed first.
 func release(c *member.Config, token string) error {
+	if c.LeaseTimeout.Duration > 0 {
+		now := time.Now()
+		if err := os.Chtimes(c.LeaseFile(), now, now); err != nil {
+			if err := os.WriteFile(c.LeaseFile(), nil, 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	return os.WriteFile(c.ReleaseFile(), []byte(token+"\n"), 0o644)
 }
 
@@ -210,7 +221,21 @@ func waitReady(c *member.Config, sup proc.Ref, timeout time.Duration, progress f
 }
 
 // freePorts reserves n distinct free loopback ports (all held open until all are chosen).
+//
+// They are picked at random *outside* the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range): a member keeps its ports across stop/start, and a port
+// from the ephemeral range could meanwhile become the local end of any outgoing connection
+// on the machine, making the restart fail.
 func freePorts(n int) ([]int, error) {
+	lo, hi := 10000, 32767
+	if elo, ehi, err := ephemeralRange(); err == nil {
+		switch {
+		case elo-1-10000 >= 2000:
+			lo, hi = 10000, elo-1
+		case 65535-(ehi+1) >= 2000:
+			lo, hi = ehi+1, 65535
+		}
+	}
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -218,15 +243,36 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempts := 0; len(ports) < n; attempts++ {
+		if attempts > 100*n {
+			return nil, fmt.Errorf("found only %d free loopback ports in %d-%d", len(ports), lo, hi)
+		}
+		p := lo + mathrand.IntN(hi-lo+1)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
-			return nil, fmt.Errorf("reserve a loopback port: %w", err)
+			continue // taken (or just reserved by us)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+func ephemeralRange() (int, int, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("parse ip_local_port_range %q", b)
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("parse ip_local_port_range %q", b)
+	}
+	return lo, hi, nil
 }
 
 // portFree reports whether a loopback port can be bound now.

@@ -27,8 +27,15 @@ func TestFreePortsAreDistinct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lo, hi, err := ephemeralRange()
+	if err != nil {
+		t.Skip(err)
+	}
 	seen := map[int]bool{}
 	for _, p := range ports {
+		if p >= lo && p <= hi {
+			t.Errorf("port %d is in the ephemeral range %d-%d", p, lo, hi)
+		}
 		if seen[p] {
 			t.Fatalf("port %d twice", p)
 		}

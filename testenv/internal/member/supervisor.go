@@ -201,7 +201,9 @@ func (s *supervisor) watchdog(ctx context.Context, cancel context.CancelCauseFun
 			cancel(fmt.Errorf("watchdog: parent process %d is gone", p.PID))
 			return
 		}
-		if s.cfg.LeaseTimeout.Duration > 0 {
+		// The lease counts from the release: start-up is guarded by the startup watchdog,
+		// and `up`/`start` touch the lease when they release the member.
+		if released && s.cfg.LeaseTimeout.Duration > 0 {
 			fi, err := os.Stat(s.cfg.LeaseFile())
 			if err != nil || time.Since(fi.ModTime()) > s.cfg.LeaseTimeout.Duration {
 				cancel(fmt.Errorf("watchdog: lease file %s not touched for %v", s.cfg.LeaseFile(), s.cfg.LeaseTimeout.Duration))
