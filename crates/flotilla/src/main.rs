@@ -1,0 +1,54 @@
+//! `flotilla`: the one binary. This file is wiring only: parse the command line, build each
+//! component from its typed config, run it until a signal arrives.
+
+mod store_cmd;
+mod up;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "flotilla", version, about = "A multi-cluster Kubernetes control plane in one binary")]
+struct Cli {
+    /// Log filter (RUST_LOG syntax), e.g. `info` or `flotilla_store=debug`.
+    #[arg(long, global = true, env = "FLOTILLA_LOG", default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the control plane on an embedded store in a data directory.
+    Up(up::UpArgs),
+    /// Inspect, snapshot and restore the embedded store.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Up(args) => up::run(args).await,
+            Command::Store(cmd) => store_cmd::run(cmd).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
