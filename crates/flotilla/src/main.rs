@@ -1,6 +1,7 @@
 //! `flotilla`: the one binary. This file is wiring only: parse the command line, build each
 //! component from its typed config, run it until a signal arrives.
 
+mod controllers;
 mod store_cmd;
 mod up;
 

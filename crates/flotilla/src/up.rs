@@ -1,42 +1,132 @@
-//! `flotilla up`: the all-in-one control plane. For now: open the embedded store and serve
-//! `/healthz` (the Kubernetes API server arrives with issue 3).
+//! `flotilla up`: the all-in-one control plane — the API server on the embedded store over
+//! HTTPS, with the control-plane controllers it needs, until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use axum::routing::get;
 use clap::Args;
+use flotilla_apiserver::pki::{self, Bundle};
+use flotilla_apiserver::serve::{ServeConfig, serve};
+use flotilla_apiserver::{ApiServer, ApiServerConfig, TokenFile};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
 
 use crate::store_cmd::store_path;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct UpArgs {
-    /// Where the store and credentials live (created with mode 0700).
+    /// Where the store, certificates and kubeconfig live (created with mode 0700).
     #[arg(long, env = "FLOTILLA_DATA_DIR", default_value = "./flotilla-data")]
     pub data_dir: PathBuf,
-    /// Address to listen on.
+    /// Address to listen on (HTTPS).
     #[arg(long, env = "FLOTILLA_LISTEN", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
+    /// Address clients use to reach this server (added to the serving certificate and written
+    /// to the kubeconfig); defaults to the listen address (127.0.0.1 for 0.0.0.0).
+    #[arg(long, env = "FLOTILLA_ADVERTISE_ADDRESS")]
+    pub advertise_address: Option<std::net::IpAddr>,
+    /// A CSV token file (`token,user,uid,"group1,group2"`) for bearer-token authentication.
+    #[arg(long, env = "FLOTILLA_TOKEN_AUTH_FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Non-watch requests in flight before new ones are answered 429.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Seconds a non-watch request may take before it is answered 504.
+    #[arg(long, default_value_t = 60)]
+    pub request_timeout_seconds: u64,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    pub max_request_body_bytes: usize,
+}
+
+fn advertise_ip(args: &UpArgs) -> std::net::IpAddr {
+    args.advertise_address.unwrap_or_else(|| {
+        let ip = args.listen.ip();
+        if ip.is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { ip }
+    })
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// The serving certificate's names: 127.0.0.1, localhost, the host name, the advertise address.
+pub fn serving_names(args: &UpArgs) -> Vec<String> {
+    let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    if let Some(h) = hostname() {
+        names.push(h);
+    }
+    let adv = advertise_ip(args).to_string();
+    if !names.contains(&adv) {
+        names.push(adv);
+    }
+    names
+}
+
+fn prepare_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).with_context(|| format!("create {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("restrict {}", dir.display()))?;
+    Ok(())
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    prepare_data_dir(&args.data_dir)?;
     let path = store_path(&args.data_dir);
     let store: Arc<dyn Store> = Arc::new(
         EmbeddedStore::open(EmbeddedConfig::new(&path)).await.with_context(|| format!("open the store in {}", args.data_dir.display()))?,
     );
+    let names = serving_names(&args);
+    let bundle = Bundle::ensure(&args.data_dir, &names).context("prepare certificates")?;
+    let adv = advertise_ip(&args);
+    let mut config = ApiServerConfig {
+        max_in_flight: args.max_requests_inflight,
+        request_timeout: Duration::from_secs(args.request_timeout_seconds),
+        max_body_bytes: args.max_request_body_bytes,
+        ..ApiServerConfig::default()
+    };
+    let api = ApiServer::new(store.clone(), config.clone());
+    if let Some(f) = &args.token_auth_file {
+        let text = std::fs::read_to_string(f).with_context(|| format!("read the token file {}", f.display()))?;
+        api.set_tokens(TokenFile::parse(&text).map_err(anyhow::Error::msg)?);
+    }
+    api.bootstrap().await.map_err(|e| anyhow::anyhow!("bootstrap: {e}"))?;
+    let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
+    serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
+    let serving = serve(api.router(), serve_cfg).await?;
+    let port = serving.local_addr.port();
+    config.advertise = format!("{adv}:{port}");
+    let server_url = format!("https://{}", SocketAddr::new(adv, port));
+    let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
+    pki::write_kubeconfig(&kubeconfig_path, &pki::kubeconfig("flotilla", &server_url, &bundle.ca.cert_pem, &bundle.admin))?;
     let rev = store.current_revision().await?;
-    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("listen on {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    println!("flotilla: store {} at revision {rev}; serving /healthz on http://{addr}", path.display());
-    let app = axum::Router::new().route("/healthz", get(|| async { "ok" }));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
+    println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
+    println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
+    let mut controllers = crate::controllers::start(&api);
+    shutdown_signal().await;
+    eprintln!("flotilla: shutting down");
+    controllers.abort_all();
+    serving.shutdown().await?;
+    drop(api);
+    drop(store);
     Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -1,0 +1,219 @@
+//! Who is asking (authentication) and may they (authorization).
+//!
+//! Identities come from a verified client certificate (CN = user, O = groups, as kube-apiserver
+//! maps them) or a bearer token from the token file; in-process clients carry theirs in the
+//! request. Authorization is a seam: today every authenticated user is allowed everything
+//! (`AllowAuthenticated`); RBAC will implement the same trait.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+/// An authenticated (or anonymous) user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl Identity {
+    pub fn anonymous() -> Identity {
+        Identity { user: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()] }
+    }
+
+    pub fn user(name: &str, groups: &[&str]) -> Identity {
+        let mut g: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
+        if !g.iter().any(|x| x == "system:authenticated") {
+            g.push("system:authenticated".into());
+        }
+        Identity { user: name.into(), uid: String::new(), groups: g }
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.user == "system:anonymous"
+    }
+}
+
+/// Static bearer tokens, read from a CSV token file as kube-apiserver's `--token-auth-file`:
+/// `token,user,uid,"group1,group2"`.
+#[derive(Clone, Debug, Default)]
+pub struct TokenFile {
+    tokens: HashMap<String, Identity>,
+}
+
+impl TokenFile {
+    pub fn parse(text: &str) -> Result<TokenFile, String> {
+        let mut tokens = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields = split_csv(line);
+            if fields.len() < 3 {
+                return Err(format!("token file line {}: expected token,user,uid[,groups]", i + 1));
+            }
+            let groups: Vec<&str> = fields.get(3).map(|g| g.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()).unwrap_or_default();
+            let mut id = Identity::user(&fields[1], &groups);
+            id.uid = fields[2].clone();
+            tokens.insert(fields[0].clone(), id);
+        }
+        Ok(TokenFile { tokens })
+    }
+
+    pub fn insert(&mut self, token: String, id: Identity) {
+        self.tokens.insert(token, id);
+    }
+
+    pub fn lookup(&self, token: &str) -> Option<&Identity> {
+        self.tokens.get(token)
+    }
+}
+
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|s| s.trim().to_string()).collect()
+}
+
+/// The identity in a verified client certificate: CN is the user, each O a group.
+pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let cn = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups: Vec<String> = subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
+    let refs: Vec<&str> = groups.iter().map(|s| s.as_str()).collect();
+    Some(Identity::user(&cn, &refs))
+}
+
+/// What a request wants to do, for authorization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attributes {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    /// Set for non-resource requests.
+    pub path: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow(String),
+    Deny(String),
+}
+
+/// Decides whether an identity may do something. RBAC implements this later.
+pub trait Authorizer: Send + Sync + 'static {
+    fn authorize(&self, who: &Identity, what: &Attributes) -> Decision;
+}
+
+/// Every authenticated user may do everything; anonymous users may do nothing.
+#[derive(Debug, Default)]
+pub struct AllowAuthenticated;
+
+impl Authorizer for AllowAuthenticated {
+    fn authorize(&self, who: &Identity, _what: &Attributes) -> Decision {
+        if who.is_anonymous() {
+            Decision::Deny("anonymous requests are not allowed".into())
+        } else {
+            Decision::Allow("every authenticated user is an administrator (no RBAC yet)".into())
+        }
+    }
+}
+
+pub type SharedAuthorizer = Arc<dyn Authorizer>;
+
+/// Answer a SelfSubjectAccessReview body with the decision for its spec.
+pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: &Value) -> Value {
+    let spec = body.get("spec").cloned().unwrap_or(json!({}));
+    let attrs = if let Some(r) = spec.get("resourceAttributes") {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        Attributes {
+            verb: s("verb"),
+            group: s("group"),
+            resource: s("resource"),
+            subresource: s("subresource"),
+            namespace: s("namespace"),
+            name: s("name"),
+            path: None,
+        }
+    } else {
+        let n = spec.get("nonResourceAttributes").cloned().unwrap_or(json!({}));
+        let s = |k: &str| n.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        Attributes {
+            verb: s("verb"),
+            group: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            path: Some(s("path")),
+        }
+    };
+    let status = match authz.authorize(who, &attrs) {
+        Decision::Allow(reason) => json!({"allowed": true, "reason": reason}),
+        Decision::Deny(reason) => json!({"allowed": false, "denied": true, "reason": reason}),
+    };
+    json!({
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": spec,
+        "status": status,
+    })
+}
+
+/// Answer a SelfSubjectReview (`kubectl auth whoami`).
+pub fn self_subject_review(who: &Identity, version: &str) -> Value {
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": format!("authentication.k8s.io/{version}"),
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": who.user, "uid": who.uid, "groups": who.groups}},
+    })
+}
+
+/// Answer a SelfSubjectRulesReview (`kubectl auth can-i --list`).
+pub fn self_subject_rules_review(body: &Value) -> Value {
+    json!({
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": body.get("spec").cloned().unwrap_or(json!({})),
+        "status": {
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_parses_like_kube_apiserver() {
+        let f = TokenFile::parse("# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n").unwrap();
+        let a = f.lookup("abc").unwrap();
+        assert_eq!(a.user, "alice");
+        assert_eq!(a.groups, vec!["dev", "ops", "system:authenticated"]);
+        assert_eq!(f.lookup("xyz").unwrap().groups, vec!["system:authenticated"]);
+        assert!(f.lookup("nope").is_none());
+        assert!(TokenFile::parse("only,two").is_err());
+    }
+}

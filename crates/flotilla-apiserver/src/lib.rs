@@ -1,0 +1,37 @@
+//! Flotilla's Kubernetes-compatible API server: an axum `Router` over the store.
+//!
+//! Start at [`server`] (routing, identity, authorization, overload protection), then
+//! [`objects`] (the write pipeline for single objects) and [`listwatch`] (lists and watch
+//! streams). [`resources`] is the table of what is served; [`error`] the one place errors
+//! become `Status` objects; [`serve`] puts the router on HTTPS; [`inproc`] lets in-process
+//! controllers use it as a `kube::Client` transport.
+//!
+//! Invariants: the API server talks only to the store — never to a controller or a member
+//! cluster; every failure reaches the client as a `Status` with the real server's code and
+//! reason; `resourceVersion` is the store revision.
+
+pub mod auth;
+mod discovery;
+pub mod error;
+pub mod inproc;
+mod listwatch;
+mod meta;
+pub mod metrics;
+mod negotiate;
+mod objects;
+mod interim;
+mod openapi;
+mod patching;
+pub mod pki;
+pub mod request;
+pub mod resources;
+pub mod serve;
+pub mod server;
+mod storage;
+pub mod table;
+
+pub use auth::{Identity, TokenFile};
+pub use server::{ApiServer, ApiServerConfig, VersionInfo};
+
+/// Namespaces that exist from the start, as on a real cluster.
+pub const BOOTSTRAP_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];

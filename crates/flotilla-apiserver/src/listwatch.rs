@@ -1,0 +1,491 @@
+//! LIST and WATCH: selectors, pagination on one snapshot, resourceVersion semantics, and watch
+//! streams of newline-delimited JSON events (bookmarks, in-stream 410s, selector transitions,
+//! streaming lists).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use crate::interim::selector::{FieldSelector, LabelSelector};
+use flotilla_store::{RangeRequest, Revision, StoreError, WatchEvent};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::meta;
+use crate::negotiate::{self, Output};
+use crate::objects::Ctx;
+use crate::resources::{Codec, ResourceInfo};
+use crate::server::json_response;
+use crate::storage::{self, Continue};
+
+/// Label and field selectors of a request, validated against what the resource supports.
+pub(crate) struct Selectors {
+    label: LabelSelector,
+    field: FieldSelector,
+}
+
+/// Fields a resource can be selected by, beyond `metadata.name` and `metadata.namespace`.
+fn extra_fields(info: &ResourceInfo) -> &'static [&'static str] {
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        _ => &[],
+    }
+}
+
+fn field_value(obj: &Value, field: &str) -> Option<String> {
+    let v = match field {
+        "metadata.name" => return Some(meta::name(obj).to_string()),
+        "metadata.namespace" => return Some(meta::namespace(obj).unwrap_or("").to_string()),
+        "source" => obj.pointer("/source/component"),
+        f => obj.pointer(&format!("/{}", f.replace('.', "/"))),
+    };
+    Some(match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    })
+}
+
+impl Selectors {
+    pub fn from_query(ctx: &Ctx) -> ApiResult<Selectors> {
+        let label = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let field = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let extra = extra_fields(&ctx.info);
+        for f in field.fields() {
+            if f != "metadata.name" && f != "metadata.namespace" && !extra.contains(&f) {
+                return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+            }
+        }
+        Ok(Selectors { label, field })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        (self.label.is_empty() || self.label.matches(&meta::labels(obj))) && (self.field.is_empty() || self.field.matches(|f| field_value(obj, f)))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.label.is_empty() && self.field.is_empty()
+    }
+}
+
+fn invalid_list_options(message: &str, field: &str) -> ApiError {
+    ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![Cause::new("FieldValueForbidden", field, message)])
+        .with_message(format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {message}"))
+}
+
+/// Wait until the store has reached `want`, or answer 504 as the real server does.
+async fn await_revision(ctx: &Ctx, want: Revision) -> ApiResult<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let current = ctx.inner.store.current_revision().await?;
+        if current >= want {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::timeout(format!("Too large resource version: {want}, current: {current}"))
+                .with_cause(Cause::new("ResourceVersionTooLarge", "", "Too large resource version")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One page of a list.
+pub(crate) struct Page {
+    pub items: Vec<Value>,
+    pub revision: Revision,
+    pub next: Option<Continue>,
+    pub remaining: Option<i64>,
+}
+
+/// Read a page of matching objects at one snapshot.
+async fn read_page(ctx: &Ctx, sel: &Selectors, limit: Option<usize>, at: Option<Revision>, after: Option<String>) -> ApiResult<Page> {
+    let prefix = storage::list_prefix(&ctx.info, ctx.path.namespace.as_deref().filter(|_| ctx.info.namespaced));
+    let mut items = Vec::new();
+    let mut revision = at;
+    let mut after_key = after;
+    let mut remaining = None;
+    loop {
+        let want = limit.map(|l| l - items.len());
+        let batch = match want {
+            Some(w) if sel.is_empty() => w,
+            Some(w) => (w * 2).clamp(16, 1000),
+            None => 0,
+        };
+        let mut req = RangeRequest::prefix(Bytes::from(prefix.clone())).limit(batch);
+        req.continue_after = after_key.clone().map(Bytes::from);
+        req.at_revision = revision;
+        let resp = ctx.inner.store.range(req).await.map_err(|e| match e {
+            StoreError::Compacted { .. } if after_key.is_some() => ApiError::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            ),
+            StoreError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
+            StoreError::FutureRevision { requested, current } => ApiError::timeout(format!("Too large resource version: {requested}, current: {current}")),
+            other => other.into(),
+        })?;
+        revision = Some(resp.revision);
+        if sel.is_empty() && limit.is_some() {
+            remaining = Some(resp.count as i64 - resp.kvs.len() as i64);
+        }
+        let n = resp.kvs.len();
+        for (i, kv) in resp.kvs.iter().enumerate() {
+            let obj = storage::decode(kv)?;
+            after_key = Some(String::from_utf8_lossy(&kv.key).into_owned());
+            if sel.matches(&obj) {
+                items.push(obj);
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                let more = i + 1 < n || resp.more;
+                let next = more.then(|| Continue { revision: resp.revision, after_key: after_key.clone().unwrap_or_default() });
+                return Ok(Page { items, revision: resp.revision, next, remaining: remaining.filter(|r| *r > 0 && more) });
+            }
+        }
+        if !resp.more || batch == 0 {
+            return Ok(Page { items, revision: resp.revision, next: None, remaining: None });
+        }
+    }
+}
+
+/// Every matching object at the current revision (for deletecollection and initial events).
+pub(crate) async fn list_all(ctx: &Ctx) -> ApiResult<(Vec<Value>, Revision)> {
+    let sel = Selectors::from_query(ctx)?;
+    let page = read_page(ctx, &sel, None, None, None).await?;
+    Ok((page.items, page.revision))
+}
+
+fn list_item(info: &ResourceInfo, mut obj: Value) -> Value {
+    // Built-in lists carry no per-item type; custom resources do, as upstream.
+    if matches!(info.codec, Codec::Opaque) {
+        obj["apiVersion"] = json!(info.api_version());
+        obj["kind"] = json!(info.kind);
+    } else if let Some(o) = obj.as_object_mut() {
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    obj
+}
+
+pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+    let sel = Selectors::from_query(ctx)?;
+    let q = &ctx.query;
+    let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+    let cont = q.get("continue").filter(|s| !s.is_empty());
+    let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    if rvm.is_some() && rv.is_none() {
+        return Err(invalid_list_options("resourceVersionMatch is forbidden unless resourceVersion is provided", "resourceVersionMatch"));
+    }
+    if cont.is_some() && rv.is_some_and(|r| r != "0") {
+        return Err(invalid_list_options("specifying resource version is not allowed when using continue", "resourceVersion"));
+    }
+    if let Some(m) = rvm {
+        if !matches!(m, "Exact" | "NotOlderThan") {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![Cause::new("FieldValueNotSupported", "resourceVersionMatch", format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\""))],
+            ));
+        }
+    }
+    let parsed_rv = match rv {
+        None | Some("0") => None,
+        Some(r) => Some(
+            r.parse::<Revision>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?,
+        ),
+    };
+    if rvm == Some("Exact") && parsed_rv.is_none() {
+        return Err(invalid_list_options("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"", "resourceVersionMatch"));
+    }
+    let prefix = storage::list_prefix(&ctx.info, ctx.path.namespace.as_deref().filter(|_| ctx.info.namespaced));
+    let (at, after) = if let Some(token) = cont {
+        let c = Continue::decode(token, &prefix)?;
+        (Some(c.revision), Some(c.after_key))
+    } else if rvm == Some("Exact") {
+        (parsed_rv, None)
+    } else {
+        if let Some(n) = parsed_rv {
+            await_revision(ctx, n).await?;
+        }
+        (None, None)
+    };
+    let page = read_page(ctx, &sel, limit, at, after).await?;
+    let mut list_meta = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(next) = &page.next {
+        list_meta["continue"] = json!(next.encode());
+    }
+    if let Some(r) = page.remaining {
+        list_meta["remainingItemCount"] = json!(r);
+    }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    match negotiate::output(accept)? {
+        Output::Table(v) => {
+            let include = q.get("includeObject").unwrap_or("Metadata");
+            let t = crate::table::table(&ctx.info.printer, v, &page.items, include, list_meta, true);
+            let ct = if v == "v1" { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json;as=Table;v=v1beta1;g=meta.k8s.io" };
+            Ok(json_response(StatusCode::OK, &t, ct, &[]))
+        }
+        Output::PartialMetadata => {
+            let items: Vec<Value> = page.items.iter().map(crate::table::partial_metadata).collect();
+            let body = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "items": items});
+            Ok(json_response(StatusCode::OK, &body, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", &[]))
+        }
+        Output::Json => {
+            let items: Vec<Value> = page.items.into_iter().map(|o| list_item(&ctx.info, o)).collect();
+            let body = json!({"kind": ctx.info.list_kind, "apiVersion": ctx.info.api_version(), "metadata": list_meta, "items": items});
+            Ok(json_response(StatusCode::OK, &body, "application/json", &[]))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch
+
+/// How a watch renders objects.
+#[derive(Clone)]
+struct Render {
+    info: std::sync::Arc<ResourceInfo>,
+    output: Output,
+    columns_sent: bool,
+}
+
+impl Render {
+    fn object(&mut self, obj: Value) -> Value {
+        let mut obj = obj;
+        obj["apiVersion"] = json!(self.info.api_version());
+        obj["kind"] = json!(self.info.kind);
+        match self.output {
+            Output::Json => obj,
+            Output::PartialMetadata => crate::table::partial_metadata(&obj),
+            Output::Table(v) => {
+                let rv = meta::meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+                let with_columns = !self.columns_sent;
+                self.columns_sent = true;
+                crate::table::table(&self.info.printer, v, &[obj], "Metadata", json!({"resourceVersion": rv}), with_columns)
+            }
+        }
+    }
+
+    fn bookmark(&self, revision: Revision, initial_end: bool) -> Value {
+        let mut m = json!({"resourceVersion": revision.to_string()});
+        if initial_end {
+            m["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": m})
+    }
+}
+
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    line("ERROR", e.status())
+}
+
+/// A watch stream whose only event is an ERROR (the real server answers 200, then the error).
+fn error_stream(e: ApiError) -> Response {
+    stream_response(Body::from(error_line(&e)))
+}
+
+fn stream_response(body: Body) -> Response {
+    let mut resp = (StatusCode::OK, body).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp
+}
+
+/// Decrements the open-watch gauge when the stream task ends.
+struct WatchGauge(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for WatchGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+    let sel = Selectors::from_query(ctx)?;
+    let q = &ctx.query;
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let output = negotiate::output(accept)?;
+    let bookmarks = q.flag("allowWatchBookmarks");
+    let send_initial = q.get("sendInitialEvents").map(|_| q.flag("sendInitialEvents"));
+    let rv = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    if send_initial.is_some() && (rvm != Some("NotOlderThan") || !bookmarks) {
+        let mut causes = Vec::new();
+        if rvm != Some("NotOlderThan") {
+            causes.push(Cause::new("FieldValueForbidden", "resourceVersionMatch", "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+        }
+        if !bookmarks {
+            causes.push(Cause::new("FieldValueForbidden", "allowWatchBookmarks", "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true"));
+        }
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
+    }
+    if send_initial.is_none() && rvm.is_some() {
+        return Err(invalid_list_options("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided", "resourceVersionMatch"));
+    }
+    let timeout = match q.int("timeoutSeconds")? {
+        Some(s) if s > 0 => Duration::from_secs(s as u64),
+        _ => {
+            use rand::RngExt;
+            let min = ctx.inner.config.min_watch_timeout.as_secs().max(1);
+            Duration::from_secs(rand::rng().random_range(min..=min * 2))
+        }
+    };
+    let parsed_rv = match rv {
+        None | Some("0") => None,
+        Some(r) => Some(r.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?),
+    };
+    // What the client sees first: synthetic ADDED events for the current state (rv unset or
+    // "0", or an explicit streaming list), then changes after that snapshot.
+    let initial = send_initial.unwrap_or(parsed_rv.is_none());
+    let (initial_items, start) = if initial {
+        if let Some(n) = parsed_rv {
+            await_revision(ctx, n).await?;
+        }
+        let page = read_page(ctx, &sel, None, None, None).await?;
+        (page.items, page.revision)
+    } else {
+        (Vec::new(), parsed_rv.unwrap_or(0))
+    };
+    let prefix = storage::list_prefix(&ctx.info, ctx.path.namespace.as_deref().filter(|_| ctx.info.namespaced));
+    let stream = match ctx.inner.store.watch(prefix.as_bytes(), start).await {
+        Ok(s) => s,
+        Err(StoreError::Compacted { compacted, .. }) => {
+            return Ok(error_stream(ApiError::expired(format!("too old resource version: {start} ({compacted})"))));
+        }
+        Err(StoreError::FutureRevision { requested, current }) => {
+            await_revision(ctx, requested).await?;
+            return Err(ApiError::timeout(format!("Too large resource version: {requested}, current: {current}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let mut render = Render { info: ctx.info.clone(), output, columns_sent: false };
+    let bookmark_interval = ctx.inner.config.bookmark_interval;
+    ctx.inner.metrics.open_watches.inc();
+    let gauge = WatchGauge(ctx.inner.metrics.open_watches.clone());
+    tokio::spawn(async move {
+        let _gauge = gauge;
+        let mut stream = stream;
+        for obj in initial_items {
+            let o = render.object(obj);
+            if tx.send(Ok(line("ADDED", o))).await.is_err() {
+                return;
+            }
+        }
+        if send_initial == Some(true) {
+            let b = render.bookmark(start, true);
+            if tx.send(Ok(line("BOOKMARK", b))).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut bookmark_tick = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+        let mut want_bookmark = false;
+        let mut last = start;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tx.closed() => return,
+                _ = bookmark_tick.tick(), if bookmarks => {
+                    want_bookmark = true;
+                    stream.request_progress();
+                }
+                ev = stream.next_event() => {
+                    let Some(ev) = ev else { return };
+                    let out = match ev {
+                        Err(StoreError::Compacted { compacted, .. }) => {
+                            let _ = tx.send(Ok(error_line(&ApiError::expired(format!("too old resource version: {last} ({compacted})"))))).await;
+                            return;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Ok(error_line(&ApiError::expired(format!("watch ended: {e}; restart the watch"))))).await;
+                            return;
+                        }
+                        Ok(WatchEvent::Progress(r)) => {
+                            if bookmarks && want_bookmark && r >= last {
+                                want_bookmark = false;
+                                last = r;
+                                Some(line("BOOKMARK", render.bookmark(r, false)))
+                            } else {
+                                None
+                            }
+                        }
+                        Ok(WatchEvent::Put { kv, prev }) => {
+                            last = kv.mod_revision;
+                            let Ok(obj) = storage::decode(&kv) else { continue };
+                            let now = sel.matches(&obj);
+                            let before = match &prev {
+                                Some(p) => storage::decode(p).map(|o| sel.matches(&o)).unwrap_or(false),
+                                None => false,
+                            };
+                            match (prev.is_some(), before, now) {
+                                (_, true, true) => Some(line("MODIFIED", render.object(obj))),
+                                (_, false, true) => Some(line("ADDED", render.object(obj))),
+                                (true, true, false) => Some(line("DELETED", render.object(obj))),
+                                _ => None,
+                            }
+                        }
+                        Ok(WatchEvent::Delete { revision, prev, .. }) => {
+                            last = revision;
+                            match storage::decode_at(&prev.value, revision) {
+                                Ok(obj) if sel.matches(&obj) => Some(line("DELETED", render.object(obj))),
+                                _ => None,
+                            }
+                        }
+                    };
+                    if let Some(bytes) = out {
+                        if tx.send(Ok(bytes)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream_from(rx));
+    Ok(stream_response(body))
+}
+
+/// An mpsc receiver as a `Stream`.
+fn tokio_stream_from(mut rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

@@ -1,0 +1,283 @@
+//! Object metadata: reading and writing `metadata` on JSON objects, and the validation rules
+//! kube-apiserver applies to names, labels, annotations, finalizers and owner references.
+
+use serde_json::{Map, Value};
+
+use crate::error::Cause;
+
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata")?.as_object()
+}
+
+/// `metadata`, created as `{}` when missing or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = Value::Object(Map::new());
+    }
+    obj["metadata"].as_object_mut().expect("metadata was just made an object")
+}
+
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj)?.get(field)?.as_str()
+}
+
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name").unwrap_or("")
+}
+
+pub fn namespace(obj: &Value) -> Option<&str> {
+    meta_str(obj, "namespace").filter(|s| !s.is_empty())
+}
+
+pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
+    meta(obj)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+        .unwrap_or_default()
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+pub fn is_terminating(obj: &Value) -> bool {
+    meta(obj).and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+}
+
+pub fn generation(obj: &Value) -> i64 {
+    meta(obj).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// Now as `metav1.Time`: RFC 3339, second precision, `Z`.
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Seconds since a `metav1.Time`, for printer columns.
+pub fn age_seconds(ts: &str) -> Option<i64> {
+    let t: jiff::Timestamp = ts.parse().ok()?;
+    Some(jiff::Timestamp::now().as_second() - t.as_second())
+}
+
+/// `5m`, `3h12m`, `2d`: kubectl's human durations.
+pub fn human_duration(secs: i64) -> String {
+    let s = secs.max(0);
+    if s < 120 {
+        format!("{s}s")
+    } else if s < 600 {
+        let (m, r) = (s / 60, s % 60);
+        if r == 0 { format!("{m}m") } else { format!("{m}m{r}s") }
+    } else if s < 3 * 3600 {
+        format!("{}m", s / 60)
+    } else if s < 8 * 3600 {
+        let (h, m) = (s / 3600, (s % 3600) / 60);
+        if m == 0 { format!("{h}h") } else { format!("{h}h{m}m") }
+    } else if s < 2 * 86400 {
+        format!("{}h", s / 3600)
+    } else if s < 8 * 86400 {
+        let (d, h) = (s / 86400, (s % 86400) / 3600);
+        if h == 0 { format!("{d}d") } else { format!("{d}d{h}h") }
+    } else if s < 365 * 86400 {
+        format!("{}d", s / 86400)
+    } else {
+        format!("{}y{}d", s / (365 * 86400), (s % (365 * 86400)) / 86400)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+const DNS1123_LABEL_MAX: usize = 63;
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= DNS1123_LABEL_MAX
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+}
+
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= DNS1123_SUBDOMAIN_MAX && s.split('.').all(is_dns1123_label)
+}
+
+fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
+}
+
+/// The rule a resource's object names follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    Dns1123Subdomain,
+    Dns1123Label,
+    Dns1035Label,
+    /// Anything that is a valid path segment (RBAC objects allow `system:…`).
+    PathSegment,
+}
+
+pub fn name_rule(group: &str, plural: &str) -> NameRule {
+    match (group, plural) {
+        ("", "namespaces") => NameRule::Dns1123Label,
+        ("", "services") => NameRule::Dns1035Label,
+        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        _ => NameRule::Dns1123Subdomain,
+    }
+}
+
+pub fn validate_name(rule: NameRule, name: &str, field: &str) -> Option<Cause> {
+    let ok = match rule {
+        NameRule::Dns1123Subdomain => is_dns1123_subdomain(name),
+        NameRule::Dns1123Label => is_dns1123_label(name),
+        NameRule::Dns1035Label => is_dns1035_label(name),
+        NameRule::PathSegment => !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('%'),
+    };
+    if ok {
+        return None;
+    }
+    let detail = match rule {
+        NameRule::Dns1123Subdomain => "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        NameRule::Dns1123Label => "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        NameRule::Dns1035Label => "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        NameRule::PathSegment => "may not be '.' or '..' and may not contain '/' or '%'",
+    };
+    Some(Cause::new("FieldValueInvalid", field, format!("Invalid value: {name:?}: {detail}")))
+}
+
+fn is_label_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+}
+
+/// A qualified name: `[prefix/]name`, prefix a DNS subdomain, name ≤ 63 characters.
+pub fn is_qualified_name(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_label_name(name),
+        None => is_label_name(s),
+    }
+}
+
+pub fn is_label_value(s: &str) -> bool {
+    s.is_empty() || is_label_name(s)
+}
+
+/// Validate the metadata every kind shares.
+pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(m) = meta(obj) else {
+        return vec![Cause::new("FieldValueRequired", "metadata", "Required value")];
+    };
+    match m.get("name").and_then(Value::as_str) {
+        None | Some("") => causes.push(Cause::new("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")),
+        Some(n) => causes.extend(validate_name(rule, n, "metadata.name")),
+    }
+    if namespaced {
+        if let Some(ns) = m.get("namespace").and_then(Value::as_str) {
+            if !is_dns1123_label(ns) {
+                causes.push(Cause::new("FieldValueInvalid", "metadata.namespace", format!("Invalid value: {ns:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")));
+            }
+        }
+    }
+    if let Some(labels) = m.get("labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            if !is_qualified_name(k) {
+                causes.push(Cause::new("FieldValueInvalid", "metadata.labels", format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")));
+            }
+            match v.as_str() {
+                Some(v) if is_label_value(v) => {}
+                Some(v) => causes.push(Cause::new("FieldValueInvalid", format!("metadata.labels"), format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))),
+                None => causes.push(Cause::new("FieldValueTypeInvalid", format!("metadata.labels.{k}"), "Invalid value: label values must be strings")),
+            }
+        }
+    }
+    if let Some(ann) = m.get("annotations").and_then(Value::as_object) {
+        let mut total = 0;
+        for (k, v) in ann {
+            if !is_qualified_name(&k.to_lowercase()) {
+                causes.push(Cause::new("FieldValueInvalid", "metadata.annotations", format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > ANNOTATIONS_MAX_BYTES {
+            causes.push(Cause::new("FieldValueTooLong", "metadata.annotations", format!("Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes")));
+        }
+    }
+    if let Some(fins) = m.get("finalizers").and_then(Value::as_array) {
+        for (i, f) in fins.iter().enumerate() {
+            let ok = f.as_str().is_some_and(|s| is_qualified_name(s) && (s.contains('/') || STANDARD_FINALIZERS.contains(&s)));
+            if !ok {
+                causes.push(Cause::new("FieldValueInvalid", format!("metadata.finalizers[{i}]"), format!("Invalid value: {f}: name is neither a standard finalizer name nor is it fully qualified")));
+            }
+        }
+    }
+    if let Some(owners) = m.get("ownerReferences").and_then(Value::as_array) {
+        let mut controllers = 0;
+        for (i, o) in owners.iter().enumerate() {
+            for f in ["apiVersion", "kind", "name", "uid"] {
+                if o.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(Cause::new("FieldValueRequired", format!("metadata.ownerReferences[{i}].{f}"), "Required value"));
+                }
+            }
+            if o.get("controller").and_then(Value::as_bool) == Some(true) {
+                controllers += 1;
+            }
+        }
+        if controllers > 1 {
+            causes.push(Cause::new("FieldValueInvalid", "metadata.ownerReferences", "Invalid value: Only one reference can have Controller set to true"));
+        }
+    }
+    causes
+}
+
+/// Finalizer names that need no domain prefix.
+const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_and_labels_follow_the_real_rules() {
+        assert!(is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("A"));
+        assert!(!is_dns1123_subdomain("-a"));
+        assert!(validate_name(NameRule::Dns1035Label, "1svc", "n").is_some());
+        assert!(validate_name(NameRule::PathSegment, "system:controller", "n").is_none());
+        assert!(is_qualified_name("app.kubernetes.io/name"));
+        assert!(!is_qualified_name("bad key"));
+        assert!(is_label_value(""));
+        assert!(!is_label_value("a b"));
+    }
+
+    #[test]
+    fn metadata_validation_collects_every_cause() {
+        let obj = json!({"metadata": {"name": "Bad_Name", "labels": {"ok": "fine", "x": "not ok"}, "finalizers": ["nodomain"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "a", "uid": "1", "controller": true}, {"kind": "Y", "controller": true}]}});
+        let causes = validate_object_meta(&obj, NameRule::Dns1123Subdomain, true);
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert!(fields.contains(&"metadata.name"));
+        assert!(fields.contains(&"metadata.labels"));
+        assert!(fields.contains(&"metadata.finalizers[0]"));
+        assert!(fields.contains(&"metadata.ownerReferences[1].apiVersion"));
+        assert!(fields.contains(&"metadata.ownerReferences"));
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(130), "2m10s");
+        assert_eq!(human_duration(3600), "60m");
+        assert_eq!(human_duration(4 * 3600 + 60), "4h1m");
+        assert_eq!(human_duration(3 * 86400), "3d");
+    }
+}

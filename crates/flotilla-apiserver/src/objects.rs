@@ -1,0 +1,953 @@
+//! Reading and writing single objects: get, create, update, patch, delete, deletecollection,
+//! and the `/status`, `/scale` and `/finalize` subresources. Every write goes through the same
+//! pipeline: decode → server-owned metadata → defaults → validation → admission → store.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use flotilla_store::{Revision, StoreError};
+use serde_json::{Map, Value, json};
+
+use crate::auth::Identity;
+use crate::error::{ApiError, ApiResult, Cause, Subject};
+use crate::meta;
+use crate::negotiate::{self, BodyType, Output};
+use crate::request::{FieldValidation, Query, ResourcePath};
+use crate::resources::{Codec, ResourceInfo};
+use crate::server::{Inner, json_response};
+use crate::storage;
+
+/// Everything a handler needs about one request.
+pub(crate) struct Ctx {
+    pub inner: Arc<Inner>,
+    pub info: Arc<ResourceInfo>,
+    pub path: ResourcePath,
+    pub query: Query,
+    #[allow(dead_code)]
+    pub identity: Identity,
+}
+
+impl Ctx {
+    pub fn subject<'a>(&'a self, name: &'a str) -> Subject<'a> {
+        Subject { group: &self.info.group, resource: &self.info.plural, name }
+    }
+    fn name(&self) -> &str {
+        self.path.name.as_deref().unwrap_or("")
+    }
+    fn namespace(&self) -> Option<&str> {
+        if self.info.namespaced { self.path.namespace.as_deref() } else { None }
+    }
+    fn key(&self, name: &str) -> Bytes {
+        storage::object_key(&self.info, self.namespace(), name)
+    }
+}
+
+/// Parse a JSON or YAML object body.
+pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
+    let v: Value = match negotiate::body_type(content_type) {
+        BodyType::Json => {
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Err(ApiError::bad_request("the request body is empty; expected a JSON object"));
+            }
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?
+        }
+        BodyType::Yaml | BodyType::ApplyYaml => parse_yaml(bytes)?,
+        BodyType::Protobuf => {
+            return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]).with_cause(Cause::new(
+                "",
+                "",
+                "protobuf request bodies are not supported yet",
+            )));
+        }
+        _ => return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"])),
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+pub(crate) fn parse_yaml(bytes: &[u8]) -> ApiResult<Value> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML or JSON: {e}")))
+}
+
+/// An object as it goes out: with apiVersion and kind.
+fn with_type(info: &ResourceInfo, mut obj: Value) -> Value {
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("apiVersion".into(), json!(info.api_version()));
+        o.insert("kind".into(), json!(info.kind));
+    }
+    obj
+}
+
+/// Render one object in the representation `Accept` asked for.
+pub(crate) fn render_object(ctx: &Ctx, headers: &HeaderMap, code: StatusCode, obj: Value, warnings: &[String]) -> ApiResult<Response> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let obj = with_type(&ctx.info, obj);
+    match negotiate::output(accept)? {
+        Output::Json => Ok(json_response(code, &obj, "application/json", warnings)),
+        Output::PartialMetadata => Ok(json_response(
+            code,
+            &crate::table::partial_metadata(&obj),
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            warnings,
+        )),
+        Output::Table(v) => {
+            let include = ctx.query.get("includeObject").unwrap_or("Metadata");
+            let rv = meta::meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+            let t = crate::table::table(&ctx.info.printer, v, &[obj], include, json!({"resourceVersion": rv}), true);
+            let ct = if v == "v1" { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json;as=Table;v=v1beta1;g=meta.k8s.io" };
+            Ok(json_response(code, &t, ct, warnings))
+        }
+    }
+}
+
+/// Read the live object, or 404.
+async fn read(ctx: &Ctx, name: &str) -> ApiResult<(Value, Revision)> {
+    match ctx.inner.store.get(&ctx.key(name)).await? {
+        Some(kv) => Ok((storage::decode(&kv)?, kv.mod_revision)),
+        None => Err(ApiError::not_found(&ctx.subject(name))),
+    }
+}
+
+pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+    let (obj, _) = read(ctx, ctx.name()).await?;
+    match ctx.path.subresource.as_deref() {
+        Some("scale") => Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[])),
+        _ => render_object(ctx, headers, StatusCode::OK, obj, &[]),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The write pipeline
+
+/// Decode a body into the kind's shape: fields the kind does not know are reported per
+/// `fieldValidation` and dropped; a body that does not fit the type is a 400 naming the field.
+fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warnings: &mut Vec<String>) -> ApiResult<Value> {
+    let api_version = info.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {}
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => {}
+        Some(k) if k == info.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "{k} in version \"{}\" cannot be handled as a {}: the kind in the data does not match the resource",
+                info.version, info.kind
+            )));
+        }
+    }
+    obj["apiVersion"] = json!(api_version);
+    obj["kind"] = json!(info.kind);
+    if let Err(e) = flotilla_api_hooks::canonicalize(info, &mut obj) {
+        return Err(e);
+    }
+    match &info.codec {
+        Codec::Opaque => Ok(obj),
+        Codec::Typed(decode) => {
+            let out = decode(obj.clone()).map_err(|e| {
+                let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
+                ApiError::bad_request(format!(
+                    "{} in version \"{}\" cannot be handled as a {}: {}{at}",
+                    info.kind, info.version, info.kind, e.message
+                ))
+                .with_cause(Cause::new("FieldValueTypeInvalid", e.path.clone(), e.message.clone()))
+            })?;
+            let mut unknown = Vec::new();
+            unknown_fields(&obj, &out, String::new(), &mut unknown);
+            if !unknown.is_empty() {
+                match fv {
+                    FieldValidation::Strict => {
+                        let list = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ");
+                        return Err(ApiError::bad_request(format!("strict decoding error: {list}")));
+                    }
+                    FieldValidation::Warn => warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\""))),
+                    FieldValidation::Ignore => {}
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Paths present (and not null) in `input` but gone from `decoded`.
+fn unknown_fields(input: &Value, decoded: &Value, path: String, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match b.get(k) {
+                    None if !v.is_null() => out.push(p),
+                    Some(d) => unknown_fields(v, d, p, out),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                unknown_fields(x, y, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Hooks into the pure API crate (defaulting, quantities), kept in one place.
+mod flotilla_api_hooks {
+    use super::*;
+
+    pub fn canonicalize(_info: &ResourceInfo, _obj: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    pub fn defaults(info: &ResourceInfo, obj: &mut Value) {
+        if info.group.is_empty() && info.plural == "namespaces" {
+            let name = meta::name(obj).to_string();
+            let m = meta::meta_mut(obj);
+            let labels = m.entry("labels").or_insert_with(|| json!({}));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert("kubernetes.io/metadata.name".into(), json!(name));
+            }
+            if obj.pointer("/spec/finalizers").is_none() {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            }
+            if obj.pointer("/status/phase").is_none() {
+                obj["status"] = json!({"phase": "Active"});
+            }
+        }
+    }
+}
+
+fn random_suffix() -> String {
+    use rand::RngExt;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// Fail with 422 when there are causes.
+fn check(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> ApiResult<()> {
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&info.group, &info.kind, name, causes)) }
+}
+
+/// Namespace lifecycle admission: a namespaced object can only be created in a namespace that
+/// exists and is not being deleted.
+async fn admit_namespace(inner: &Inner, info: &ResourceInfo, namespace: &str) -> ApiResult<()> {
+    if !info.namespaced {
+        return Ok(());
+    }
+    let key = Bytes::from(format!("/registry/core/namespaces/{namespace}"));
+    match inner.store.get(&key).await? {
+        None => Err(ApiError::not_found(&Subject { group: "", resource: "namespaces", name: namespace })),
+        Some(kv) => {
+            let ns = storage::decode(&kv)?;
+            if meta::is_terminating(&ns) || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
+                Err(ApiError::forbidden(
+                    &Subject { group: &info.group, resource: &info.plural, name: "" },
+                    format!("unable to create new content in namespace {namespace} because it is being terminated"),
+                )
+                .with_cause(Cause::new("NamespaceTerminating", "", format!("namespace {namespace} is being terminated"))))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The desired-state part of an object: everything but metadata and status.
+fn spec_part(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    o
+}
+
+/// Create with the namespace and name from the URL (internal callers: bootstrap).
+pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &str, plural: &str, namespace: Option<&str>, body: Value) -> ApiResult<Value> {
+    let info = inner.registry.catalog().lookup(group, version, plural).ok_or_else(ApiError::no_route)?;
+    let ctx = Ctx {
+        inner: inner.clone(),
+        info,
+        path: ResourcePath {
+            group: group.into(),
+            version: version.into(),
+            namespace: namespace.map(Into::into),
+            resource: plural.into(),
+            ..Default::default()
+        },
+        query: Query::default(),
+        identity: Identity::user("system:apiserver", &["system:masters"]),
+    };
+    let mut warnings = Vec::new();
+    create_object(&ctx, body, &mut warnings).await
+}
+
+pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+    if ctx.path.name.is_some() {
+        return Err(ApiError::method_not_allowed("create", &ctx.info.plural));
+    }
+    let body = parse_object_body(ct.as_deref(), &bytes)?;
+    let mut warnings = Vec::new();
+    let obj = create_object(ctx, body, &mut warnings).await?;
+    render_object(ctx, headers, StatusCode::CREATED, obj, &warnings)
+}
+
+async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> ApiResult<Value> {
+    let info = &ctx.info;
+    let fv = FieldValidation::from_query(&ctx.query)?;
+    let dry_run = ctx.query.dry_run()?;
+    let mut obj = decode_object(info, body, fv, warnings)?;
+    // Namespace: from the URL; a different one in the body is an error.
+    let url_ns = ctx.namespace().map(String::from);
+    {
+        let m = meta::meta_mut(&mut obj);
+        match (info.namespaced, url_ns.as_deref(), m.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty())) {
+            (true, Some(u), Some(b)) if u != b => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (true, Some(u), _) => {
+                m.insert("namespace".into(), json!(u));
+            }
+            (true, None, _) => return Err(ApiError::no_route()),
+            (false, _, _) => {
+                m.remove("namespace");
+            }
+        }
+        if m.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(meta::now()));
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("managedFields");
+        if info.generation {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+    }
+    if info.status && !(info.group.is_empty() && info.plural == "namespaces") {
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({}));
+        }
+    }
+    flotilla_api_hooks::defaults(info, &mut obj);
+    let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty)
+        && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
+    if generate {
+        let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
+        meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
+    }
+    let name = meta::name(&obj).to_string();
+    let rule = meta::name_rule(&info.group, &info.plural);
+    check(info, &name, meta::validate_object_meta(&obj, rule, info.namespaced))?;
+    if let Some(ns) = url_ns.as_deref() {
+        admit_namespace(&ctx.inner, info, ns).await?;
+    }
+    if dry_run {
+        return Ok(obj);
+    }
+    // generateName retries on a collision, as the real server does.
+    for attempt in 0..8 {
+        let key = storage::object_key(info, url_ns.as_deref(), meta::name(&obj));
+        let started = std::time::Instant::now();
+        let res = ctx.inner.store.create(key, storage::encode(&obj)?).await;
+        ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
+        match res {
+            Ok(rev) => {
+                meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(rev.to_string()));
+                return Ok(obj);
+            }
+            Err(StoreError::AlreadyExists { .. }) if generate && attempt < 7 => {
+                let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
+                meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
+            }
+            Err(StoreError::AlreadyExists { .. }) => return Err(ApiError::already_exists(&ctx.subject(meta::name(&obj)))),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::already_exists(&ctx.subject(meta::name(&obj))))
+}
+
+/// What an update changes, worked out from the old object and the requested new one.
+struct Prepared {
+    obj: Value,
+    /// Nothing changed: answer with the old object and write nothing.
+    noop: bool,
+    /// The object should go away (terminating, last finalizer removed).
+    remove: bool,
+}
+
+/// Carry server-owned fields over from `old`, apply the subresource's rules, defaults and
+/// validation.
+fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+    let info = &ctx.info;
+    let fv = FieldValidation::from_query(&ctx.query)?;
+    let name = ctx.name().to_string();
+    let sub = ctx.path.subresource.as_deref();
+    new = decode_object(info, new, fv, warnings)?;
+    // The object in the body must be the one in the URL.
+    if let Some(n) = meta::meta_str(&new, "name").filter(|s| !s.is_empty()) {
+        if n != name {
+            return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+        }
+    }
+    if info.namespaced {
+        if let (Some(b), Some(u)) = (meta::namespace(&new), ctx.namespace()) {
+            if b != u {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+        }
+    }
+    let old_meta = meta::meta(old).cloned().unwrap_or_default();
+    let mut obj = match sub {
+        // The status subresource changes only status.
+        Some("status") => {
+            let mut o = old.clone();
+            o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+            if o["status"].is_null() {
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+            o
+        }
+        // Finalize changes only spec.finalizers (namespaces).
+        Some("finalize") => {
+            let mut o = old.clone();
+            o["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+            o
+        }
+        _ => {
+            let mut o = new;
+            if info.status && !(info.group.is_empty() && info.plural == "namespaces") {
+                match old.get("status") {
+                    Some(s) => o["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = o.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            if info.group.is_empty() && info.plural == "namespaces" {
+                // Namespace spec.finalizers change only through /finalize; status is the server's.
+                o["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
+                o["status"] = old.get("status").cloned().unwrap_or(json!({}));
+            }
+            o
+        }
+    };
+    {
+        let m = meta::meta_mut(&mut obj);
+        for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"] {
+            match old_meta.get(field) {
+                Some(v) => {
+                    m.insert(field.into(), v.clone());
+                }
+                None => {
+                    m.remove(field);
+                }
+            }
+        }
+        m.remove("managedFields");
+        m.remove("generateName").map(|g| if let Some(og) = old_meta.get("generateName") { m.insert("generateName".into(), og.clone()); } else { drop(g) });
+        if let Some(og) = old_meta.get("generateName") {
+            m.insert("generateName".into(), og.clone());
+        }
+    }
+    flotilla_api_hooks::defaults(info, &mut obj);
+    // Generation: +1 when the desired state changes.
+    if info.generation {
+        let old_gen = meta::generation(old).max(1);
+        let bump = spec_part(old) != spec_part(&obj);
+        meta::meta_mut(&mut obj).insert("generation".into(), json!(if bump { old_gen + 1 } else { old_gen }));
+    } else {
+        meta::meta_mut(&mut obj).remove("generation");
+    }
+    // Finalizers cannot be added to an object that is being deleted.
+    let terminating = meta::is_terminating(old);
+    if terminating {
+        let before = meta::finalizers(old);
+        let added: Vec<String> = meta::finalizers(&obj).into_iter().filter(|f| !before.contains(f)).collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                &info.group,
+                &info.kind,
+                &name,
+                vec![Cause::new(
+                    "FieldValueForbidden",
+                    "metadata.finalizers",
+                    format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                )],
+            ));
+        }
+    }
+    let rule = meta::name_rule(&info.group, &info.plural);
+    check(info, &name, meta::validate_object_meta(&obj, rule, info.namespaced))?;
+    let mut cmp_old = old.clone();
+    let mut cmp_new = obj.clone();
+    for o in [&mut cmp_old, &mut cmp_new] {
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+    }
+    let noop = cmp_old == cmp_new;
+    let spec_finalizers_empty = !(info.group.is_empty() && info.plural == "namespaces")
+        || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
+    let remove = terminating && meta::finalizers(&obj).is_empty() && spec_finalizers_empty;
+    Ok(Prepared { obj, noop, remove })
+}
+
+/// Store a prepared update (or the deletion it implies), with a compare on `rev`.
+async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> ApiResult<Value> {
+    let key = ctx.key(name);
+    let started = std::time::Instant::now();
+    let result = if p.remove {
+        ctx.inner.store.delete_if(key, Some(rev)).await.map(|(r, _)| r)
+    } else {
+        ctx.inner.store.update_if(key, storage::encode(&p.obj)?, rev).await
+    };
+    ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
+    match result {
+        Ok(new_rev) => {
+            let mut obj = p.obj;
+            meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
+            Ok(obj)
+        }
+        Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&ctx.subject(name))),
+        Err(StoreError::NotFound { .. }) => Err(ApiError::not_found(&ctx.subject(name))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+    let name = ctx.name().to_string();
+    let body = parse_object_body(ct.as_deref(), &bytes)?;
+    let dry_run = ctx.query.dry_run()?;
+    if ctx.path.subresource.as_deref() == Some("scale") {
+        return update_scale(ctx, &name, body, dry_run).await;
+    }
+    let (old, rev) = read(ctx, &name).await?;
+    // A resourceVersion in the body is a precondition.
+    let precondition = meta::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()).map(String::from);
+    if let Some(want) = &precondition {
+        if want.parse::<Revision>().ok() != Some(rev) {
+            return Err(ApiError::conflict(&ctx.subject(&name)));
+        }
+    } else if matches!(ctx.info.codec, Codec::Opaque) {
+        return Err(ApiError::invalid(
+            &ctx.info.group,
+            &ctx.info.kind,
+            &name,
+            vec![Cause::new("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")],
+        ));
+    }
+    let mut warnings = Vec::new();
+    let prepared = prepare_update(ctx, &old, body, &mut warnings)?;
+    let obj = if prepared.noop || dry_run {
+        if dry_run { prepared.obj } else { old }
+    } else {
+        commit_update(ctx, &name, rev, prepared).await?
+    };
+    render_object(ctx, headers, StatusCode::OK, obj, &warnings)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Patch
+
+const PATCH_TYPES_BUILTIN: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
+];
+const PATCH_TYPES_CUSTOM: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+
+pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+    let name = ctx.name().to_string();
+    let kind = negotiate::body_type(ct.as_deref());
+    let accepted = if ctx.info.strategic_patch { PATCH_TYPES_BUILTIN } else { PATCH_TYPES_CUSTOM };
+    match kind {
+        BodyType::JsonPatch | BodyType::MergePatch | BodyType::ApplyYaml => {}
+        BodyType::StrategicMergePatch if ctx.info.strategic_patch => {}
+        _ => return Err(ApiError::unsupported_media_type(accepted)),
+    }
+    let patch_doc: Value = match kind {
+        BodyType::ApplyYaml => parse_yaml(&bytes)?,
+        _ => serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+    };
+    let dry_run = ctx.query.dry_run()?;
+    if kind == BodyType::ApplyYaml && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
+        return Err(ApiError::invalid(
+            &ctx.info.group,
+            &ctx.info.kind,
+            &name,
+            vec![Cause::new("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")],
+        ));
+    }
+    // Retry when the object changes between our read and our write.
+    for _ in 0..16 {
+        let existing = match ctx.inner.store.get(&ctx.key(&name)).await? {
+            Some(kv) => Some((storage::decode(&kv)?, kv.mod_revision)),
+            None => None,
+        };
+        let Some((old, rev)) = existing else {
+            if kind == BodyType::ApplyYaml && ctx.path.subresource.is_none() {
+                // Server-side apply creates.
+                let mut body = patch_doc.clone();
+                if ctx.info.namespaced {
+                    if let Some(ns) = ctx.namespace() {
+                        meta::meta_mut(&mut body).entry("namespace").or_insert(json!(ns));
+                    }
+                }
+                let mut warnings = Vec::new();
+                let obj = create_object(ctx, body, &mut warnings).await?;
+                return render_object(ctx, headers, StatusCode::CREATED, obj, &warnings);
+            }
+            return Err(ApiError::not_found(&ctx.subject(&name)));
+        };
+        let base = if ctx.path.subresource.as_deref() == Some("scale") { scale_of(ctx, &old)? } else { old.clone() };
+        let patched = crate::patching::apply(ctx, kind, &base, &patch_doc)?;
+        if let Some(want) = meta::meta_str(&patched, "resourceVersion").filter(|s| !s.is_empty()) {
+            if meta::meta_str(&base, "resourceVersion") != Some(want) {
+                return Err(ApiError::conflict(&ctx.subject(&name)));
+            }
+        }
+        if ctx.path.subresource.as_deref() == Some("scale") {
+            let obj = set_scale(ctx, &old, &patched)?;
+            let mut warnings = Vec::new();
+            let prepared = prepare_update_main(ctx, &old, obj, &mut warnings)?;
+            if dry_run || prepared.noop {
+                return Ok(json_response(StatusCode::OK, &scale_of(ctx, if dry_run { &prepared.obj } else { &old })?, "application/json", &[]));
+            }
+            match commit_update(ctx, &name, rev, prepared).await {
+                Err(e) if e.reason == "Conflict" => continue,
+                Err(e) => return Err(e),
+                Ok(obj) => return Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[])),
+            }
+        }
+        let mut warnings = Vec::new();
+        let prepared = prepare_update(ctx, &old, patched, &mut warnings)?;
+        if prepared.noop {
+            return render_object(ctx, headers, StatusCode::OK, old, &warnings);
+        }
+        if dry_run {
+            return render_object(ctx, headers, StatusCode::OK, prepared.obj, &warnings);
+        }
+        match commit_update(ctx, &name, rev, prepared).await {
+            Err(e) if e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+            Ok(obj) => return render_object(ctx, headers, StatusCode::OK, obj, &warnings),
+        }
+    }
+    Err(ApiError::conflict(&ctx.subject(&name)))
+}
+
+/// `prepare_update` as for the main resource (scale writes go to the main object).
+fn prepare_update_main(ctx: &Ctx, old: &Value, new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+    let main = Ctx {
+        inner: ctx.inner.clone(),
+        info: ctx.info.clone(),
+        path: ResourcePath { subresource: None, ..ctx.path.clone() },
+        query: ctx.query.clone(),
+        identity: ctx.identity.clone(),
+    };
+    prepare_update(&main, old, new, warnings)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scale
+
+fn scale_of(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
+    let spec = ctx.info.scale.as_ref().ok_or_else(ApiError::no_route)?;
+    let replicas = obj.pointer(&spec.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let status_replicas = obj.pointer(&spec.status_replicas).and_then(Value::as_i64).unwrap_or(0);
+    let selector = spec.selector.as_ref().and_then(|p| obj.pointer(p)).map(|s| match s {
+        Value::String(s) => s.clone(),
+        other => label_selector_string(other),
+    });
+    let m = meta::meta(obj).cloned().unwrap_or_default();
+    let mut scale_meta = Map::new();
+    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = m.get(f) {
+            scale_meta.insert(f.into(), v.clone());
+        }
+    }
+    let mut status = json!({"replicas": status_replicas});
+    if let Some(s) = selector.filter(|s| !s.is_empty()) {
+        status["selector"] = json!(s);
+    }
+    Ok(json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": scale_meta,
+        "spec": {"replicas": replicas},
+        "status": status,
+    }))
+}
+
+fn label_selector_string(sel: &Value) -> String {
+    match crate::interim::selector::LabelSelector::from_json(sel) {
+        Ok(s) => s.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn set_scale(ctx: &Ctx, obj: &Value, scale: &Value) -> ApiResult<Value> {
+    let spec = ctx.info.scale.as_ref().ok_or_else(ApiError::no_route)?;
+    let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+    if replicas < 0 {
+        return Err(ApiError::invalid(
+            "autoscaling",
+            "Scale",
+            ctx.name(),
+            vec![Cause::new("FieldValueInvalid", "spec.replicas", format!("Invalid value: {replicas}: must be greater than or equal to 0"))],
+        ));
+    }
+    let mut out = obj.clone();
+    set_pointer(&mut out, &spec.spec_replicas, json!(replicas));
+    Ok(out)
+}
+
+fn set_pointer(obj: &mut Value, pointer: &str, value: Value) {
+    let mut cur = obj;
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if i == parts.len() - 1 {
+            if let Some(m) = cur.as_object_mut() {
+                m.insert(p.to_string(), value);
+            }
+            return;
+        }
+        if !cur.get(*p).is_some_and(Value::is_object) {
+            cur[*p] = json!({});
+        }
+        cur = cur.get_mut(*p).expect("just inserted");
+    }
+}
+
+async fn update_scale(ctx: &Ctx, name: &str, body: Value, dry_run: bool) -> ApiResult<Response> {
+    let (old, rev) = read(ctx, name).await?;
+    if let Some(want) = meta::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()) {
+        if want.parse::<Revision>().ok() != Some(rev) {
+            return Err(ApiError::conflict(&ctx.subject(name)));
+        }
+    }
+    let obj = set_scale(ctx, &old, &body)?;
+    let mut warnings = Vec::new();
+    let prepared = prepare_update_main(ctx, &old, obj, &mut warnings)?;
+    let obj = if prepared.noop || dry_run { prepared.obj } else { commit_update(ctx, name, rev, prepared).await? };
+    Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delete
+
+/// DeleteOptions from the body and the query.
+#[derive(Debug, Default)]
+struct DeleteOptions {
+    propagation: Option<String>,
+    precondition_uid: Option<String>,
+    precondition_rv: Option<String>,
+    dry_run: bool,
+}
+
+fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<DeleteOptions> {
+    let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_object_body(ct, bytes)? };
+    let mut o = DeleteOptions {
+        propagation: body.get("propagationPolicy").and_then(Value::as_str).map(String::from),
+        precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+        precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+        dry_run: ctx.query.dry_run()?,
+    };
+    if let Some(p) = ctx.query.get("propagationPolicy").filter(|s| !s.is_empty()) {
+        o.propagation = Some(p.to_string());
+    }
+    if o.propagation.is_none() {
+        match body.get("orphanDependents").and_then(Value::as_bool).or_else(|| ctx.query.get("orphanDependents").map(|v| v == "true")) {
+            Some(true) => o.propagation = Some("Orphan".into()),
+            Some(false) => o.propagation = Some("Background".into()),
+            None => {}
+        }
+    }
+    if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
+        for v in dr {
+            match v.as_str() {
+                Some("All") => o.dry_run = true,
+                other => return Err(ApiError::bad_request(format!("Invalid dryRun value: {other:?}: supported values: \"All\""))),
+            }
+        }
+    }
+    if let Some(p) = &o.propagation {
+        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+            return Err(ApiError::invalid(
+                "",
+                "DeleteOptions",
+                "",
+                vec![Cause::new("FieldValueNotSupported", "propagationPolicy", format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""))],
+            ));
+        }
+    }
+    Ok(o)
+}
+
+/// Names that the real server refuses to delete.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// Delete one object; returns the HTTP code and body (the object or a Status).
+async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(StatusCode, Value)> {
+    let info = &ctx.info;
+    if info.group.is_empty() && info.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
+        return Err(ApiError::forbidden(&ctx.subject(name), "this namespace may not be deleted"));
+    }
+    for _ in 0..16 {
+        let (old, rev) = read(ctx, name).await?;
+        if let Some(uid) = &opts.precondition_uid {
+            if meta::meta_str(&old, "uid") != Some(uid.as_str()) {
+                return Err(ApiError::conflict_with(
+                    &ctx.subject(name),
+                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::meta_str(&old, "uid").unwrap_or("")),
+                ));
+            }
+        }
+        if let Some(want) = &opts.precondition_rv {
+            if want.parse::<Revision>().ok() != Some(rev) {
+                return Err(ApiError::conflict_with(
+                    &ctx.subject(name),
+                    format!("Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"),
+                ));
+            }
+        }
+        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
+        let policy_finalizer = match opts.propagation.as_deref() {
+            Some("Foreground") => Some("foregroundDeletion"),
+            Some("Orphan") => Some("orphan"),
+            _ => None,
+        };
+        let mut finalizers = meta::finalizers(&old);
+        let spec_finalizers = is_namespace && old.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        let graceful = !finalizers.is_empty() || policy_finalizer.is_some() || spec_finalizers;
+        if meta::is_terminating(&old) {
+            // Already being deleted: nothing more to do.
+            return Ok((StatusCode::OK, with_type(info, old)));
+        }
+        if graceful {
+            let mut obj = old.clone();
+            if let Some(f) = policy_finalizer {
+                if !finalizers.iter().any(|x| x == f) {
+                    finalizers.push(f.to_string());
+                }
+                meta::meta_mut(&mut obj).insert("finalizers".into(), json!(finalizers));
+            }
+            {
+                let m = meta::meta_mut(&mut obj);
+                m.insert("deletionTimestamp".into(), json!(meta::now()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            if info.generation {
+                let g = meta::generation(&obj);
+                meta::meta_mut(&mut obj).insert("generation".into(), json!(g + 1));
+            }
+            if is_namespace {
+                obj["status"]["phase"] = json!("Terminating");
+            }
+            if opts.dry_run {
+                return Ok((StatusCode::OK, with_type(info, obj)));
+            }
+            let key = ctx.key(name);
+            match ctx.inner.store.update_if(key, storage::encode(&obj)?, rev).await {
+                Ok(new_rev) => {
+                    meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
+                    return Ok((StatusCode::OK, with_type(info, obj)));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound { .. }) => return Err(ApiError::not_found(&ctx.subject(name))),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let deleted = if opts.dry_run {
+            old.clone()
+        } else {
+            match ctx.inner.store.delete_if(ctx.key(name), Some(rev)).await {
+                Ok((r, _)) => {
+                    let mut o = old.clone();
+                    meta::meta_mut(&mut o).insert("resourceVersion".into(), json!(r.to_string()));
+                    o
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::NotFound { .. }) => return Err(ApiError::not_found(&ctx.subject(name))),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if info.returns_deleted {
+            return Ok((StatusCode::OK, with_type(info, deleted)));
+        }
+        let mut details = json!({"name": name, "kind": info.plural, "uid": meta::meta_str(&old, "uid").unwrap_or("")});
+        if !info.group.is_empty() {
+            details["group"] = json!(info.group);
+        }
+        return Ok((
+            StatusCode::OK,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+        ));
+    }
+    Err(ApiError::conflict(&ctx.subject(name)))
+}
+
+pub(crate) async fn delete(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+    if ctx.path.subresource.is_some() {
+        return Err(ApiError::method_not_allowed("delete", &ctx.info.plural));
+    }
+    let opts = delete_options(ctx, ct.as_deref(), &bytes)?;
+    let (code, body) = delete_one(ctx, ctx.name(), &opts).await?;
+    if body.get("kind").and_then(Value::as_str) == Some("Status") {
+        return Ok(json_response(code, &body, "application/json", &[]));
+    }
+    render_object(ctx, headers, code, body, &[])
+}
+
+pub(crate) async fn delete_collection(ctx: &Ctx, _headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+    let opts = delete_options(ctx, ct.as_deref(), &bytes)?;
+    let (items, _) = crate::listwatch::list_all(ctx).await?;
+    let mut deleted = Vec::new();
+    for obj in items {
+        let name = meta::name(&obj).to_string();
+        match delete_one(ctx, &name, &opts).await {
+            Ok((_, body)) => {
+                if body.get("kind").and_then(Value::as_str) != Some("Status") {
+                    deleted.push(body);
+                } else {
+                    deleted.push(with_type(&ctx.info, obj));
+                }
+            }
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rv = ctx.inner.store.current_revision().await?;
+    let list = json!({
+        "kind": ctx.info.list_kind,
+        "apiVersion": ctx.info.api_version(),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": deleted,
+    });
+    Ok(json_response(StatusCode::OK, &list, "application/json", &[]))
+}

@@ -1,0 +1,143 @@
+//! Serving the router over HTTPS: TLS 1.2+ (1.3 preferred) with rustls on ring, HTTP/1.1 and
+//! HTTP/2 (with a raised concurrent-stream limit: kubectl multiplexes all its watches on one
+//! connection), optional client-certificate authentication, graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum_server::tls_rustls::RustlsConfig;
+use rustls::RootCertStore;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// How to serve.
+#[derive(Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// Verify client certificates against this CA (clients without one are still accepted and
+    /// authenticate another way, or stay anonymous).
+    pub client_ca_pem: Option<String>,
+    pub max_concurrent_streams: u32,
+    pub keep_alive: Duration,
+    /// How long in-flight requests get to finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig").field("listen", &self.listen).finish()
+    }
+}
+
+impl ServeConfig {
+    pub fn new(listen: SocketAddr, cert_pem: String, key_pem: String) -> Self {
+        ServeConfig {
+            listen,
+            cert_pem,
+            key_pem,
+            client_ca_pem: None,
+            max_concurrent_streams: 1000,
+            keep_alive: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("invalid TLS material: {0}")]
+    Tls(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Install ring as rustls's process-wide provider (idempotent).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn tls_config(cfg: &ServeConfig) -> Result<rustls::ServerConfig, ServeError> {
+    install_crypto_provider();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cfg.cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| ServeError::Tls(format!("serving certificate: {e}")))?;
+    let key = PrivateKeyDer::from_pem_slice(cfg.key_pem.as_bytes()).map_err(|e| ServeError::Tls(format!("serving key: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
+    let builder = match &cfg.client_ca_pem {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(c.map_err(|e| ServeError::Tls(format!("client CA: {e}")))?).map_err(|e| ServeError::Tls(format!("client CA: {e}")))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| ServeError::Tls(format!("client verifier: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| ServeError::Tls(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A running HTTPS server.
+pub struct Serving {
+    pub local_addr: SocketAddr,
+    handle: axum_server::Handle<SocketAddr>,
+    task: tokio::task::JoinHandle<Result<(), ServeError>>,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving").field("local_addr", &self.local_addr).finish()
+    }
+}
+
+impl Serving {
+    /// Stop accepting, let in-flight requests finish within the grace period, then return.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.handle.graceful_shutdown(Some(self.grace));
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(ServeError::Serve(std::io::Error::other(e.to_string()))),
+        }
+    }
+
+    /// Wait until the server stops by itself (an error).
+    pub async fn wait(&mut self) -> Result<(), ServeError> {
+        match (&mut self.task).await {
+            Ok(r) => r,
+            Err(e) => Err(ServeError::Serve(std::io::Error::other(e.to_string()))),
+        }
+    }
+}
+
+/// Bind and start serving `router`; returns once listening.
+pub async fn serve(router: axum::Router, cfg: ServeConfig) -> Result<Serving, ServeError> {
+    let tls = RustlsConfig::from_config(Arc::new(tls_config(&cfg)?));
+    let listener = std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+    listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+    let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+    let handle = axum_server::Handle::new();
+    let mut server = axum_server::from_tcp_rustls(listener, tls).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?.handle(handle.clone());
+    server
+        .http_builder()
+        .http2()
+        .max_concurrent_streams(cfg.max_concurrent_streams)
+        .keep_alive_interval(Some(cfg.keep_alive))
+        .keep_alive_timeout(Duration::from_secs(20));
+    let task = tokio::spawn(async move { server.serve(router.into_make_service()).await.map_err(ServeError::Serve) });
+    Ok(Serving { local_addr, handle, task, grace: cfg.shutdown_grace })
+}

@@ -1,0 +1,487 @@
+//! The API server as one axum `Router`: identity, authorization, overload protection, routing
+//! to discovery, resources and non-resource endpoints.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use flotilla_store::Store;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::auth::{AllowAuthenticated, Attributes, Decision, Identity, SharedAuthorizer, TokenFile};
+use crate::discovery;
+use crate::error::{ApiError, ApiResult, Subject};
+use crate::metrics::{LatencyLabels, Metrics, RequestLabels};
+use crate::negotiate::{self, DiscoveryFormat};
+use crate::request::{Query, ResourcePath, Route, parse_path};
+use crate::resources::{Registry, ResourceInfo};
+
+/// What `/version` reports.
+#[derive(Clone, Debug)]
+pub struct VersionInfo {
+    pub major: String,
+    pub minor: String,
+    pub git_version: String,
+}
+
+impl Default for VersionInfo {
+    fn default() -> Self {
+        // 1.31: the newest minor whose kubectl still sends JSON bodies (protobuf request bodies
+        // arrive with the API-depth work; the machine's kubectl dispatcher picks by this value).
+        VersionInfo { major: "1".into(), minor: "31".into(), git_version: "v1.31.0-flotilla".into() }
+    }
+}
+
+/// Settings of the API server. Every timing is configurable.
+#[derive(Clone, Debug)]
+pub struct ApiServerConfig {
+    /// The `serverAddress` in `/api` (host:port clients use).
+    pub advertise: String,
+    /// The largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Non-watch requests in flight before new ones get 429.
+    pub max_in_flight: usize,
+    /// Non-watch requests taking longer get 504.
+    pub request_timeout: Duration,
+    /// How often a watch with `allowWatchBookmarks` gets a bookmark.
+    pub bookmark_interval: Duration,
+    /// A watch without `timeoutSeconds` ends after a random time between this and twice it.
+    pub min_watch_timeout: Duration,
+    pub version: VersionInfo,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        ApiServerConfig {
+            advertise: "127.0.0.1:6443".into(),
+            max_body_bytes: 3 * 1024 * 1024,
+            max_in_flight: 400,
+            request_timeout: Duration::from_secs(60),
+            bookmark_interval: Duration::from_secs(60),
+            min_watch_timeout: Duration::from_secs(1800),
+            version: VersionInfo::default(),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub registry: Arc<Registry>,
+    pub config: ApiServerConfig,
+    pub authz: SharedAuthorizer,
+    pub tokens: parking_lot::RwLock<TokenFile>,
+    pub metrics: Metrics,
+    in_flight: Semaphore,
+    ready: AtomicBool,
+}
+
+/// The Kubernetes-compatible API server. Clone it freely; all clones share state.
+#[derive(Clone)]
+pub struct ApiServer {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("store", &self.inner.store.backend_name()).finish()
+    }
+}
+
+impl ApiServer {
+    pub fn new(store: Arc<dyn Store>, config: ApiServerConfig) -> ApiServer {
+        let in_flight = Semaphore::new(config.max_in_flight.max(1));
+        ApiServer {
+            inner: Arc::new(Inner {
+                store,
+                registry: Arc::new(Registry::new()),
+                config,
+                authz: Arc::new(AllowAuthenticated),
+                tokens: parking_lot::RwLock::new(TokenFile::default()),
+                metrics: Metrics::new(),
+                in_flight,
+                ready: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Replace the bearer tokens this server accepts.
+    pub fn set_tokens(&self, tokens: TokenFile) {
+        *self.inner.tokens.write() = tokens;
+    }
+
+    pub fn registry(&self) -> Arc<Registry> {
+        self.inner.registry.clone()
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.inner.store.clone()
+    }
+
+    /// Create the bootstrap namespaces and mark the server ready.
+    pub async fn bootstrap(&self) -> ApiResult<()> {
+        for ns in crate::BOOTSTRAP_NAMESPACES {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            match crate::objects::create_internal(&self.inner, "", "v1", "namespaces", None, body).await {
+                Ok(_) => {}
+                Err(e) if e.reason == "AlreadyExists" => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.inner.ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The whole API as a router. Requests must carry an [`Identity`] extension or arrive over
+    /// TLS (client certificate) or with a bearer token; otherwise they are anonymous.
+    pub fn router(&self) -> axum::Router {
+        let inner = self.inner.clone();
+        axum::Router::new().fallback(move |req: Request<Body>| {
+            let inner = inner.clone();
+            let fut = handle(inner, req);
+            assert_send(&fut);
+            fut
+        })
+    }
+}
+
+fn assert_send<T: Send>(_: &T) {}
+
+/// Work out who is calling.
+fn identify(inner: &Inner, req: &Request<Body>) -> Identity {
+    if let Some(id) = req.extensions().get::<Identity>() {
+        return id.clone();
+    }
+    if let Some(tls) = req.extensions().get::<Arc<axum_server::tls::TlsInfo>>() {
+        if let Some(id) = tls.peer_certificates.first().and_then(|der| crate::auth::identity_from_cert(der)) {
+            return id;
+        }
+    }
+    if let Some(token) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+    {
+        if let Some(id) = inner.tokens.read().lookup(token.trim()) {
+            return id.clone();
+        }
+    }
+    Identity::anonymous()
+}
+
+/// The verb of a resource request.
+pub(crate) fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static str {
+    match (method.as_str(), p.name.is_some()) {
+        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", false) if q.flag("watch") => "watch",
+        ("GET" | "HEAD", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
+
+async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
+    let started = Instant::now();
+    let identity = identify(&inner, &req);
+    let path = req.uri().path().to_string();
+    let query = Query::parse(req.uri().query());
+    let route = match parse_path(&path) {
+        Ok(r) => r,
+        Err(e) => return finish(&inner, "unknown", "", started, e.into_response()),
+    };
+    let (verb, resource) = match &route {
+        Route::Resource(p) => (verb_of(req.method(), p, &query), p.resource.clone()),
+        _ => ("get", String::new()),
+    };
+    // Authentication: anonymous callers only reach the health and version endpoints.
+    if identity.is_anonymous() {
+        let open = matches!(&route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));
+        if !open {
+            return finish(&inner, verb, &resource, started, ApiError::unauthorized().into_response());
+        }
+    } else {
+        let attrs = attributes(&route, verb, req.method());
+        if let Decision::Deny(reason) = inner.authz.authorize(&identity, &attrs) {
+            let e = match &route {
+                Route::Resource(p) => ApiError::forbidden(
+                    &Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") },
+                    format!("User \"{}\" cannot {verb} resource \"{}\": {reason}", identity.user, p.resource),
+                ),
+                _ => ApiError::new(403, "Forbidden", format!("forbidden: User \"{}\" cannot get path \"{path}\"", identity.user)),
+            };
+            return finish(&inner, verb, &resource, started, e.into_response());
+        }
+    }
+    let is_watch = verb == "watch";
+    // Overload protection: a cap on non-watch requests in flight, and a deadline.
+    let _permit = if is_watch {
+        None
+    } else {
+        match inner.in_flight.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                inner.metrics.rejected_overload.inc();
+                return finish(&inner, verb, &resource, started, ApiError::too_many_requests(1).into_response());
+            }
+        }
+    };
+    let work = route_request(inner.clone(), identity, route, query, req);
+    let resp = if is_watch {
+        work.await
+    } else {
+        match tokio::time::timeout(inner.config.request_timeout, work).await {
+            Ok(r) => r,
+            Err(_) => ApiError::timeout(format!(
+                "Timeout: request did not complete within the allotted timeout of {}s",
+                inner.config.request_timeout.as_secs()
+            ))
+            .into_response(),
+        }
+    };
+    finish(&inner, verb, &resource, started, resp)
+}
+
+fn attributes(route: &Route, verb: &str, method: &Method) -> Attributes {
+    match route {
+        Route::Resource(p) => Attributes {
+            verb: verb.to_string(),
+            group: p.group.clone(),
+            resource: p.resource.clone(),
+            subresource: p.subresource.clone().unwrap_or_default(),
+            namespace: p.namespace.clone().unwrap_or_default(),
+            name: p.name.clone().unwrap_or_default(),
+            path: None,
+        },
+        Route::NonResource(path) => Attributes {
+            verb: method.as_str().to_lowercase(),
+            group: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            path: Some(path.clone()),
+        },
+        _ => Attributes {
+            verb: "get".into(),
+            group: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            path: Some("/apis".into()),
+        },
+    }
+}
+
+fn finish(inner: &Inner, verb: &str, resource: &str, started: Instant, resp: Response) -> Response {
+    let code = resp.status().as_u16().to_string();
+    inner.metrics.requests.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into(), code }).inc();
+    inner
+        .metrics
+        .latency
+        .get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() })
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// A JSON response with a status code and optional warnings.
+pub(crate) fn json_response(code: StatusCode, body: &Value, content_type: &'static str, warnings: &[String]) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = (code, bytes).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+pub(crate) fn ok_json(body: &Value) -> Response {
+    json_response(StatusCode::OK, body, "application/json", &[])
+}
+
+async fn route_request(inner: Arc<Inner>, identity: Identity, route: Route, query: Query, req: Request<Body>) -> Response {
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(String::from);
+    let result = match route {
+        Route::NonResource(path) => non_resource(&inner, &path, &req.headers().clone()).await,
+        Route::CoreVersions => discovery_root(&inner, true, accept.as_deref()),
+        Route::Groups => discovery_root(&inner, false, accept.as_deref()),
+        Route::Group(g) => {
+            let catalog = inner.registry.catalog();
+            discovery::group(&catalog, &g).map(|d| ok_json(&d)).ok_or_else(ApiError::no_route)
+        }
+        Route::GroupVersion { group, version } => {
+            let catalog = inner.registry.catalog();
+            discovery::resource_list(&catalog, &group, &version).map(|d| ok_json(&d)).ok_or_else(ApiError::no_route)
+        }
+        Route::Resource(p) => resource(inner.clone(), identity, p, query, req).await,
+    };
+    result.unwrap_or_else(|e| e.into_response())
+}
+
+fn discovery_root(inner: &Inner, core: bool, accept: Option<&str>) -> ApiResult<Response> {
+    let catalog = inner.registry.catalog();
+    let (body, ct) = match negotiate::discovery_format(accept) {
+        DiscoveryFormat::AggregatedV2 => (
+            discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2"),
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        ),
+        DiscoveryFormat::AggregatedV2Beta1 => (
+            discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2beta1"),
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+        ),
+        DiscoveryFormat::Legacy if core => (discovery::core_versions(&inner.config.advertise), "application/json"),
+        DiscoveryFormat::Legacy => (discovery::groups(&catalog), "application/json"),
+    };
+    let mut resp = json_response(StatusCode::OK, &body, ct, &[]);
+    resp.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept"));
+    Ok(resp)
+}
+
+async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResult<Response> {
+    let p = path.trim_end_matches('/');
+    let text = |code: StatusCode, s: String| {
+        let mut r = (code, s).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        r
+    };
+    match p {
+        "/healthz" | "/livez" => Ok(text(StatusCode::OK, "ok".into())),
+        "/readyz" => {
+            if inner.ready.load(Ordering::Acquire) {
+                Ok(text(StatusCode::OK, "ok".into()))
+            } else {
+                Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "[-]bootstrap: not finished\nreadyz check failed".into()))
+            }
+        }
+        "/version" => {
+            let v = &inner.config.version;
+            Ok(ok_json(&json!({
+                "major": v.major,
+                "minor": v.minor,
+                "gitVersion": v.git_version,
+                "gitCommit": option_env!("FLOTILLA_GIT_COMMIT").unwrap_or("0000000000000000000000000000000000000000"),
+                "gitTreeState": "clean",
+                "buildDate": "2026-11-30T00:00:00Z",
+                "goVersion": "go1.22.0",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            })))
+        }
+        "/metrics" => {
+            if let Ok(r) = inner.store.current_revision().await {
+                inner.metrics.store_revision.set(r);
+            }
+            let mut resp = (StatusCode::OK, inner.metrics.render()).into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+            Ok(resp)
+        }
+        "/openapi/v2" => Ok(crate::openapi::v2(headers)),
+        _ => Err(ApiError::no_route()),
+    }
+}
+
+/// Look up the resource a path names, or answer 404 as the real server does.
+pub(crate) fn resolve(inner: &Inner, p: &ResourcePath) -> ApiResult<Arc<ResourceInfo>> {
+    inner.registry.catalog().lookup(&p.group, &p.version, &p.resource).ok_or_else(ApiError::no_route)
+}
+
+async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
+    // Reviews are answered by handlers, not storage.
+    match (p.group.as_str(), p.resource.as_str(), req.method()) {
+        ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
+            let body = read_json_body(&inner, req).await?;
+            let out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
+            return Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]));
+        }
+        ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
+            let body = read_json_body(&inner, req).await?;
+            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(&body), "application/json", &[]));
+        }
+        ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
+            let _ = read_json_body(&inner, req).await?;
+            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_review(&identity, &p.version), "application/json", &[]));
+        }
+        _ => {}
+    }
+    let info = resolve(&inner, &p)?;
+    if info.namespaced && p.namespace.is_none() && p.name.is_some() {
+        return Err(ApiError::no_route());
+    }
+    if !info.namespaced && p.namespace.is_some() {
+        return Err(ApiError::no_route());
+    }
+    let verb = verb_of(req.method(), &p, &query);
+    let sub = p.subresource.as_deref();
+    match sub {
+        None => {}
+        Some("status") if info.status => {}
+        Some("scale") if info.scale.is_some() => {}
+        Some("finalize") if info.group.is_empty() && info.plural == "namespaces" && verb == "update" => {}
+        Some(_) => return Err(ApiError::no_route()),
+    }
+    let base_verb = if verb == "watch" { "watch" } else { verb };
+    if sub.is_none() && !info.has_verb(base_verb) {
+        return Err(ApiError::method_not_allowed(verb, &info.plural));
+    }
+    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity };
+    let headers = req.headers().clone();
+    match verb {
+        "get" => crate::objects::get(&ctx, &headers).await,
+        "list" => crate::listwatch::list(&ctx, &headers).await,
+        "watch" => crate::listwatch::watch(&ctx, &headers).await,
+        "create" => {
+            let body = read_body(&inner, req).await?;
+            crate::objects::create(&ctx, &headers, body).await
+        }
+        "update" => {
+            let body = read_body(&inner, req).await?;
+            crate::objects::update(&ctx, &headers, body).await
+        }
+        "patch" => {
+            let body = read_body(&inner, req).await?;
+            crate::objects::patch(&ctx, &headers, body).await
+        }
+        "delete" => {
+            let body = read_body(&inner, req).await?;
+            crate::objects::delete(&ctx, &headers, body).await
+        }
+        "deletecollection" => {
+            let body = read_body(&inner, req).await?;
+            crate::objects::delete_collection(&ctx, &headers, body).await
+        }
+        _ => Err(ApiError::method_not_allowed(req_method_name(&headers), &ctx.info.plural)),
+    }
+}
+
+fn req_method_name(_h: &HeaderMap) -> &'static str {
+    "this method"
+}
+
+/// Read a request body within the size limit.
+pub(crate) async fn read_body(inner: &Inner, req: Request<Body>) -> ApiResult<(Option<String>, bytes::Bytes)> {
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(String::from);
+    let limit = inner.config.max_body_bytes;
+    let bytes = axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| ApiError::too_large(format!("the request body exceeds the limit of {limit} bytes")))?;
+    Ok((content_type, bytes))
+}
+
+async fn read_json_body(inner: &Inner, req: Request<Body>) -> ApiResult<Value> {
+    let (ct, bytes) = read_body(inner, req).await?;
+    crate::objects::parse_object_body(ct.as_deref(), &bytes)
+}

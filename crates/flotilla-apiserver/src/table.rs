@@ -1,0 +1,291 @@
+//! Table responses for `kubectl get`: column definitions and cells per kind, as the real server
+//! prints them.
+
+use serde_json::{Value, json};
+
+use crate::meta;
+
+/// Which columns a resource prints.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Printer {
+    /// NAME, AGE.
+    #[default]
+    Default,
+    Namespace,
+    ConfigMap,
+    Secret,
+    Service,
+    Deployment,
+    Pod,
+    /// A CRD's `additionalPrinterColumns`: (name, type, format, jsonPath, priority, description).
+    Custom(Vec<CustomColumn>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomColumn {
+    pub name: String,
+    pub type_: String,
+    pub format: String,
+    pub json_path: String,
+    pub priority: i64,
+    pub description: String,
+}
+
+fn col(name: &str, type_: &str, format: &str, priority: i64, description: &str) -> Value {
+    json!({"name": name, "type": type_, "format": format, "description": description, "priority": priority})
+}
+
+fn name_col() -> Value {
+    col("Name", "string", "name", 0, "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names")
+}
+
+fn age_col() -> Value {
+    col("Age", "string", "", 0, "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+}
+
+fn age(obj: &Value) -> Value {
+    match meta::meta_str(obj, "creationTimestamp").and_then(meta::age_seconds) {
+        Some(s) => json!(meta::human_duration(s)),
+        None => json!("<unknown>"),
+    }
+}
+
+fn count(v: Option<&Value>) -> usize {
+    v.and_then(Value::as_object).map_or(0, |m| m.len())
+}
+
+/// Evaluate the simple JSONPath forms printer columns use (`.spec.replicas`, `.a.b[0].c`).
+pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = obj;
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    for seg in path.split('.').filter(|s| !s.is_empty()) {
+        let (field, idx) = match seg.split_once('[') {
+            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (seg, None),
+        };
+        if !field.is_empty() {
+            cur = cur.get(field)?;
+        }
+        if let Some(i) = idx {
+            cur = cur.get(i)?;
+        }
+    }
+    Some(cur)
+}
+
+impl Printer {
+    pub fn columns(&self) -> Vec<Value> {
+        match self {
+            Printer::Default => vec![name_col(), age_col()],
+            Printer::Namespace => vec![name_col(), col("Status", "string", "", 0, "The status of the namespace"), age_col()],
+            Printer::ConfigMap => vec![name_col(), col("Data", "string", "", 0, "Data contains the configuration data."), age_col()],
+            Printer::Secret => vec![
+                name_col(),
+                col("Type", "string", "", 0, "Used to facilitate programmatic handling of secret data."),
+                col("Data", "string", "", 0, "Data contains the secret data."),
+                age_col(),
+            ],
+            Printer::Service => vec![
+                name_col(),
+                col("Type", "string", "", 0, "The type of the service."),
+                col("Cluster-IP", "string", "", 0, "The IP address of the service."),
+                col("External-IP", "string", "", 0, "The external IP address of the service."),
+                col("Port(s)", "string", "", 0, "The ports of the service."),
+                age_col(),
+                col("Selector", "string", "", 1, "Route service traffic to pods with label keys and values matching this selector."),
+            ],
+            Printer::Deployment => vec![
+                name_col(),
+                col("Ready", "string", "", 0, "Number of the pod with ready state"),
+                col("Up-to-date", "string", "", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+                col("Available", "string", "", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+                age_col(),
+                col("Containers", "string", "", 1, "Names of each container in the template."),
+                col("Images", "string", "", 1, "Images referenced by each container in the template."),
+                col("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+            ],
+            Printer::Pod => vec![
+                name_col(),
+                col("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
+                col("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
+                col("Restarts", "string", "", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+                age_col(),
+                col("IP", "string", "", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+                col("Node", "string", "", 1, "NodeName is a request to schedule this pod onto a specific node."),
+            ],
+            Printer::Custom(cols) => {
+                let mut out = vec![name_col()];
+                for c in cols {
+                    out.push(col(&c.name, &c.type_, &c.format, c.priority, &c.description));
+                }
+                if !cols.iter().any(|c| c.name.eq_ignore_ascii_case("age")) && cols.is_empty() {
+                    out.push(age_col());
+                }
+                out
+            }
+        }
+    }
+
+    pub fn cells(&self, obj: &Value) -> Vec<Value> {
+        let name = json!(meta::name(obj));
+        match self {
+            Printer::Default => vec![name, age(obj)],
+            Printer::Namespace => vec![name, obj.pointer("/status/phase").cloned().unwrap_or(json!("")), age(obj)],
+            Printer::ConfigMap => {
+                let n = count(obj.get("data")) + count(obj.get("binaryData"));
+                vec![name, json!(n as i64), age(obj)]
+            }
+            Printer::Secret => {
+                let n = count(obj.get("data")) + count(obj.get("stringData"));
+                vec![name, obj.get("type").cloned().unwrap_or(json!("Opaque")), json!(n as i64), age(obj)]
+            }
+            Printer::Service => {
+                let spec = obj.get("spec").cloned().unwrap_or(json!({}));
+                let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+                let cluster_ip = spec.get("clusterIP").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or("<none>").to_string();
+                let external = match spec.get("externalIPs").and_then(Value::as_array) {
+                    Some(a) if !a.is_empty() => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+                    _ if ty == "LoadBalancer" => "<pending>".into(),
+                    _ if ty == "ExternalName" => spec.get("externalName").and_then(Value::as_str).unwrap_or("").into(),
+                    _ => "<none>".into(),
+                };
+                let ports = spec
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .map(|ps| {
+                        ps.iter()
+                            .map(|p| {
+                                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                                let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                                match p.get("nodePort").and_then(Value::as_i64) {
+                                    Some(np) => format!("{port}:{np}/{proto}"),
+                                    None => format!("{port}/{proto}"),
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "<none>".into());
+                let selector = spec
+                    .get("selector")
+                    .and_then(Value::as_object)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "<none>".into());
+                vec![name, json!(ty), json!(cluster_ip), json!(external), json!(ports), age(obj), json!(selector)]
+            }
+            Printer::Deployment => {
+                let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+                let st = |f: &str| obj.pointer(&format!("/status/{f}")).and_then(Value::as_i64).unwrap_or(0);
+                let containers = obj.pointer("/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
+                let names = containers.iter().filter_map(|c| c.get("name")?.as_str()).collect::<Vec<_>>().join(",");
+                let images = containers.iter().filter_map(|c| c.get("image")?.as_str()).collect::<Vec<_>>().join(",");
+                let selector = obj
+                    .pointer("/spec/selector/matchLabels")
+                    .and_then(Value::as_object)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+                    .unwrap_or_default();
+                vec![
+                    name,
+                    json!(format!("{}/{}", st("readyReplicas"), want)),
+                    json!(st("updatedReplicas")),
+                    json!(st("availableReplicas")),
+                    age(obj),
+                    json!(names),
+                    json!(images),
+                    json!(selector),
+                ]
+            }
+            Printer::Pod => {
+                let statuses = obj.pointer("/status/containerStatuses").and_then(Value::as_array).cloned().unwrap_or_default();
+                let total = obj.pointer("/spec/containers").and_then(Value::as_array).map_or(0, |c| c.len());
+                let ready = statuses.iter().filter(|s| s.get("ready").and_then(Value::as_bool) == Some(true)).count();
+                let restarts: i64 = statuses.iter().filter_map(|s| s.get("restartCount").and_then(Value::as_i64)).sum();
+                let phase = obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+                let phase = if meta::is_terminating(obj) { "Terminating" } else { phase };
+                vec![
+                    name,
+                    json!(format!("{ready}/{total}")),
+                    json!(phase),
+                    json!(restarts.to_string()),
+                    age(obj),
+                    json!(obj.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("<none>")),
+                    json!(obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("<none>")),
+                ]
+            }
+            Printer::Custom(cols) => {
+                let mut out = vec![name];
+                for c in cols {
+                    let v = json_path(obj, &c.json_path).cloned().unwrap_or(Value::Null);
+                    let v = if c.type_ == "date" {
+                        v.as_str().and_then(meta::age_seconds).map(|s| json!(meta::human_duration(s))).unwrap_or(Value::Null)
+                    } else {
+                        v
+                    };
+                    out.push(v);
+                }
+                if cols.is_empty() {
+                    out.push(age(obj));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// `PartialObjectMetadata` of an object (the default `rows[].object`).
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// Build a Table of `objects`.
+pub fn table(printer: &Printer, version: &str, objects: &[Value], include: &str, list_meta: Value, with_columns: bool) -> Value {
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut row = json!({"cells": printer.cells(o)});
+            match include {
+                "None" => {}
+                "Object" => row["object"] = o.clone(),
+                _ => row["object"] = partial_metadata(o),
+            }
+            row
+        })
+        .collect();
+    let mut t = json!({
+        "kind": "Table",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": list_meta,
+        "rows": rows,
+    });
+    if with_columns {
+        t["columnDefinitions"] = Value::Array(printer.columns());
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_for_common_kinds() {
+        let cm = json!({"metadata": {"name": "c", "creationTimestamp": meta::now()}, "data": {"a": "1", "b": "2"}});
+        let cells = Printer::ConfigMap.cells(&cm);
+        assert_eq!(cells[0], "c");
+        assert_eq!(cells[1], 2);
+        let svc = json!({"metadata": {"name": "s"}, "spec": {"type": "ClusterIP", "ports": [{"port": 80, "protocol": "TCP"}], "selector": {"app": "x"}}});
+        let cells = Printer::Service.cells(&svc);
+        assert_eq!(cells[4], "80/TCP");
+        assert_eq!(cells[6], "app=x");
+        let obj = json!({"spec": {"replicas": 3, "list": [{"a": 1}]}});
+        assert_eq!(json_path(&obj, ".spec.replicas"), Some(&json!(3)));
+        assert_eq!(json_path(&obj, ".spec.list[0].a"), Some(&json!(1)));
+        assert_eq!(json_path(&obj, ".spec.missing"), None);
+    }
+}

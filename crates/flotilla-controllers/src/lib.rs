@@ -1,0 +1,9 @@
+//! Flotilla's controllers. Each is one module with one shape: `NAME`, a `Context`,
+//! `reconcile(obj, ctx)`, `error_policy`, a `run` the controller set starts, a module-local error
+//! type and tests at the bottom.
+//!
+//! Invariant: controllers reach the control plane only through `kube::Client` — in the
+//! all-in-one binary over the API server's router in-process, elsewhere over HTTPS — never the
+//! store.
+
+pub mod namespace;

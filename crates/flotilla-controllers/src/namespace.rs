@@ -1,0 +1,135 @@
+//! The namespace controller: empties a namespace that is being deleted (every namespaced
+//! resource, honouring finalizers), reports what remains in the namespace's conditions, then
+//! removes the `kubernetes` finalizer so the namespace goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::discovery::{Discovery, Scope, verbs};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+pub const NAME: &str = "namespace";
+const FINALIZER: &str = "kubernetes";
+
+/// Settings of the controller.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How soon to look again while content is still being deleted.
+    pub requeue: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { requeue: Duration::from_secs(2) }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("discovering the namespaced resources failed: {0}")]
+    Discovery(#[source] kube::Error),
+    #[error("deleting {resource} in namespace {namespace} failed: {source}")]
+    DeleteContent { namespace: String, resource: String, source: kube::Error },
+    #[error("finalizing namespace {namespace} failed: {source}")]
+    Finalize { namespace: String, source: kube::Error },
+    #[error("updating the status of namespace {namespace} failed: {source}")]
+    Status { namespace: String, source: kube::Error },
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: String) -> NamespaceCondition {
+    NamespaceCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())),
+    }
+}
+
+pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if ns.metadata.deletion_timestamp.is_none() {
+        return Ok(Action::await_change());
+    }
+    let name = ns.name_any();
+    let has_finalizer = ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| f.iter().any(|x| x == FINALIZER));
+    if !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    let discovery = Discovery::new(ctx.client.clone()).run().await.map_err(Error::Discovery)?;
+    let mut remaining = Vec::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            if caps.scope != Scope::Namespaced || !caps.supports_operation(verbs::DELETE_COLLECTION) || !caps.supports_operation(verbs::LIST) {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &name, &ar);
+            let _ = api.delete_collection(&DeleteParams::background(), &ListParams::default()).await.map_err(|source| Error::DeleteContent {
+                namespace: name.clone(),
+                resource: ar.plural.clone(),
+                source,
+            })?;
+            let left = api.list(&ListParams::default()).await.map_err(|source| Error::DeleteContent {
+                namespace: name.clone(),
+                resource: ar.plural.clone(),
+                source,
+            })?;
+            if !left.items.is_empty() {
+                remaining.push(format!("{}.{} has {} resource instances", ar.plural, ar.group, left.items.len()));
+            }
+        }
+    }
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    if !remaining.is_empty() {
+        let mut updated = (*ns).clone();
+        let status = updated.status.get_or_insert_with(Default::default);
+        status.conditions = Some(vec![condition(
+            "NamespaceContentRemaining",
+            "True",
+            "SomeResourcesRemain",
+            format!("Some resources are remaining: {}", remaining.join(", ")),
+        )]);
+        let _ = namespaces
+            .replace_status(&name, &PostParams::default(), &updated)
+            .await
+            .map_err(|source| Error::Status { namespace: name.clone(), source })?;
+        return Ok(Action::requeue(ctx.config.requeue));
+    }
+    let mut finalized = (*ns).clone();
+    if let Some(spec) = finalized.spec.as_mut() {
+        spec.finalizers = Some(spec.finalizers.take().unwrap_or_default().into_iter().filter(|f| f != FINALIZER).collect());
+    }
+    match namespaces.replace_subresource("finalize", &name, &PostParams::default(), &finalized).await {
+        Ok(_) => Ok(Action::await_change()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
+        Err(source) => Err(Error::Finalize { namespace: name, source }),
+    }
+}
+
+pub fn error_policy(_ns: Arc<Namespace>, err: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
+    Action::requeue(ctx.config.requeue)
+}
+
+/// Run the controller until the stream ends.
+pub async fn run(client: Client, config: Config) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ctx = Arc::new(Context { client, config });
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(controller = NAME, error = %e, "reconcile error");
+            }
+        })
+        .await;
+}
