@@ -1,0 +1,16 @@
+//! Kubernetes API logic with no I/O, shared by the API server and the controllers.
+//!
+//! - [`selector`]: label and field selectors (the query-string grammar and `LabelSelector`
+//!   objects), parse → print → parse round-trips.
+//! - [`patch`]: JSON patch (RFC 6902, with Kubernetes' null-`test` rule), JSON merge patch
+//!   (RFC 7386) and strategic merge patch driven by patch metadata recorded from a real
+//!   kube-apiserver.
+//! - [`defaults`]: defaulting of built-in kinds as kube-apiserver defaults them, and canonical
+//!   quantities.
+//!
+//! Invariant: pure functions over `serde_json::Value`; nothing here touches a network, a disk
+//! or a clock.
+
+pub mod defaults;
+pub mod patch;
+pub mod selector;
