@@ -15,6 +15,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
 export TESTENV_BIN_DIR="${TESTENV_BIN_DIR:-$cache/testenv/bin}"
 export FLOTILLA_ETCD_BIN="${FLOTILLA_ETCD_BIN:-$TESTENV_BIN_DIR/etcd}"
 export FLOTILLA_REQUIRE_ETCD=1
+export FLOTILLA_REQUIRE_CLIENTS=1
+export FLOTILLA_KUBECTL_1_20="${FLOTILLA_KUBECTL_1_20:-$cache/kubectl-1.20/usr/bin/kubectl}"
+venv="$cache/venv"
 export CARGO_TERM_COLOR=never
 export RUST_BACKTRACE=1
 mode="${1:-full}"   # full | fast
@@ -63,6 +66,27 @@ apt_packages() {
   }
 }
 
+# Client binaries the compatibility tests use: kubectl 1.20 from Debian's kubernetes-client
+# (extracted, not installed: installing conflicts with the image's kubectl) and the Python
+# client pinned in tests/python/requirements.txt, in a venv outside the clone.
+clients() {
+  if [[ ! -x "$FLOTILLA_KUBECTL_1_20" ]]; then
+    local tmp; tmp="$(mktemp -d)"
+    (cd "$tmp" && apt-get download -q kubernetes-client >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get download -q kubernetes-client; })
+    mkdir -p "$cache/kubectl-1.20"
+    dpkg-deb -x "$tmp"/kubernetes-client_*.deb "$cache/kubectl-1.20"
+    rm -rf "$tmp"
+  fi
+  "$FLOTILLA_KUBECTL_1_20" version --client --short 2>/dev/null || "$FLOTILLA_KUBECTL_1_20" version --client | head -1
+  local want; want="$(sha256sum tests/python/requirements.txt | cut -c1-16)"
+  if [[ ! -x "$venv/bin/python" || "$(cat "$venv/.requirements" 2>/dev/null)" != "$want" ]]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r tests/python/requirements.txt
+    echo "$want" > "$venv/.requirements"
+  fi
+  "$venv/bin/python" -c 'import kubernetes; print("python kubernetes client", kubernetes.__version__)'
+}
+python_tests() { FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" -m pytest -q tests/python; }
 testenv_build() { testenv/build.sh; }
 rust_build() { cargo build --workspace --all-targets --locked; }
 rust_tests() {
@@ -82,6 +106,7 @@ bench_smoke() { cargo run --locked -q -p flotilla-store --example store-bench --
 
 phase toolchain toolchain
 phase apt-packages apt_packages
+phase clients clients
 if [[ "$mode" == "fast" ]]; then
   phase rust-build rust_build
   phase rust-tests-fast rust_fast_tests
@@ -91,6 +116,7 @@ fi
 phase testenv-build testenv_build
 phase rust-build rust_build
 phase rust-tests rust_tests
+phase python-client-tests python_tests
 phase testenv-tests testenv_tests
 phase bench-smoke bench_smoke
 summary

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use crate::interim::selector::{FieldSelector, LabelSelector};
+use flotilla_api::selector::{FieldSelector, LabelSelector};
 use flotilla_store::{RangeRequest, Revision, StoreError, WatchEvent};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -78,12 +78,11 @@ fn field_value(obj: &Value, field: &str) -> Option<String> {
 
 impl Selectors {
     pub fn from_query(ctx: &Ctx) -> ApiResult<Selectors> {
-        let label = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-        let field = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        let label = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let field = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let extra = extra_fields(&ctx.info);
-        for f in field.fields() {
+        for r in field.requirements() {
+            let f = r.field.as_str();
             if f != "metadata.name" && f != "metadata.namespace" && !extra.contains(&f) {
                 return Err(ApiError::bad_request(format!("field label not supported: {f}")));
             }

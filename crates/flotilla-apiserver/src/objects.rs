@@ -54,13 +54,7 @@ pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> Api
             serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?
         }
         BodyType::Yaml | BodyType::ApplyYaml => parse_yaml(bytes)?,
-        BodyType::Protobuf => {
-            return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"]).with_cause(Cause::new(
-                "",
-                "",
-                "protobuf request bodies are not supported yet",
-            )));
-        }
+        BodyType::Protobuf => crate::protobuf::decode(bytes)?,
         _ => return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"])),
     };
     if !v.is_object() {
@@ -149,9 +143,7 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
     }
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(info.kind);
-    if let Err(e) = flotilla_api_hooks::canonicalize(info, &mut obj) {
-        return Err(e);
-    }
+    flotilla_api_hooks::canonicalize(info, &mut obj)?;
     match &info.codec {
         Codec::Opaque => Ok(obj),
         Codec::Typed(decode) => {
@@ -202,29 +194,37 @@ fn unknown_fields(input: &Value, decoded: &Value, path: String, out: &mut Vec<St
     }
 }
 
-/// Hooks into the pure API crate (defaulting, quantities), kept in one place.
+/// Hooks into the pure API crate (defaulting and canonical quantities), kept in one place.
 mod flotilla_api_hooks {
     use super::*;
+    use flotilla_api::defaults::{FieldError, apply_create_defaults, apply_defaults};
 
-    pub fn canonicalize(_info: &ResourceInfo, _obj: &mut Value) -> ApiResult<()> {
+    fn to_api(info: &ResourceInfo, e: FieldError) -> ApiError {
+        ApiError::bad_request(e.status_message(&info.kind, &info.version)).with_cause(Cause::new("FieldValueInvalid", e.path.clone(), e.detail.clone()))
+    }
+
+    /// What decoding does (before the typed check): quantities in canonical form, defaults.
+    pub fn canonicalize(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+        if matches!(info.codec, Codec::Typed(_)) {
+            apply_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
+        }
         Ok(())
     }
 
-    pub fn defaults(info: &ResourceInfo, obj: &mut Value) {
-        if info.group.is_empty() && info.plural == "namespaces" {
-            let name = meta::name(obj).to_string();
-            let m = meta::meta_mut(obj);
-            let labels = m.entry("labels").or_insert_with(|| json!({}));
-            if let Some(l) = labels.as_object_mut() {
-                l.insert("kubernetes.io/metadata.name".into(), json!(name));
-            }
-            if obj.pointer("/spec/finalizers").is_none() {
-                obj["spec"] = json!({"finalizers": ["kubernetes"]});
-            }
-            if obj.pointer("/status/phase").is_none() {
-                obj["status"] = json!({"phase": "Active"});
-            }
+    /// Defaults for a create: after name, namespace, uid and creationTimestamp are set.
+    pub fn create_defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+        if matches!(info.codec, Codec::Typed(_)) {
+            apply_create_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
         }
+        Ok(())
+    }
+
+    /// Defaults for an update or a patch result.
+    pub fn defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+        if matches!(info.codec, Codec::Typed(_)) {
+            apply_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
+        }
+        Ok(())
     }
 }
 
@@ -343,18 +343,18 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
             m.remove("generation");
         }
     }
-    if info.status && !(info.group.is_empty() && info.plural == "namespaces") {
+    if info.status && matches!(info.codec, Codec::Opaque) {
         if let Some(o) = obj.as_object_mut() {
-            o.insert("status".into(), json!({}));
+            o.remove("status");
         }
     }
-    flotilla_api_hooks::defaults(info, &mut obj);
     let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty)
         && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
     if generate {
         let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
         meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
     }
+    flotilla_api_hooks::create_defaults(info, &mut obj)?;
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     check(info, &name, meta::validate_object_meta(&obj, rule, info.namespaced))?;
@@ -468,12 +468,12 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
             }
         }
         m.remove("managedFields");
-        m.remove("generateName").map(|g| if let Some(og) = old_meta.get("generateName") { m.insert("generateName".into(), og.clone()); } else { drop(g) });
+        m.remove("generateName");
         if let Some(og) = old_meta.get("generateName") {
             m.insert("generateName".into(), og.clone());
         }
     }
-    flotilla_api_hooks::defaults(info, &mut obj);
+    flotilla_api_hooks::defaults(info, &mut obj)?;
     // Generation: +1 when the desired state changes.
     if info.generation {
         let old_gen = meta::generation(old).max(1);
@@ -590,10 +590,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
         BodyType::StrategicMergePatch if ctx.info.strategic_patch => {}
         _ => return Err(ApiError::unsupported_media_type(accepted)),
     }
-    let patch_doc: Value = match kind {
-        BodyType::ApplyYaml => parse_yaml(&bytes)?,
-        _ => serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
-    };
+    let patch_doc = crate::patching::decode(kind, &bytes)?;
     let dry_run = ctx.query.dry_run()?;
     if kind == BodyType::ApplyYaml && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
         return Err(ApiError::invalid(
@@ -705,7 +702,7 @@ fn scale_of(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
 }
 
 fn label_selector_string(sel: &Value) -> String {
-    match crate::interim::selector::LabelSelector::from_json(sel) {
+    match flotilla_api::selector::LabelSelector::from_json(sel) {
         Ok(s) => s.to_string(),
         Err(_) => String::new(),
     }

@@ -1,18 +1,20 @@
-//! Applying a PATCH body to an object with the engine its content type names.
+//! Applying a PATCH body to an object with the engine its content type names
+//! (`flotilla_api::patch`), and server-side apply (for now: the applied configuration merged
+//! into the live object; field ownership comes with the API-depth work).
 
-use crate::interim::patch::{self, PatchError};
+use flotilla_api::patch::{self, PatchError, PatchSchema, PatchType};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::negotiate::BodyType;
 use crate::objects::Ctx;
 
-fn patch_error(ctx: &Ctx, e: PatchError) -> ApiError {
-    match e {
-        PatchError::Decode(msg) => ApiError::bad_request(msg),
-        PatchError::Apply(msg) => ApiError::invalid(&ctx.info.group, &ctx.info.kind, ctx.path.name.as_deref().unwrap_or(""), Vec::new())
-            .with_message(msg),
+fn patch_error(e: PatchError) -> ApiError {
+    let mut err = ApiError::new(e.code(), e.reason(), e.status_message());
+    if e.code() == 422 {
+        err = err.with_cause(Cause::new("FieldValueInvalid", "", e.to_string()));
     }
+    err
 }
 
 impl ApiError {
@@ -23,32 +25,32 @@ impl ApiError {
     }
 }
 
+/// Parse a PATCH body of `kind`.
+pub(crate) fn decode(kind: BodyType, bytes: &[u8]) -> ApiResult<Value> {
+    let t = match kind {
+        BodyType::JsonPatch => PatchType::Json,
+        BodyType::MergePatch => PatchType::Merge,
+        BodyType::StrategicMergePatch => PatchType::StrategicMerge,
+        BodyType::ApplyYaml => return crate::objects::parse_yaml(bytes),
+        _ => return Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"])),
+    };
+    patch::decode_patch(t, bytes).map_err(patch_error)
+}
+
 /// The object after `patch`, before the write pipeline checks it.
 pub(crate) fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
     match kind {
-        BodyType::JsonPatch => patch::json_patch(current, patch_doc).map_err(|e| patch_error(ctx, e)),
-        BodyType::MergePatch => {
-            if !patch_doc.is_object() {
-                return Err(ApiError::bad_request("error decoding merge patch: the patch must be a JSON object"));
-            }
-            Ok(patch::merge_patch(current, patch_doc))
-        }
+        BodyType::JsonPatch => patch::json_patch(current, patch_doc).map_err(patch_error),
+        BodyType::MergePatch => Ok(patch::merge_patch(current, patch_doc)),
         BodyType::StrategicMergePatch => {
-            if !patch_doc.is_object() {
-                return Err(ApiError::bad_request("error decoding strategic merge patch: the patch must be a JSON object"));
-            }
             let (group, version, kind) = match ctx.path.subresource.as_deref() {
                 Some("scale") => ("autoscaling", "v1", "Scale"),
                 _ => (ctx.info.group.as_str(), ctx.info.version.as_str(), ctx.info.kind.as_str()),
             };
-            let schema = patch::schema_for(group, version, kind).ok_or_else(|| {
-                ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"])
-            })?;
-            patch::strategic_merge_patch(current, patch_doc, &schema).map_err(|e| patch_error(ctx, e))
+            let schema = PatchSchema::builtin().kind(group, version, kind);
+            patch::strategic_merge_patch(current, patch_doc, schema).map_err(patch_error)
         }
         BodyType::ApplyYaml => {
-            // Server-side apply without field ownership yet: the applied configuration is merged
-            // into the live object (maps recursively, lists replaced), as a merge patch would.
             if !patch_doc.is_object() {
                 return Err(ApiError::bad_request("error decoding apply patch: the configuration must be an object"));
             }

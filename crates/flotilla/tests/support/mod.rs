@@ -1,0 +1,188 @@
+//! Test support: start the real `flotilla` binary on a free port with a fresh data directory,
+//! find client binaries, and make unique names. The process is stopped when dropped (and killed
+//! by the kernel if the test process dies).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct Flotilla {
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    keeper: Option<std::thread::JoinHandle<()>>,
+}
+
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    #[allow(unsafe_code)]
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+fn terminate(child: &mut Child) {
+    #[allow(unsafe_code)]
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Flotilla {
+    /// Start `flotilla up` and wait until it serves.
+    pub fn start() -> Flotilla {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Flotilla {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(dir, extra)
+    }
+
+    /// The process is owned by a keeper thread that lives until the `Flotilla` is dropped:
+    /// the kernel's parent-death signal fires when the *thread* that forked exits, so the fork
+    /// must not happen on a short-lived test thread.
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Flotilla {
+        let data = dir.path().join("data");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let keeper = std::thread::spawn(move || {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
+            cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(&data)
+                .args(&extra)
+                .env("FLOTILLA_LOG", "warn")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            die_with_parent(&mut cmd);
+            let mut child = cmd.spawn().expect("start flotilla");
+            let stdout = child.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let _ = line_tx.send(line);
+                }
+            });
+            let _ = stop_rx.recv();
+            terminate(&mut child);
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut server = None;
+        let mut kubeconfig = None;
+        while server.is_none() || kubeconfig.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = line_rx.recv_timeout(left).unwrap_or_else(|_| panic!("flotilla up did not report readiness within 60 s"));
+            if let Some(rest) = line.strip_prefix("flotilla: serving the Kubernetes API on ") {
+                server = rest.split_whitespace().next().map(String::from);
+            }
+            if let Some(rest) = line.strip_prefix("flotilla: admin kubeconfig: ") {
+                kubeconfig = Some(PathBuf::from(rest.trim()));
+            }
+        }
+        Flotilla { dir, kubeconfig: kubeconfig.unwrap(), server: server.unwrap(), stop: Some(stop_tx), keeper: Some(keeper) }
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        kube::Client::try_from(cfg).unwrap()
+    }
+
+    /// Stop with SIGTERM, wait, and hand back the data directory.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        self.shutdown();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+}
+
+impl Drop for Flotilla {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A DNS-label-safe unique name for this test run.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id() % 100_000, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"))
+        .join("flotilla")
+}
+
+/// Every kubectl the matrix covers: (version, path).
+pub fn kubectls() -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let k120 = std::env::var_os("FLOTILLA_KUBECTL_1_20").map(PathBuf::from).unwrap_or_else(|| cache_dir().join("kubectl-1.20/usr/bin/kubectl"));
+    if k120.is_file() {
+        out.push(("1.20".to_string(), k120));
+    } else if std::env::var("FLOTILLA_REQUIRE_CLIENTS").as_deref() == Ok("1") {
+        panic!("kubectl 1.20 is missing at {} (the test command extracts it from Debian's kubernetes-client)", k120.display());
+    } else {
+        eprintln!("SKIPPED kubectl 1.20: not found at {}", k120.display());
+    }
+    for minor in 27..=33 {
+        let p = PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.1.{minor}"));
+        if p.is_file() {
+            out.push((format!("1.{minor}"), p));
+        } else if std::env::var("FLOTILLA_REQUIRE_CLIENTS").as_deref() == Ok("1") {
+            panic!("{} is missing", p.display());
+        }
+    }
+    out
+}
+
+/// Run kubectl and return stdout; panics with stderr on failure.
+pub fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> String {
+    let out = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "{} {:?} failed ({}):\nstdout: {}\nstderr: {}",
+        bin.display(),
+        args,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Run kubectl expecting failure; returns (exit code, stderr).
+pub fn kubectl_fails(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
+    assert!(!out.status.success(), "{} {:?} should have failed", bin.display(), args);
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
