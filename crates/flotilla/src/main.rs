@@ -1,6 +1,7 @@
 //! `flotilla`: the one binary. This file is wiring only: parse the command line, build each
 //! component from its typed config, run it until a signal arrives.
 
+mod certs_cmd;
 mod controllers;
 mod store_cmd;
 mod up;
@@ -24,6 +25,9 @@ enum Command {
     /// Inspect, snapshot and restore the embedded store.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Certificate maintenance.
+    #[command(subcommand)]
+    Certs(certs_cmd::CertsCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +47,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Up(args) => up::run(args).await,
             Command::Store(cmd) => store_cmd::run(cmd).await,
+            Command::Certs(cmd) => certs_cmd::run(cmd),
         }
     });
     match result {

@@ -42,6 +42,21 @@ pub struct UpArgs {
     pub max_request_body_bytes: usize,
 }
 
+impl UpArgs {
+    /// Arguments carrying only what the certificate names depend on.
+    pub fn for_names(data_dir: PathBuf, advertise_address: Option<std::net::IpAddr>) -> UpArgs {
+        UpArgs {
+            data_dir,
+            listen: "127.0.0.1:6443".parse().expect("a valid address"),
+            advertise_address,
+            token_auth_file: None,
+            max_requests_inflight: 400,
+            request_timeout_seconds: 60,
+            max_request_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
 fn advertise_ip(args: &UpArgs) -> std::net::IpAddr {
     args.advertise_address.unwrap_or_else(|| {
         let ip = args.listen.ip();
@@ -74,6 +89,9 @@ fn prepare_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    // Handle SIGTERM from the start: a stop that arrives during start-up still shuts down
+    // cleanly instead of killing the process mid-write.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
     prepare_data_dir(&args.data_dir)?;
     let path = store_path(&args.data_dir);
     let store: Arc<dyn Store> = Arc::new(
@@ -107,26 +125,14 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
     let mut controllers = crate::controllers::start(&api);
-    shutdown_signal().await;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
     eprintln!("flotilla: shutting down");
     controllers.abort_all();
     serving.shutdown().await?;
     drop(api);
     drop(store);
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -15,7 +15,7 @@ pub struct Flotilla {
     pub kubeconfig: PathBuf,
     pub server: String,
     stop: Option<std::sync::mpsc::Sender<()>>,
-    keeper: Option<std::thread::JoinHandle<()>>,
+    keeper: Option<std::thread::JoinHandle<Option<std::process::ExitStatus>>>,
 }
 
 fn die_with_parent(cmd: &mut Command) {
@@ -30,7 +30,7 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-fn terminate(child: &mut Child) {
+fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
     #[allow(unsafe_code)]
     // SAFETY: sending a signal to our own child process.
     unsafe {
@@ -38,13 +38,14 @@ fn terminate(child: &mut Child) {
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
     let _ = child.wait();
+    None
 }
 
 impl Flotilla {
@@ -83,7 +84,7 @@ impl Flotilla {
                 }
             });
             let _ = stop_rx.recv();
-            terminate(&mut child);
+            terminate(&mut child)
         });
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut server = None;
@@ -107,25 +108,25 @@ impl Flotilla {
         kube::Client::try_from(cfg).unwrap()
     }
 
-    /// Stop with SIGTERM, wait, and hand back the data directory.
+    /// Stop with SIGTERM, check it exited cleanly within 20 s, and hand back the data
+    /// directory.
     pub fn stop(mut self) -> tempfile::TempDir {
-        self.shutdown();
+        let status = self.shutdown();
+        assert!(status.is_some_and(|s| s.success()), "flotilla did not exit cleanly on SIGTERM: {status:?}");
         std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self) -> Option<std::process::ExitStatus> {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
+        self.keeper.take().and_then(|k| k.join().ok().flatten())
     }
 }
 
 impl Drop for Flotilla {
     fn drop(&mut self) {
-        self.shutdown();
+        let _ = self.shutdown();
     }
 }
 

@@ -1,0 +1,138 @@
+//! Server-level behaviour through the in-process router: authentication, overload protection
+//! (429 with Retry-After, 504 on the request deadline, 413 on the body limit), health,
+//! version, metrics, bootstrap namespaces.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity, TokenFile};
+use flotilla_store::Store;
+use http::{Request, StatusCode};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn server(config: ApiServerConfig) -> ApiServer {
+    let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
+    let api = ApiServer::new(store, config);
+    api.bootstrap().await.unwrap();
+    api
+}
+
+fn admin() -> Identity {
+    Identity::user("admin", &["system:masters"])
+}
+
+async fn call(api: &ApiServer, method: &str, uri: &str, who: Option<Identity>, body: Option<Value>, headers: &[(&str, &str)]) -> (StatusCode, http::HeaderMap, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut req = req.body(body.map(|b| Body::from(b.to_string())).unwrap_or_else(Body::empty)).unwrap();
+    if let Some(id) = who {
+        req.extensions_mut().insert(id);
+    }
+    let resp = api.router().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, headers, v)
+}
+
+#[tokio::test]
+async fn anonymous_requests_reach_only_health_and_version() {
+    let api = server(ApiServerConfig::default()).await;
+    for path in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, _, _) = call(&api, "GET", path, None, None, &[]).await;
+        assert_eq!(code, StatusCode::OK, "{path}");
+    }
+    for path in ["/api/v1/namespaces", "/apis", "/metrics", "/api/v1/namespaces/default/configmaps"] {
+        let (code, _, body) = call(&api, "GET", path, None, None, &[]).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(body["reason"], "Unauthorized");
+        assert_eq!(body["kind"], "Status");
+    }
+    let (_, _, v) = call(&api, "GET", "/version", None, None, &[]).await;
+    for k in ["major", "minor", "gitVersion", "gitCommit", "gitTreeState", "buildDate", "goVersion", "compiler", "platform"] {
+        assert!(v.get(k).is_some(), "/version lacks {k}");
+    }
+}
+
+#[tokio::test]
+async fn bearer_tokens_authenticate() {
+    let api = server(ApiServerConfig::default()).await;
+    api.set_tokens(TokenFile::parse("s3cret,alice,uid-1,\"dev\"\n").unwrap());
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", "Bearer s3cret")]).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", "Bearer wrong")]).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let (code, _, body) = call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &[("authorization", "Bearer s3cret")]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(body["status"]["userInfo"]["username"], "alice");
+}
+
+#[tokio::test]
+async fn bootstrap_namespaces_exist_and_immortal_ones_cannot_be_deleted() {
+    let api = server(ApiServerConfig::default()).await;
+    let (_, _, list) = call(&api, "GET", "/api/v1/namespaces", Some(admin()), None, &[]).await;
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["default", "kube-node-lease", "kube-public", "kube-system"]);
+    for ns in ["default", "kube-system", "kube-public"] {
+        let (code, _, body) = call(&api, "DELETE", &format!("/api/v1/namespaces/{ns}"), Some(admin()), None, &[]).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{ns}");
+        assert!(body["message"].as_str().unwrap().contains("this namespace may not be deleted"));
+    }
+}
+
+/// A LIST at a future resourceVersion waits (up to 3 s) for the store to catch up: a request
+/// that is slow on purpose, used to fill the in-flight cap and to pass the deadline.
+fn slow_list() -> &'static str {
+    "/api/v1/namespaces/default/configmaps?resourceVersion=999999&resourceVersionMatch=NotOlderThan"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_gets_429_with_retry_after() {
+    let api = server(ApiServerConfig { max_in_flight: 1, ..ApiServerConfig::default() }).await;
+    let a = api.clone();
+    let blocker = tokio::spawn(async move { call(&a, "GET", slow_list(), Some(admin()), None, &[]).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, headers, body) = call(&api, "GET", "/api/v1/namespaces", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    assert_eq!(body["reason"], "TooManyRequests");
+    // Watches do not count against the cap.
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces?watch=true&timeoutSeconds=1", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, _) = blocker.await.unwrap();
+    assert_eq!(code, StatusCode::GATEWAY_TIMEOUT, "the future resourceVersion never arrives");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_the_deadline_get_504() {
+    let api = server(ApiServerConfig { request_timeout: Duration::from_millis(500), ..ApiServerConfig::default() }).await;
+    let (code, _, body) = call(&api, "GET", slow_list(), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(body["reason"], "Timeout");
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413() {
+    let api = server(ApiServerConfig { max_body_bytes: 1024, ..ApiServerConfig::default() }).await;
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x".repeat(4096)}});
+    let (code, _, body) = call(&api, "POST", "/api/v1/namespaces/default/configmaps", Some(admin()), Some(big), &[]).await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["reason"], "RequestEntityTooLarge");
+}
+
+#[tokio::test]
+async fn metrics_count_requests() {
+    let api = server(ApiServerConfig::default()).await;
+    call(&api, "GET", "/api/v1/namespaces/default/configmaps/nope", Some(admin()), None, &[]).await;
+    let (code, _, text) = call(&api, "GET", "/metrics", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    let text = text.as_str().unwrap().to_string();
+    assert!(text.contains("flotilla_apiserver_requests_total{verb=\"get\",resource=\"configmaps\",code=\"404\"} 1"), "{text}");
+    assert!(text.contains("flotilla_store_revision"));
+    assert!(text.contains("flotilla_apiserver_open_watches"));
+}
