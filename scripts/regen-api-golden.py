@@ -226,7 +226,7 @@ CASES = [
     # --- strategic merge patch: lists merged by key
     ("smp-container-image", "containers merge by name: only web's image changes",
      deployment, SMP, web(image="nginx:1.26")),
-    ("smp-container-add", "a new container is appended after the existing ones",
+    ("smp-container-add", "a new container goes before the existing ones",
      deployment, SMP, tmpl({"containers": [container("extra", "redis:7")]})),
     ("smp-container-patch-delete", "$patch: delete removes the element with that merge key",
      deployment, SMP, tmpl({"containers": [{"name": "sidecar", "$patch": "delete"}]})),

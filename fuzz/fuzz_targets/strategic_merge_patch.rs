@@ -1,0 +1,31 @@
+//! Input: one byte choosing a kind, then the JSON `[document, patch]`. Strategic merge patch
+//! never panics or hangs, and its result is already in decoded form (no directive keys, no
+//! `null` members), so decoding it again changes nothing.
+#![no_main]
+
+use flotilla_api::patch::{PatchSchema, decode_nulls, strategic_merge_patch};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+const KINDS: &[(&str, &str)] = &[
+    ("apps/v1", "Deployment"),
+    ("v1", "Pod"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "ServiceAccount"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("apps/v1", "ControllerRevision"),
+    ("v1", "Node"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, json)) = data.split_first() else { return };
+    let (api_version, kind) = KINDS[which as usize % KINDS.len()];
+    let schema = PatchSchema::builtin().kind_for(api_version, kind).expect("a built-in kind");
+    let Ok(Value::Array(pair)) = serde_json::from_slice::<Value>(json) else { return };
+    let [doc, patch] = <[Value; 2]>::try_from(pair).unwrap_or([Value::Null, Value::Null]);
+    if let Ok(out) = strategic_merge_patch(&doc, &patch, Some(schema)) {
+        assert_eq!(decode_nulls(out.clone(), schema), out, "{patch} onto {doc}");
+    }
+});
