@@ -102,7 +102,10 @@ rust_fast_tests() {
     cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
 }
 testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
-bench_smoke() { cargo run --locked -q -p flotilla-store --example store-bench -- --smoke; }
+bench_smoke() {
+  cargo run --locked -q -p flotilla-store --example store-bench -- --smoke
+  "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke
+}
 
 phase toolchain toolchain
 phase apt-packages apt_packages

@@ -131,7 +131,12 @@ pub async fn serve(router: axum::Router, cfg: ServeConfig) -> Result<Serving, Se
     listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let handle = axum_server::Handle::new();
-    let mut server = axum_server::from_tcp_rustls(listener, tls).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?.handle(handle.clone());
+    // TCP_NODELAY: small responses must not wait for Nagle's algorithm and delayed ACKs.
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let mut server = axum_server::from_tcp(listener)
+        .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?
+        .acceptor(acceptor)
+        .handle(handle.clone());
     server
         .http_builder()
         .http2()
