@@ -11,6 +11,8 @@
 //! Invariant: pure functions over `serde_json::Value`; nothing here touches a network, a disk
 //! or a clock.
 
+pub mod admission;
 pub mod defaults;
+pub mod federation;
 pub mod patch;
 pub mod selector;

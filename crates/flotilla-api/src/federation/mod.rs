@@ -1,0 +1,33 @@
+//! Flotilla's federation kinds as Rust types, and the CRDs generated from them.
+//!
+//! - [`karmada`]: Karmada's `cluster.karmada.io`, `policy.karmada.io` and `work.karmada.io`
+//!   kinds (target: Karmada v1.16).
+//! - [`kubefed`]: KubeFed's `core.kubefed.io` and `scheduling.kubefed.io` kinds and the
+//!   generated `types.kubefed.io` `Federated<Kind>` types (target: KubeFed v0.10.0).
+//! - [`crd`]: how a CRD is generated from a type, and the structural-schema checker.
+//!
+//! Start at [`crds`]. Invariant: no CRD schema is written by hand — each comes from a Rust type
+//! through schemars, so the types the controllers use and the schema the API server prunes and
+//! validates with cannot drift apart. What a CRD cannot express lives in
+//! [`crate::admission`].
+
+pub mod crd;
+pub mod karmada;
+pub mod kubefed;
+
+use serde_json::Value;
+
+/// Every fixed federation CRD (`apiextensions.k8s.io/v1` objects, ready to POST), Karmada's
+/// first. KubeFed's per-kind `Federated<Kind>` CRDs come from [`kubefed::federated_type_crd`].
+pub fn crds() -> Vec<Value> {
+    let mut crds = karmada::crds();
+    crds.extend(kubefed::crds());
+    crds
+}
+
+/// [`crds`] as multi-document YAML (`---` between documents), the output of `flotilla crds`;
+/// `kubectl apply -f -` accepts it as it is.
+pub fn crds_yaml() -> String {
+    let crds = crds();
+    serde_saphyr::to_string_multiple(&crds).expect("CRDs serialise to YAML")
+}
