@@ -70,11 +70,7 @@ impl fmt::Display for FieldViolation {
 
 impl FieldViolation {
     fn invalid(field: impl Into<String>, value: &str, detail: impl Into<String>) -> Self {
-        FieldViolation {
-            field: field.into(),
-            kind: ViolationKind::Invalid(go_quote(value)),
-            detail: detail.into(),
-        }
+        FieldViolation { field: field.into(), kind: ViolationKind::Invalid(go_quote(value)), detail: detail.into() }
     }
 }
 
@@ -164,10 +160,7 @@ fn is_dns1123_subdomain_syntax(s: &str) -> bool {
     let label_ok = |l: &str| {
         let b = l.as_bytes();
         let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        !b.is_empty()
-            && edge(b[0])
-            && edge(b[b.len() - 1])
-            && b.iter().all(|&c| edge(c) || c == b'-')
+        !b.is_empty() && edge(b[0]) && edge(b[b.len() - 1]) && b.iter().all(|&c| edge(c) || c == b'-')
     };
     s.split('.').all(label_ok)
 }
@@ -304,14 +297,10 @@ impl Requirement {
                 "values: Invalid value: {}: for 'in', 'notin' operators, values set can't be empty",
                 values_debug()
             )),
-            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals
-                if values.len() != 1 =>
-            {
-                errs.push(format!(
-                    "values: Invalid value: {}: exact-match compatibility requires one single value",
-                    values_debug()
-                ))
-            }
+            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals if values.len() != 1 => errs.push(format!(
+                "values: Invalid value: {}: exact-match compatibility requires one single value",
+                values_debug()
+            )),
             Operator::Exists | Operator::DoesNotExist if !values.is_empty() => errs.push(format!(
                 "values: Invalid value: {}: values set must be empty for exists and does not exist",
                 values_debug()
@@ -337,11 +326,7 @@ impl Requirement {
         for (i, v) in values.iter().enumerate() {
             let value_errs = label_value_errors(v);
             if !value_errs.is_empty() {
-                errs.push(format!(
-                    "values[{i}][{key}]: Invalid value: {}: {}",
-                    go_quote(v),
-                    value_errs.join("; ")
-                ));
+                errs.push(format!("values[{i}][{key}]: Invalid value: {}: {}", go_quote(v), value_errs.join("; ")));
             }
         }
         if errs.is_empty() {
@@ -1064,9 +1049,11 @@ fn split_field_terms(s: &str) -> Vec<&str> {
 fn split_field_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
     for (i, _) in term.char_indices() {
         let rest = &term[i..];
-        for (op, operator) in [("!=", FieldOperator::NotEquals), ("==", FieldOperator::Equals), ("=", FieldOperator::Equals)] {
-            if rest.starts_with(op) {
-                return Some((&term[..i], operator, &rest[op.len()..]));
+        for (op, operator) in
+            [("!=", FieldOperator::NotEquals), ("==", FieldOperator::Equals), ("=", FieldOperator::Equals)]
+        {
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((&term[..i], operator, value));
             }
         }
     }

@@ -84,15 +84,15 @@ fn check_case(name: &str, case: &Value) -> Result<(), String> {
     // A 422 with another message than the generic one comes from validating or decoding the
     // patched object, after the patch engine: ours must have patched.
     if code == 422 && message != GENERIC_422 {
-        return ours.map(drop).map_err(|e| format!("server rejected the patched object ({message}); we failed to patch: {e}"));
+        return ours
+            .map(drop)
+            .map_err(|e| format!("server rejected the patched object ({message}); we failed to patch: {e}"));
     }
     match ours {
         Ok(v) => Err(format!("server answered {code} {message:?}, we patched: {v}")),
-        Err(e) if e.code() != code || e.status_message() != message => Err(format!(
-            "server answered {code} {message:?}, we answered {} {:?}",
-            e.code(),
-            e.status_message()
-        )),
+        Err(e) if e.code() != code || e.status_message() != message => {
+            Err(format!("server answered {code} {message:?}, we answered {} {:?}", e.code(), e.status_message()))
+        }
         Err(e) if e.reason() != response["reason"].as_str().unwrap_or("") => {
             Err(format!("reason: server {:?}, ours {:?}", response["reason"], e.reason()))
         }
@@ -122,7 +122,9 @@ fn drop_empty(v: Value) -> Value {
         Value::Object(m) => Value::Object(
             m.into_iter()
                 .map(|(k, v)| (k, drop_empty(v)))
-                .filter(|(_, v)| !matches!(v, Value::Object(o) if o.is_empty()) && !matches!(v, Value::Array(a) if a.is_empty()))
+                .filter(|(_, v)| {
+                    !matches!(v, Value::Object(o) if o.is_empty()) && !matches!(v, Value::Array(a) if a.is_empty())
+                })
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.into_iter().map(drop_empty).collect()),

@@ -46,8 +46,7 @@ fn label_selectors_match_the_real_server() {
         let parsed = LabelSelector::parse(input);
         match (case["code"].as_u64().unwrap(), parsed) {
             (200, Ok(sel)) => {
-                let got: Vec<String> =
-                    objects.iter().filter(|(_, l)| sel.matches(l)).map(|(n, _)| n.clone()).collect();
+                let got: Vec<String> = objects.iter().filter(|(_, l)| sel.matches(l)).map(|(n, _)| n.clone()).collect();
                 if got != expected_names(case) {
                     failures.push(format!("{input:?}: selects {got:?}, server {:?}", expected_names(case)));
                 }

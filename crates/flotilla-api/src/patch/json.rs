@@ -124,13 +124,11 @@ fn apply_op(doc: &mut Value, op: &Value) -> Result<(), String> {
                     _ => Err("replace operation value must be object or array: %!w(<nil>)".to_string()),
                 };
             }
-            let (parent, key) = locate(doc, path).ok_or_else(|| {
-                format!("replace operation does not apply: doc is missing path: {path}: {MISSING}")
-            })?;
+            let (parent, key) = locate(doc, path)
+                .ok_or_else(|| format!("replace operation does not apply: doc is missing path: {path}: {MISSING}"))?;
             if let Value::Array(items) = parent {
-                resolve_index(items.len(), &key, false).map_err(|_| {
-                    format!("replace operation does not apply: doc is missing key: {path}: {MISSING}")
-                })?;
+                resolve_index(items.len(), &key, false)
+                    .map_err(|_| format!("replace operation does not apply: doc is missing key: {path}: {MISSING}"))?;
             }
             set(parent, &key, value_or_null());
             Ok(())
@@ -139,9 +137,8 @@ fn apply_op(doc: &mut Value, op: &Value) -> Result<(), String> {
             let from = field(op, "from").ok_or_else(|| {
                 format!("move operation failed to decode from: operation, missing from field: {MISSING}")
             })?;
-            let (parent, key) = locate(doc, from).ok_or_else(|| {
-                format!("move operation does not apply: doc is missing from path: {from}: {MISSING}")
-            })?;
+            let (parent, key) = locate(doc, from)
+                .ok_or_else(|| format!("move operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
             get(parent, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
             let moved = remove(parent, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
             let path = path.ok_or_else(|| {
@@ -156,9 +153,8 @@ fn apply_op(doc: &mut Value, op: &Value) -> Result<(), String> {
             let from = field(op, "from").ok_or_else(|| {
                 format!("copy operation failed to decode from: operation, missing from field: {MISSING}")
             })?;
-            let (parent, key) = locate(doc, from).ok_or_else(|| {
-                format!("copy operation does not apply: doc is missing from path: {from}: {MISSING}")
-            })?;
+            let (parent, key) = locate(doc, from)
+                .ok_or_else(|| format!("copy operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
             let copied = get(parent, &key)
                 .map_err(|e| format!("error in copy for from: '{from}': {e}"))?
                 .cloned()
@@ -307,9 +303,9 @@ fn add(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
 /// Removes and returns the value at `key`.
 fn remove(parent: &mut Value, key: &str) -> Result<Value, String> {
     match parent {
-        Value::Object(map) => map
-            .remove(key)
-            .ok_or_else(|| format!("Unable to remove nonexistent key: {key}: {MISSING}")),
+        Value::Object(map) => {
+            map.remove(key).ok_or_else(|| format!("Unable to remove nonexistent key: {key}: {MISSING}"))
+        }
         Value::Array(items) => {
             let idx = resolve_index(items.len(), key, false)?;
             Ok(items.remove(idx))
@@ -351,10 +347,7 @@ mod tests {
         assert_eq!(resolve_index(3, "-1", false), Ok(2));
         assert_eq!(resolve_index(3, "-1", true), Ok(3));
         assert!(resolve_index(3, "-4", false).is_err());
-        assert_eq!(
-            resolve_index(3, "-", false).unwrap_err(),
-            "strconv.Atoi: parsing \"-\": invalid syntax"
-        );
+        assert_eq!(resolve_index(3, "-", false).unwrap_err(), "strconv.Atoi: parsing \"-\": invalid syntax");
     }
 
     #[test]

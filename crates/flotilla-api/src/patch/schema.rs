@@ -196,9 +196,7 @@ impl<'a> SchemaNode<'a> {
     /// Field names of a struct node, sorted.
     pub fn field_names(&self) -> Vec<&'a str> {
         match self.kind {
-            NodeKind::Definition(Definition { properties: Some(p), .. }) => {
-                p.keys().map(String::as_str).collect()
-            }
+            NodeKind::Definition(Definition { properties: Some(p), .. }) => p.keys().map(String::as_str).collect(),
             _ => Vec::new(),
         }
     }
@@ -218,10 +216,7 @@ impl<'a> SchemaNode<'a> {
                     )),
                 }
             }
-            _ => Err(format!(
-                "merging an object in json but data type is not struct, instead is: {}",
-                self.go_kind()
-            )),
+            _ => Err(format!("merging an object in json but data type is not struct, instead is: {}", self.go_kind())),
         }
     }
 
@@ -320,11 +315,7 @@ impl PatchSchema {
             let i = *index.get(def).ok_or_else(|| format!("kind {key}: no definition {def}"))?;
             kinds.insert(key.clone(), i);
         }
-        let source_version = doc
-            .pointer("/source/kubernetesVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let source_version = doc.pointer("/source/kubernetesVersion").and_then(Value::as_str).unwrap_or("").to_string();
         Ok(PatchSchema { kinds, definitions, source_version })
     }
 
@@ -380,8 +371,8 @@ fn property(v: &Value, index: &HashMap<&str, usize>) -> Result<Property, String>
                 Shape::Map(Box::new(property(values, index)?))
             } else if let Some(t) = s("type") {
                 match t.as_str() {
-                    "object" => Shape::Map(Box::new(Property::default())),
-                    "array" => Shape::List(Box::new(Property::default())),
+                    "object" => Shape::Map(Box::default()),
+                    "array" => Shape::List(Box::default()),
                     _ => Shape::Scalar(t),
                 }
             } else {

@@ -108,7 +108,11 @@ fn strategy_without_retain_keys(strategies: &str) -> Result<&str> {
     }
 }
 
-fn merge_map(mut original: Map<String, Value>, mut patch: Map<String, Value>, schema: SchemaNode<'_>) -> Result<Map<String, Value>> {
+fn merge_map(
+    mut original: Map<String, Value>,
+    mut patch: Map<String, Value>,
+    schema: SchemaNode<'_>,
+) -> Result<Map<String, Value>> {
     if let Some(directive) = patch.get(PATCH) {
         return match directive.as_str() {
             Some("replace") => {
@@ -221,7 +225,11 @@ fn apply_retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, 
 
 /// Handles every `$setElementOrder/<list>` of this map: merges `<list>` (if the patch has it)
 /// and orders the result; the list is then done and leaves the patch.
-fn merge_ordered_lists(original: &mut Map<String, Value>, patch: &mut Map<String, Value>, schema: SchemaNode<'_>) -> Result<()> {
+fn merge_ordered_lists(
+    original: &mut Map<String, Value>,
+    patch: &mut Map<String, Value>,
+    schema: SchemaNode<'_>,
+) -> Result<()> {
     let mut keys: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
     keys.sort();
     for key in keys {
@@ -315,14 +323,20 @@ fn merge_list_field(
     }
 }
 
-fn merge_list(original: Vec<Value>, patch: Vec<Value>, items: SchemaNode<'_>, merge_key: &str, delete_list: bool) -> Result<Vec<Value>> {
+fn merge_list(
+    original: Vec<Value>,
+    patch: Vec<Value>,
+    items: SchemaNode<'_>,
+    merge_key: &str,
+    delete_list: bool,
+) -> Result<Vec<Value>> {
     if original.is_empty() && patch.is_empty() {
         return Ok(original);
     }
     let kind = element_type(&[&original, &patch])?;
     let (original, patch, merged) = if kind != GoType::Map {
         if delete_list {
-            let doomed = Positions::of(&patch, |v| Some(v));
+            let doomed = Positions::of(&patch, Some);
             return Ok(original.into_iter().filter(|v| doomed.find(v).is_none()).collect());
         }
         let mut merged: Vec<Value> = Vec::with_capacity(original.len() + patch.len());
@@ -349,7 +363,11 @@ fn merge_list(original: Vec<Value>, patch: Vec<Value>, items: SchemaNode<'_>, me
 /// Elements carrying `$patch`: `delete` removes the object's elements with that key,
 /// `replace` makes the patch's other elements the whole list. Returns the (new) original and
 /// the patch without those elements.
-fn apply_element_directives(mut original: Vec<Value>, patch: Vec<Value>, merge_key: &str) -> Result<(Vec<Value>, Vec<Value>)> {
+fn apply_element_directives(
+    mut original: Vec<Value>,
+    patch: Vec<Value>,
+    merge_key: &str,
+) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
     for element in patch {
@@ -377,7 +395,12 @@ fn apply_element_directives(mut original: Vec<Value>, patch: Vec<Value>, merge_k
 
 /// Merges each patch element into the object's element with the same merge key value, or
 /// appends it.
-fn merge_elements(mut original: Vec<Value>, patch: &[Value], merge_key: &str, items: SchemaNode<'_>) -> Result<Vec<Value>> {
+fn merge_elements(
+    mut original: Vec<Value>,
+    patch: &[Value],
+    merge_key: &str,
+    items: SchemaNode<'_>,
+) -> Result<Vec<Value>> {
     let mut positions = Positions::default();
     for (i, v) in original.iter().enumerate() {
         let Some(map) = v.as_object() else { return Err(fail(format!("value for key {i} is not a map"))) };
@@ -471,11 +494,7 @@ fn order_elements(
 /// alike), itself otherwise.
 fn order_key<'v>(v: &'v Value, merge_key: &str, kind: GoType) -> Option<&'v Value> {
     static NULL: Value = Value::Null;
-    if kind == GoType::Map {
-        Some(v.as_object().and_then(|m| m.get(merge_key)).unwrap_or(&NULL))
-    } else {
-        Some(v)
-    }
+    if kind == GoType::Map { Some(v.as_object().and_then(|m| m.get(merge_key)).unwrap_or(&NULL)) } else { Some(v) }
 }
 
 /// Sorts `items` by their position in `order` (stable); for maps, elements carrying

@@ -39,8 +39,12 @@ fn json_value(with_nulls: bool) -> impl Strategy<Value = Value> {
 }
 
 fn json_object(with_nulls: bool) -> impl Strategy<Value = Value> {
-    proptest::collection::btree_map(proptest::sample::select(KEYS).prop_map(str::to_string), json_value(with_nulls), 0..4)
-        .prop_map(|m| Value::Object(m.into_iter().collect()))
+    proptest::collection::btree_map(
+        proptest::sample::select(KEYS).prop_map(str::to_string),
+        json_value(with_nulls),
+        0..4,
+    )
+    .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 fn escape(key: &str) -> String {
@@ -122,7 +126,11 @@ fn shaped(node: SchemaNode<'static>, depth: u32, lists: bool, nulls: bool) -> Bo
                     if is_list && !lists {
                         return None;
                     }
-                    if is_list && meta.patch_strategy.contains("merge") && meta.patch_merge_key.is_empty() && child.items()?.shape() != NodeShape::Scalar {
+                    if is_list
+                        && meta.patch_strategy.contains("merge")
+                        && meta.patch_merge_key.is_empty()
+                        && child.items()?.shape() != NodeShape::Scalar
+                    {
                         return None;
                     }
                     Some((name.to_string(), maybe_null(shaped(child, depth - 1, lists, nulls))))
@@ -132,10 +140,13 @@ fn shaped(node: SchemaNode<'static>, depth: u32, lists: bool, nulls: bool) -> Bo
                 return Just(json!({})).boxed();
             }
             let most = fields.len().min(3);
-            proptest::sample::subsequence(fields.into_iter().map(|(k, s)| s.prop_map(move |v| (k.clone(), v))).collect::<Vec<_>>(), 0..=most)
-                .prop_flat_map(|chosen| chosen)
-                .prop_map(|pairs: Vec<(String, Value)>| Value::Object(pairs.into_iter().collect::<Map<_, _>>()))
-                .boxed()
+            proptest::sample::subsequence(
+                fields.into_iter().map(|(k, s)| s.prop_map(move |v| (k.clone(), v))).collect::<Vec<_>>(),
+                0..=most,
+            )
+            .prop_flat_map(|chosen| chosen)
+            .prop_map(|pairs: Vec<(String, Value)>| Value::Object(pairs.into_iter().collect::<Map<_, _>>()))
+            .boxed()
         }
         NodeShape::Map if depth > 0 => {
             let values = node.values().map(|v| shaped(v, depth - 1, lists, nulls)).unwrap_or_else(|| scalar_of(None));
@@ -174,7 +185,9 @@ fn with_merge_keys(v: Value, node: SchemaNode<'static>) -> Value {
                                     .into_iter()
                                     .enumerate()
                                     .filter_map(|(i, item)| {
-                                        let Value::Object(mut m) = with_merge_keys(item, item_node) else { return None };
+                                        let Value::Object(mut m) = with_merge_keys(item, item_node) else {
+                                            return None;
+                                        };
                                         let id = m.get(key).cloned().unwrap_or_else(|| json!(format!("k{i}")));
                                         if id.is_null() || !seen.insert(id.to_string()) {
                                             return None;
@@ -198,7 +211,9 @@ fn with_merge_keys(v: Value, node: SchemaNode<'static>) -> Value {
         ),
         (Value::Object(m), NodeShape::Map) => {
             let values = node.values();
-            Value::Object(m.into_iter().map(|(k, v)| (k, values.map_or(v.clone(), |n| with_merge_keys(v, n)))).collect())
+            Value::Object(
+                m.into_iter().map(|(k, v)| (k, values.map_or(v.clone(), |n| with_merge_keys(v, n)))).collect(),
+            )
         }
         (v, _) => v,
     }
@@ -260,4 +275,3 @@ proptest! {
         }
     }
 }
-
