@@ -1,1 +1,215 @@
-//! Admission placeholder.
+//! The built-in admission chain for the federation kinds: what their CRDs cannot express.
+//!
+//! Upstream these are webhooks (karmada-webhook, kubefed-admission-webhook) and the strategy of
+//! karmada-aggregated-apiserver (for Cluster). Here they are pure functions keyed by
+//! group/version/kind, which the API server calls after CRD schema defaulting ([`default`],
+//! the mutating step) and before persisting ([`validate`], the validating step):
+//!
+//! 1. decode, CRD schema defaults (the API server's CRD machinery);
+//! 2. [`default`] — mutating admission;
+//! 3. CRD schema validation (the API server);
+//! 4. [`validate`] — validating admission; any error is a 422 with these causes.
+//!
+//! Invariant: no clock, randomness or I/O here. The UUIDs that permanent-id labels carry and the
+//! time that NoExecute taints are stamped with come in through [`Defaulting`].
+
+mod go_url;
+pub mod karmada;
+pub mod kubefed;
+
+use std::fmt;
+
+pub use kube_core::GroupVersionKind;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The request's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+/// What defaulting needs from outside the object.
+pub struct Defaulting<'a> {
+    /// Create or Update.
+    pub operation: Operation,
+    /// Namespace of the request (upstream webhooks read it from the request, since the object's
+    /// own namespace may still be unset on create).
+    pub namespace: Option<&'a str>,
+    /// The current time, RFC 3339 (`2024-05-01T10:00:00Z`).
+    pub now: &'a str,
+    /// Returns a fresh UUID string on each call.
+    pub new_uuid: &'a mut dyn FnMut() -> String,
+}
+
+impl fmt::Debug for Defaulting<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Defaulting")
+            .field("operation", &self.operation)
+            .field("namespace", &self.namespace)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a field is rejected; the strings are Kubernetes' `StatusCause` types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Invalid,
+    Required,
+    NotSupported,
+    Forbidden,
+    TooLong,
+    Duplicate,
+}
+
+impl Reason {
+    /// The `StatusCause.reason` string (`FieldValueInvalid`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Invalid => "FieldValueInvalid",
+            Reason::Required => "FieldValueRequired",
+            Reason::NotSupported => "FieldValueNotSupported",
+            Reason::Forbidden => "FieldValueForbidden",
+            Reason::TooLong => "FieldValueTooLong",
+            Reason::Duplicate => "FieldValueDuplicate",
+        }
+    }
+}
+
+/// One rejected field, as a Kubernetes `StatusCause`: `path` is the field path
+/// (`spec.placement.spreadConstraints[0]`), `message` the detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
+        FieldError { path: path.into(), reason, message: message.into() }
+    }
+
+    pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(path, Reason::Invalid, message)
+    }
+
+    pub fn required(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(path, Reason::Required, message)
+    }
+
+    pub fn forbidden(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(path, Reason::Forbidden, message)
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Whether the chain has anything for `gvk`.
+pub fn handles(gvk: &GroupVersionKind) -> bool {
+    karmada::handles(gvk) || kubefed::handles(gvk)
+}
+
+/// The mutating step for `obj` of kind `gvk`. Kinds the chain does not know are left alone.
+/// An error means the request is rejected (upstream: the webhook answered an error).
+pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
+    if karmada::handles(gvk) {
+        karmada::default(gvk, obj, ctx)
+    } else if kubefed::handles(gvk) {
+        kubefed::default(gvk, obj, ctx)
+    } else {
+        Ok(())
+    }
+}
+
+/// The validating step for `obj` of kind `gvk`; `old` is the stored object on update. Empty
+/// means admitted.
+pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    if karmada::handles(gvk) {
+        karmada::validate(gvk, obj, old)
+    } else if kubefed::handles(gvk) {
+        kubefed::validate(gvk, obj, old)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Decodes `obj` as `T`, naming the offending field on failure (the webhook's 400 on decode).
+fn decode<T: DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
+    serde_path_to_error::deserialize(obj).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        vec![FieldError::invalid(path, e.inner().to_string())]
+    })
+}
+
+/// Writes a typed object back over the request body.
+fn encode<T: serde::Serialize>(typed: &T, obj: &mut Value) {
+    *obj = serde_json::to_value(typed).expect("admission types serialise");
+}
+
+/// Field path builder: `path("spec").child("placement").index(0)`.
+#[derive(Clone, Debug)]
+struct FieldPath(String);
+
+fn path(root: &str) -> FieldPath {
+    FieldPath(root.to_string())
+}
+
+impl FieldPath {
+    fn child(&self, name: &str) -> FieldPath {
+        if self.0.is_empty() { FieldPath(name.to_string()) } else { FieldPath(format!("{}.{name}", self.0)) }
+    }
+
+    fn index(&self, i: usize) -> FieldPath {
+        FieldPath(format!("{}[{i}]", self.0))
+    }
+
+    fn key(&self, key: &str) -> FieldPath {
+        FieldPath(format!("{}[{key}]", self.0))
+    }
+}
+
+impl From<FieldPath> for String {
+    fn from(p: FieldPath) -> String {
+        p.0
+    }
+}
+
+impl From<&FieldPath> for String {
+    fn from(p: &FieldPath) -> String {
+        p.0.clone()
+    }
+}
+
+/// Kubernetes' `IsDNS1123Label` messages; empty when `value` is a valid label.
+fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    let b = value.as_bytes();
+    let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = !b.is_empty() && edge(b[0]) && edge(b[b.len() - 1]) && b.iter().all(|&c| edge(c) || c == b'-');
+    if !ok {
+        errs.push(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+             and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', \
+             regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                .to_string(),
+        );
+    }
+    errs
+}
+
+/// go-openapi `jsonpointer.New`: a pointer is empty or starts with `/`.
+fn json_pointer_error(pointer: &str) -> Option<String> {
+    (!pointer.is_empty() && !pointer.starts_with('/'))
+        .then(|| "JSON pointer must be empty or start with a \"/\"".to_string())
+}
