@@ -89,7 +89,11 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(path: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
-        FieldError { path: path.into(), reason, message: message.into() }
+        FieldError {
+            path: path.into(),
+            reason,
+            message: message.into(),
+        }
     }
 
     pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
@@ -118,7 +122,11 @@ pub fn handles(gvk: &GroupVersionKind) -> bool {
 
 /// The mutating step for `obj` of kind `gvk`. Kinds the chain does not know are left alone.
 /// An error means the request is rejected (upstream: the webhook answered an error).
-pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
+pub fn default(
+    gvk: &GroupVersionKind,
+    obj: &mut Value,
+    ctx: &mut Defaulting<'_>,
+) -> Result<(), Vec<FieldError>> {
     if karmada::handles(gvk) {
         karmada::default(gvk, obj, ctx)
     } else if kubefed::handles(gvk) {
@@ -164,7 +172,11 @@ fn path(root: &str) -> FieldPath {
 
 impl FieldPath {
     fn child(&self, name: &str) -> FieldPath {
-        if self.0.is_empty() { FieldPath(name.to_string()) } else { FieldPath(format!("{}.{name}", self.0)) }
+        if self.0.is_empty() {
+            FieldPath(name.to_string())
+        } else {
+            FieldPath(format!("{}.{name}", self.0))
+        }
     }
 
     fn index(&self, i: usize) -> FieldPath {
@@ -196,7 +208,10 @@ fn dns1123_label_errors(value: &str) -> Vec<String> {
     }
     let b = value.as_bytes();
     let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let ok = !b.is_empty() && edge(b[0]) && edge(b[b.len() - 1]) && b.iter().all(|&c| edge(c) || c == b'-');
+    let ok = !b.is_empty()
+        && edge(b[0])
+        && edge(b[b.len() - 1])
+        && b.iter().all(|&c| edge(c) || c == b'-');
     if !ok {
         errs.push(
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \

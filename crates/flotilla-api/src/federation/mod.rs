@@ -27,6 +27,11 @@ pub fn crds() -> Vec<Value> {
 
 /// [`crds`] as multi-document YAML (`---` between documents), the output of `flotilla crds`;
 /// `kubectl apply -f -` accepts it as it is.
+///
+/// A real kube-apiserver host given these CRDs serves the kinds with the same names, schemas,
+/// pruning, schema defaults and printer columns, but lacks [`crate::admission`] (permanent-id
+/// labels, Weighted and spread defaults, the 48-character Cluster name limit, ...) unless that
+/// chain is served to it as a webhook, and serves Cluster without the `proxy` subresource.
 pub fn crds_yaml() -> String {
     let crds = crds();
     serde_saphyr::to_string_multiple(&crds).expect("CRDs serialise to YAML")

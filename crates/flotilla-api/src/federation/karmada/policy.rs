@@ -27,10 +27,12 @@ pub const CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str =
 pub const PROPAGATION_POLICY_NAMESPACE_ANNOTATION: &str = "propagationpolicy.karmada.io/namespace";
 pub const PROPAGATION_POLICY_NAME_ANNOTATION: &str = "propagationpolicy.karmada.io/name";
 /// Annotation naming the ClusterPropagationPolicy that claimed a template.
-pub const CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION: &str = "clusterpropagationpolicy.karmada.io/name";
+pub const CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION: &str =
+    "clusterpropagationpolicy.karmada.io/name";
 /// Finalizers added to policies at create by admission.
 pub const PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/propagation-policy-controller";
-pub const CLUSTER_PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/cluster-propagation-policy-controller";
+pub const CLUSTER_PROPAGATION_POLICY_FINALIZER: &str =
+    "karmada.io/cluster-propagation-policy-controller";
 /// Scheduler used when `schedulerName` is not set.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
@@ -46,10 +48,14 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
     category = "karmada-io",
     namespaced,
     derive = "PartialEq",
-    printcolumn(name = "CONFLICT-RESOLUTION", type_ = "string", json_path = ".spec.conflictResolution"),
-    printcolumn(name = "PRIORITY", type_ = "string", json_path = ".spec.priority"),
-    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    printcolumn = r#"{"name":"CONFLICT-RESOLUTION","type":"string","jsonPath":".spec.conflictResolution"}"#,
+    printcolumn = r#"{"name":"PRIORITY","type":"string","jsonPath":".spec.priority"}"#,
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PropagationSpec {
@@ -112,10 +118,14 @@ pub struct PropagationSpec {
     shortname = "cpp",
     category = "karmada-io",
     derive = "PartialEq",
-    printcolumn(name = "CONFLICT-RESOLUTION", type_ = "string", json_path = ".spec.conflictResolution"),
-    printcolumn(name = "PRIORITY", type_ = "string", json_path = ".spec.priority"),
-    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    printcolumn = r#"{"name":"CONFLICT-RESOLUTION","type":"string","jsonPath":".spec.conflictResolution"}"#,
+    printcolumn = r#"{"name":"PRIORITY","type":"string","jsonPath":".spec.priority"}"#,
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(transparent)]
 pub struct ClusterPropagationSpec(pub PropagationSpec);
@@ -350,7 +360,9 @@ pub struct ClusterAffinityTerm {
 }
 
 /// Cluster field a spread constraint groups by.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SpreadByField {
     Cluster,
@@ -448,7 +460,11 @@ pub enum DynamicWeightFactor {
     category = "karmada-io",
     namespaced,
     derive = "PartialEq",
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OverrideSpec {
@@ -477,7 +493,11 @@ pub struct OverrideSpec {
     shortname = "cop",
     category = "karmada-io",
     derive = "PartialEq",
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(transparent)]
 pub struct ClusterOverrideSpec(pub OverrideSpec);

@@ -42,10 +42,14 @@ pub const MANAGED_LABELS_ANNOTATION: &str = "resourcetemplate.karmada.io/managed
     namespaced,
     status = "ResourceBindingStatus",
     derive = "PartialEq",
-    printcolumn(name = "Scheduled", type_ = "string", json_path = ".status.conditions[?(@.type==\"Scheduled\")].status"),
-    printcolumn(name = "FullyApplied", type_ = "string", json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    printcolumn = r#"{"name":"Scheduled","type":"string","jsonPath":".status.conditions[?(@.type==\"Scheduled\")].status"}"#,
+    printcolumn = r#"{"name":"FullyApplied","type":"string","jsonPath":".status.conditions[?(@.type==\"FullyApplied\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceBindingSpec {
@@ -111,10 +115,14 @@ pub struct ResourceBindingSpec {
     category = "karmada-io",
     status = "ResourceBindingStatus",
     derive = "PartialEq",
-    printcolumn(name = "Scheduled", type_ = "string", json_path = ".status.conditions[?(@.type==\"Scheduled\")].status"),
-    printcolumn(name = "FullyApplied", type_ = "string", json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    printcolumn = r#"{"name":"Scheduled","type":"string","jsonPath":".status.conditions[?(@.type==\"Scheduled\")].status"}"#,
+    printcolumn = r#"{"name":"FullyApplied","type":"string","jsonPath":".status.conditions[?(@.type==\"FullyApplied\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(transparent)]
 pub struct ClusterResourceBindingSpec(pub ResourceBindingSpec);
@@ -214,7 +222,10 @@ pub struct GracefulEvictionTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     /// Why (TaintUntolerated, ApplicationFailure, ...).
-    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"))]
+    #[schemars(
+        length(min = 1, max = 32),
+        regex(pattern = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    )]
     pub reason: String,
     /// Human-readable details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,10 +347,14 @@ pub struct AggregatedStatusItem {
     namespaced,
     status = "WorkStatus",
     derive = "PartialEq",
-    printcolumn(name = "WORKLOAD-KIND", type_ = "string", json_path = ".spec.workload.manifests[*].kind"),
-    printcolumn(name = "APPLIED", type_ = "string", json_path = ".status.conditions[?(@.type==\"Applied\")].status"),
-    printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
+    printcolumn = r#"{"name":"WORKLOAD-KIND","type":"string","jsonPath":".spec.workload.manifests[*].kind"}"#,
+    printcolumn = r#"{"name":"APPLIED","type":"string","jsonPath":".status.conditions[?(@.type==\"Applied\")].status"}"#,
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkSpec {

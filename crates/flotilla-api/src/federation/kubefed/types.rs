@@ -196,7 +196,10 @@ impl FederatedTypeOptions {
 
 /// Names and scope of the federated type of `target` (`Federated<Kind>`,
 /// `federated<plural>`); namespaces are federated by a namespaced type.
-pub fn federated_type_definition(target: &TargetType, options: &FederatedTypeOptions) -> CrdDefinition {
+pub fn federated_type_definition(
+    target: &TargetType,
+    options: &FederatedTypeOptions,
+) -> CrdDefinition {
     let kind = format!("Federated{}", target.kind);
     let scope = if target.group.as_deref().unwrap_or("").is_empty() && target.kind == "Namespace" {
         Scope::Namespaced
@@ -212,7 +215,11 @@ pub fn federated_type_definition(target: &TargetType, options: &FederatedTypeOpt
         singular: kind.to_lowercase(),
         kind,
         plural: format!("federated{}", target.plural_name),
-        short_names: options.target_short_names.iter().map(|s| format!("f{s}")).collect(),
+        short_names: options
+            .target_short_names
+            .iter()
+            .map(|s| format!("f{s}"))
+            .collect(),
         categories: Vec::new(),
         scope,
         status_subresource: true,
@@ -230,10 +237,12 @@ pub fn federated_type_crd(target: &TargetType) -> Value {
 /// `spec.retainReplicas` unless the target is scalable.
 pub fn federated_type_crd_with(target: &TargetType, options: &FederatedTypeOptions) -> Value {
     let mut schema = openapi_schema::<FederatedObject>();
-    if !options.scalable {
-        if let Some(spec) = schema.pointer_mut("/properties/spec/properties").and_then(Value::as_object_mut) {
-            spec.remove("retainReplicas");
-        }
+    if !options.scalable
+        && let Some(spec) = schema
+            .pointer_mut("/properties/spec/properties")
+            .and_then(Value::as_object_mut)
+    {
+        spec.remove("retainReplicas");
     }
     federated_type_definition(target, options).to_crd(schema)
 }
