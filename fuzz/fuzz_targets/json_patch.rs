@@ -3,18 +3,14 @@
 //! deliberately lenient or strict (see `rfc.rs`).
 #![no_main]
 
-#[path = "../../crates/flotilla-api/tests/patch_props/rfc.rs"]
-#[allow(dead_code)]
-mod rfc;
-
 use flotilla_api::patch::json_patch;
+use flotilla_fuzz::doc_and_patch;
+use flotilla_fuzz::rfc::{Rfc6902, rfc6902_expectation};
 use libfuzzer_sys::fuzz_target;
-use rfc::{Rfc6902, rfc6902_expectation};
 use serde_json::{Value, json};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(Value::Array(pair)) = serde_json::from_slice::<Value>(data) else { return };
-    let [doc, patch] = <[Value; 2]>::try_from(pair).unwrap_or([Value::Null, Value::Null]);
+    let Some((doc, patch)) = doc_and_patch(data) else { return };
     // The whole patch at once: never panics.
     let _ = json_patch(&doc, &patch);
     let (Value::Object(_), Value::Array(ops)) = (&doc, &patch) else { return };

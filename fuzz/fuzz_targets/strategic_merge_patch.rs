@@ -4,8 +4,8 @@
 #![no_main]
 
 use flotilla_api::patch::{PatchSchema, decode_nulls, strategic_merge_patch};
+use flotilla_fuzz::doc_and_patch;
 use libfuzzer_sys::fuzz_target;
-use serde_json::Value;
 
 const KINDS: &[(&str, &str)] = &[
     ("apps/v1", "Deployment"),
@@ -23,8 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, json)) = data.split_first() else { return };
     let (api_version, kind) = KINDS[which as usize % KINDS.len()];
     let schema = PatchSchema::builtin().kind_for(api_version, kind).expect("a built-in kind");
-    let Ok(Value::Array(pair)) = serde_json::from_slice::<Value>(json) else { return };
-    let [doc, patch] = <[Value; 2]>::try_from(pair).unwrap_or([Value::Null, Value::Null]);
+    let Some((doc, patch)) = doc_and_patch(json) else { return };
     if let Ok(out) = strategic_merge_patch(&doc, &patch, Some(schema)) {
         assert_eq!(decode_nulls(out.clone(), schema), out, "{patch} onto {doc}");
     }

@@ -17,6 +17,10 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
+// Messages quote values as Go's `%q` does; the helper lives with the patch engines' other
+// Go formatting.
+use crate::patch::go_format::quote as go_quote;
+
 /// Why a selector was rejected. `Display` is the message kube-apiserver sends (HTTP 400 for the
 /// query-string forms; for objects the caller prefixes the field paths and answers 422).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,39 +92,6 @@ fn aggregate(messages: impl Iterator<Item = String>) -> String {
         1 => seen.remove(0),
         _ => format!("[{}]", seen.join(", ")),
     }
-}
-
-/// Go's `%q` for a string: printable characters as they are, `"` and `\` escaped, control
-/// characters as `\n`, `\x01`, `\u0085`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x80 && c.is_control() => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() || c == '\u{ad}' || c == '\u{feff}' => {
-                if (c as u32) <= 0xffff {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -577,14 +548,19 @@ impl FromStr for LabelSelector {
 
 impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.requirements.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        write_comma_separated(f, &self.requirements)
     }
+}
+
+/// Requirements joined by commas: the printed form of both selector kinds.
+fn write_comma_separated(f: &mut fmt::Formatter<'_>, items: &[impl fmt::Display]) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -1014,13 +990,7 @@ impl FromStr for FieldSelector {
 
 impl fmt::Display for FieldSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.requirements.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        write_comma_separated(f, &self.requirements)
     }
 }
 
@@ -1100,13 +1070,6 @@ pub fn escape_field_value(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_quote_matches_go() {
-        assert_eq!(go_quote("a\"b"), "\"a\\\"b\"");
-        assert_eq!(go_quote("a\u{1}"), "\"a\\x01\"");
-        assert_eq!(go_quote("ä"), "\"ä\"");
-    }
 
     #[test]
     fn lexer_takes_longest_symbol_run() {

@@ -1,5 +1,6 @@
-//! JSON values printed as Go's `fmt` prints the decoded `interface{}` values, so error
-//! messages read exactly as kube-apiserver's (`map[$patch:frobnicate name:web]`).
+//! Values printed as Go's `fmt` prints them (`%v` of decoded JSON, `%q` of strings), so error
+//! messages read exactly as kube-apiserver's (`map[$patch:frobnicate name:web]`). Used by the
+//! patch engines and the selector parser.
 
 use serde_json::Value;
 
@@ -133,7 +134,8 @@ fn number(n: &serde_json::Number) -> String {
     format!("{mantissa}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
 }
 
-/// `%q` of a string (strconv.Quote).
+/// `%q` (strconv.Quote): printable characters as they are, `"` and `\` escaped, control
+/// characters as `\n`, `\x01`, `\u0085`.
 pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -141,10 +143,23 @@ pub(crate) fn quote(s: &str) -> String {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() || c == '\u{ad}' || c == '\u{feff}' => {
+                if (c as u32) <= 0xffff {
+                    out.push_str(&format!("\\u{:04x}", c as u32));
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -167,6 +182,13 @@ mod tests {
         assert_eq!(v(&json!(123456.5)), "123456.5");
         assert_eq!(s(&json!(1)), "%!s(int64=1)");
         assert_eq!(v_lists(&[&[json!("a")], &[json!(["x"])]]), "[[a] [[x]]]");
+    }
+
+    #[test]
+    fn quotes_like_go() {
+        assert_eq!(quote("a\"b"), "\"a\\\"b\"");
+        assert_eq!(quote("a\u{1}\n"), "\"a\\x01\\n\"");
+        assert_eq!(quote("ä"), "\"ä\"");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use super::drop_null_members;
+
 /// Applies a JSON merge patch. A patch that is not an object replaces the document (the
 /// server refuses such patches before applying them; see [`super::decode_patch`]).
 pub fn merge_patch(doc: &Value, patch: &Value) -> Value {
@@ -42,15 +44,9 @@ fn merge_members(target: &mut Map<String, Value>, patch: Map<String, Value>) {
     }
 }
 
-/// Drops `null` object members at any depth; `null` list elements stay.
-fn prune_nulls(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, prune_nulls(v))).collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(prune_nulls).collect()),
-        other => other,
-    }
+fn prune_nulls(mut value: Value) -> Value {
+    drop_null_members(&mut value);
+    value
 }
 
 #[cfg(test)]

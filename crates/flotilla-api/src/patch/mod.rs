@@ -12,7 +12,7 @@
 //! [`decode_patch`] checks a request body for its patch type first (the 400 answers), and
 //! [`PatchError`] knows the HTTP status and message the real server gives each failure.
 
-mod go_format;
+pub(crate) mod go_format;
 mod json;
 mod merge;
 mod schema;
@@ -168,6 +168,19 @@ pub fn apply_patch(
         PatchType::Json => json_patch(doc, patch),
         PatchType::Merge => Ok(merge_patch(doc, patch)),
         PatchType::StrategicMerge => strategic_merge_patch(doc, patch, schema),
+    }
+}
+
+/// Drops `null` object members at any depth (`null` list elements stay): what the server does
+/// to values a patch adds where there was nothing to merge into.
+fn drop_null_members(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_null_members);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_members),
+        _ => {}
     }
 }
 

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use super::go_format::{self, GoType, go_eq, go_type, type_name};
 use super::schema::{NodeShape, SchemaNode};
-use super::{PatchError, json_kind};
+use super::{PatchError, drop_null_members, json_kind};
 
 const PATCH: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
@@ -171,7 +171,7 @@ fn merge_map(
 /// A value the object did not have (or had with another type) is taken from the patch with
 /// its `null`s dropped and its `$patch` maps removed; a `$patch` map itself removes the key.
 fn set_new_value(original: &mut Map<String, Value>, key: String, mut value: Value) {
-    discard_nulls(&mut value);
+    drop_null_members(&mut value);
     match remove_directives(value) {
         Some(v) => {
             original.insert(key, v);
@@ -179,17 +179,6 @@ fn set_new_value(original: &mut Map<String, Value>, key: String, mut value: Valu
         None => {
             original.remove(&key);
         }
-    }
-}
-
-fn discard_nulls(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(discard_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(discard_nulls),
-        _ => {}
     }
 }
 
