@@ -36,6 +36,7 @@ phase() {
     local rc=$?
     local took=$(( $(date +%s) - start ))
     echo "=== phase: $name: FAILED (exit $rc) after ${took}s"
+    tests_failed=1
     summary
     exit "$rc"
   fi
@@ -88,6 +89,24 @@ clients() {
 }
 python_tests() { FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" -m pytest -q tests/python; }
 testenv_build() { testenv/build.sh; }
+# One shared testenv (three real members with workloads) for the whole run; tests attach with
+# flotilla_testenv::TestEnv::connect(). Torn down on exit, and with this shell if it is killed.
+testenv_up() {
+  export FLOTILLA_TESTENV_DIR="${FLOTILLA_TESTENV_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/flotilla-testenv.XXXXXX")}"
+  export FLOTILLA_REQUIRE_TESTENV=1
+  "$TESTENV_BIN_DIR/testenv" up --members 3 --with-workloads --out "$FLOTILLA_TESTENV_DIR" --parent-pid $$ \
+    --region member1=region-a --region member2=region-b --region member3=region-c >/dev/null
+  echo "shared testenv: $FLOTILLA_TESTENV_DIR (member logs in <member>/logs/)"
+}
+testenv_down() {
+  if [[ -n "${FLOTILLA_TESTENV_DIR:-}" && -f "$FLOTILLA_TESTENV_DIR/ready.json" ]]; then
+    if [[ "${tests_failed:-0}" == 1 ]]; then
+      echo "keeping member logs of the failed run in $FLOTILLA_TESTENV_DIR/*/logs"
+    fi
+    "$TESTENV_BIN_DIR/testenv" down --out "$FLOTILLA_TESTENV_DIR" >/dev/null 2>&1 || true
+  fi
+}
+trap testenv_down EXIT
 rust_build() { cargo build --workspace --all-targets --locked; }
 rust_tests() {
   # etcd's suite runs its property test in eight I/O-bound shards; give it the threads.
@@ -118,6 +137,7 @@ if [[ "$mode" == "fast" ]]; then
 fi
 phase testenv-build testenv_build
 phase rust-build rust_build
+phase testenv-up testenv_up
 phase rust-tests rust_tests
 phase python-client-tests python_tests
 phase testenv-tests testenv_tests

@@ -11,6 +11,7 @@
 //! reason; `resourceVersion` is the store revision.
 
 pub mod auth;
+mod crd;
 mod discovery;
 pub mod error;
 pub mod inproc;
@@ -28,6 +29,7 @@ pub mod resources;
 pub mod serve;
 pub mod server;
 mod storage;
+pub mod structural;
 pub mod table;
 
 pub use auth::{Identity, TokenFile};

@@ -18,7 +18,7 @@ use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta;
 use crate::negotiate::{self, Output};
 use crate::objects::Ctx;
-use crate::resources::{Codec, ResourceInfo};
+use crate::resources::ResourceInfo;
 use crate::server::json_response;
 use crate::storage::{self, Continue};
 
@@ -185,7 +185,7 @@ pub(crate) async fn list_all(ctx: &Ctx) -> ApiResult<(Vec<Value>, Revision)> {
 
 fn list_item(info: &ResourceInfo, mut obj: Value) -> Value {
     // Built-in lists carry no per-item type; custom resources do, as upstream.
-    if matches!(info.codec, Codec::Opaque) {
+    if info.is_custom() {
         obj["apiVersion"] = json!(info.api_version());
         obj["kind"] = json!(info.kind);
     } else if let Some(o) = obj.as_object_mut() {

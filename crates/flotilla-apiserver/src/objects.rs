@@ -145,7 +145,20 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
     obj["kind"] = json!(info.kind);
     flotilla_api_hooks::canonicalize(info, &mut obj)?;
     match &info.codec {
-        Codec::Opaque => Ok(obj),
+        Codec::Custom(structural) => {
+            let dropped = structural.decode(&mut obj);
+            if !dropped.is_empty() {
+                match fv {
+                    FieldValidation::Strict => {
+                        let list = dropped.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ");
+                        return Err(ApiError::bad_request(format!("strict decoding error: {list}")));
+                    }
+                    FieldValidation::Warn => warnings.extend(dropped.iter().map(|f| format!("unknown field \"{f}\""))),
+                    FieldValidation::Ignore => {}
+                }
+            }
+            Ok(obj)
+        }
         Codec::Typed(decode) => {
             let out = decode(obj.clone()).map_err(|e| {
                 let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
@@ -235,6 +248,38 @@ fn random_suffix() -> String {
     (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
+fn is_crd(info: &ResourceInfo) -> bool {
+    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
+}
+
+/// Validation beyond metadata: custom resources against their schema, CRDs as the real server
+/// checks them.
+fn validate_kind(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+    match &info.codec {
+        Codec::Custom(structural) => structural.validate(obj),
+        _ if is_crd(info) => crate::crd::validate_crd(obj),
+        _ => Vec::new(),
+    }
+}
+
+/// After a CRD changed: serve its resources (or stop) at once.
+async fn crds_changed(ctx: &Ctx) {
+    if is_crd(&ctx.info) {
+        if let Err(e) = crate::crd::sync(&ctx.inner).await {
+            tracing::warn!(error = %e, "refreshing the served custom resources failed");
+        }
+    }
+}
+
+/// Custom objects are stored in their CRD's storage version.
+fn to_storage_version(info: &ResourceInfo, obj: &mut Value) {
+    if let Codec::Custom(s) = &info.codec {
+        if !s.storage_version.is_empty() {
+            obj["apiVersion"] = json!(format!("{}/{}", info.group, s.storage_version));
+        }
+    }
+}
+
 /// Fail with 422 when there are causes.
 fn check(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> ApiResult<()> {
     if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&info.group, &info.kind, name, causes)) }
@@ -264,12 +309,15 @@ async fn admit_namespace(inner: &Inner, info: &ResourceInfo, namespace: &str) ->
     }
 }
 
-/// The desired-state part of an object: everything but metadata and status.
-fn spec_part(obj: &Value) -> Value {
+/// The desired-state part of an object: everything but metadata (and status, for resources
+/// whose status is a subresource).
+fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {
         m.remove("metadata");
-        m.remove("status");
+        if info.status || !info.is_custom() {
+            m.remove("status");
+        }
         m.remove("apiVersion");
         m.remove("kind");
     }
@@ -310,7 +358,16 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     let info = &ctx.info;
     let fv = FieldValidation::from_query(&ctx.query)?;
     let dry_run = ctx.query.dry_run()?;
+    if let Codec::Custom(s) = &info.codec {
+        if s.terminating {
+            return Err(ApiError::method_not_allowed("create", &info.plural)
+                .with_message("create not allowed while custom resource definition is terminating"));
+        }
+    }
     let mut obj = decode_object(info, body, fv, warnings)?;
+    if is_crd(info) {
+        crate::crd::default_crd(&mut obj);
+    }
     // Namespace: from the URL; a different one in the body is an error.
     let url_ns = ctx.namespace().map(String::from);
     {
@@ -343,7 +400,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
             m.remove("generation");
         }
     }
-    if info.status && matches!(info.codec, Codec::Opaque) {
+    if info.status && info.is_custom() {
         if let Some(o) = obj.as_object_mut() {
             o.remove("status");
         }
@@ -357,27 +414,34 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     flotilla_api_hooks::create_defaults(info, &mut obj)?;
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
-    check(info, &name, meta::validate_object_meta(&obj, rule, info.namespaced))?;
+    let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
+    causes.extend(validate_kind(info, &obj));
+    check(info, &name, causes)?;
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
     }
     if dry_run {
         return Ok(obj);
     }
+    let mut stored = obj.clone();
+    to_storage_version(info, &mut stored);
     // generateName retries on a collision, as the real server does.
     for attempt in 0..8 {
         let key = storage::object_key(info, url_ns.as_deref(), meta::name(&obj));
         let started = std::time::Instant::now();
-        let res = ctx.inner.store.create(key, storage::encode(&obj)?).await;
+        let res = ctx.inner.store.create(key, storage::encode(&stored)?).await;
         ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
         match res {
             Ok(rev) => {
                 meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(rev.to_string()));
+                crds_changed(ctx).await;
                 return Ok(obj);
             }
             Err(StoreError::AlreadyExists { .. }) if generate && attempt < 7 => {
                 let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
-                meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
+                let n = json!(format!("{base}{}", random_suffix()));
+                meta::meta_mut(&mut obj).insert("name".into(), n.clone());
+                meta::meta_mut(&mut stored).insert("name".into(), n);
             }
             Err(StoreError::AlreadyExists { .. }) => return Err(ApiError::already_exists(&ctx.subject(meta::name(&obj)))),
             Err(e) => return Err(e.into()),
@@ -477,7 +541,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     // Generation: +1 when the desired state changes.
     if info.generation {
         let old_gen = meta::generation(old).max(1);
-        let bump = spec_part(old) != spec_part(&obj);
+        let bump = spec_part(info, old) != spec_part(info, &obj);
         meta::meta_mut(&mut obj).insert("generation".into(), json!(if bump { old_gen + 1 } else { old_gen }));
     } else {
         meta::meta_mut(&mut obj).remove("generation");
@@ -500,8 +564,13 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
             ));
         }
     }
+    if is_crd(info) {
+        crate::crd::default_crd(&mut obj);
+    }
     let rule = meta::name_rule(&info.group, &info.plural);
-    check(info, &name, meta::validate_object_meta(&obj, rule, info.namespaced))?;
+    let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
+    causes.extend(validate_kind(info, &obj));
+    check(info, &name, causes)?;
     let mut cmp_old = old.clone();
     let mut cmp_new = obj.clone();
     for o in [&mut cmp_old, &mut cmp_new] {
@@ -520,16 +589,19 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
 async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> ApiResult<Value> {
     let key = ctx.key(name);
     let started = std::time::Instant::now();
+    let mut stored = p.obj.clone();
+    to_storage_version(&ctx.info, &mut stored);
     let result = if p.remove {
         ctx.inner.store.delete_if(key, Some(rev)).await.map(|(r, _)| r)
     } else {
-        ctx.inner.store.update_if(key, storage::encode(&p.obj)?, rev).await
+        ctx.inner.store.update_if(key, storage::encode(&stored)?, rev).await
     };
     ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
     match result {
         Ok(new_rev) => {
             let mut obj = p.obj;
             meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
+            crds_changed(ctx).await;
             Ok(obj)
         }
         Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&ctx.subject(name))),
@@ -552,7 +624,7 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
         if want.parse::<Revision>().ok() != Some(rev) {
             return Err(ApiError::conflict(&ctx.subject(&name)));
         }
-    } else if matches!(ctx.info.codec, Codec::Opaque) {
+    } else if ctx.info.is_custom() {
         return Err(ApiError::invalid(
             &ctx.info.group,
             &ctx.info.kind,
@@ -835,6 +907,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
         }
         let is_namespace = info.group.is_empty() && info.plural == "namespaces";
         let policy_finalizer = match opts.propagation.as_deref() {
+            _ if is_crd(info) => Some(crate::crd::CLEANUP_FINALIZER),
             Some("Foreground") => Some("foregroundDeletion"),
             Some("Orphan") => Some("orphan"),
             _ => None,
@@ -873,6 +946,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
             match ctx.inner.store.update_if(key, storage::encode(&obj)?, rev).await {
                 Ok(new_rev) => {
                     meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
+                    crds_changed(ctx).await;
                     return Ok((StatusCode::OK, with_type(info, obj)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,

@@ -39,15 +39,15 @@ fn typed_roundtrip<K: DeserializeOwned + Serialize>(v: Value) -> Result<Value, D
 pub enum Codec {
     /// A built-in kind with a k8s-openapi type.
     Typed(DecodeFn),
-    /// Any JSON object (custom resources until their schema is applied).
-    Opaque,
+    /// A custom resource: pruned, defaulted and validated with its CRD's structural schema.
+    Custom(Arc<crate::structural::Structural>),
 }
 
 impl std::fmt::Debug for Codec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Codec::Typed(_) => f.write_str("Typed"),
-            Codec::Opaque => f.write_str("Opaque"),
+            Codec::Custom(_) => f.write_str("Custom"),
         }
     }
 }
@@ -93,6 +93,11 @@ pub struct ResourceInfo {
 impl ResourceInfo {
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// A custom resource (defined by a CRD).
+    pub fn is_custom(&self) -> bool {
+        matches!(self.codec, Codec::Custom(_))
     }
 
     pub fn has_verb(&self, verb: &str) -> bool {
@@ -223,6 +228,14 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         builtin::<events::v1::Event>().short(&["ev"]),
         builtin::<discovery::v1::EndpointSlice>().generation(),
         builtin::<scheduling::v1::PriorityClass>().short(&["pc"]),
+        {
+            let mut r = builtin::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>()
+                .short(&["crd", "crds"])
+                .status()
+                .generation();
+            r.0.categories = vec!["api-extensions".into()];
+            r
+        },
     ];
     rows.into_iter().map(|r| r.0).collect()
 }
@@ -346,6 +359,10 @@ impl Registry {
         let rank = |g: &str| BUILTIN_GROUP_ORDER.iter().position(|x| *x == g).unwrap_or(usize::MAX);
         c.groups.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
         c
+    }
+
+    pub fn builtin_resources(&self) -> &[ResourceInfo] {
+        &self.builtin
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {

@@ -51,6 +51,8 @@ pub struct ApiServerConfig {
     pub bookmark_interval: Duration,
     /// A watch without `timeoutSeconds` ends after a random time between this and twice it.
     pub min_watch_timeout: Duration,
+    /// How often the CRD worker retries a CRD whose objects are still being deleted.
+    pub crd_retry: Duration,
     pub version: VersionInfo,
 }
 
@@ -63,6 +65,7 @@ impl Default for ApiServerConfig {
             request_timeout: Duration::from_secs(60),
             bookmark_interval: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
+            crd_retry: Duration::from_secs(1),
             version: VersionInfo::default(),
         }
     }
@@ -131,6 +134,8 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
+        crate::crd::sync(&self.inner).await?;
+        tokio::spawn(crate::crd::run(Arc::downgrade(&self.inner), self.inner.config.crd_retry));
         self.inner.ready.store(true, Ordering::Release);
         Ok(())
     }

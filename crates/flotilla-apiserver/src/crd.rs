@@ -1,0 +1,460 @@
+//! CustomResourceDefinitions: validating a CRD as the real server does, turning CRDs into
+//! served resources, and the API server's own CRD worker (names acceptance, `NamesAccepted` and
+//! `Established` conditions, `storedVersions`, and the deletion lifecycle: the
+//! `customresourcecleanup` finalizer, a `Terminating` condition, deleting every custom object,
+//! then the CRD itself).
+//!
+//! The worker is part of the API server (as apiextensions-apiserver's controllers are part of
+//! kube-apiserver): it serves routes, so it reads and writes the store directly.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use flotilla_store::{RangeRequest, Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::error::Cause;
+use crate::meta;
+use crate::resources::{Codec, ResourceInfo, ScaleSpec};
+use crate::server::Inner;
+use crate::storage;
+use crate::structural::{Schema, Structural};
+use crate::table::{CustomColumn, Printer};
+
+pub const CRD_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn enc(e: crate::error::ApiError) -> StoreError {
+    StoreError::Internal(e.message)
+}
+
+fn s<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
+    v.pointer(p).and_then(Value::as_str)
+}
+
+fn is_dns_label(x: &str) -> bool {
+    !x.is_empty()
+        && x.len() <= 63
+        && x.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && x.as_bytes()[0].is_ascii_alphanumeric()
+        && x.as_bytes()[x.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Defaults the real server sets on a CRD: singular and listKind names, conversion strategy.
+pub fn default_crd(obj: &mut Value) {
+    if let Some(kind) = s(obj, "/spec/names/kind").map(String::from) {
+        if s(obj, "/spec/names/singular").is_none_or(str::is_empty) {
+            obj["spec"]["names"]["singular"] = json!(kind.to_lowercase());
+        }
+        if s(obj, "/spec/names/listKind").is_none_or(str::is_empty) {
+            obj["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
+        }
+    }
+    if obj.get("spec").is_some_and(Value::is_object) && obj.pointer("/spec/conversion").is_none() {
+        obj["spec"]["conversion"] = json!({"strategy": "None"});
+    }
+}
+
+/// Validate a CRD object; causes name the field, as the real server's 422 does.
+pub fn validate_crd(obj: &Value) -> Vec<Cause> {
+    let mut c = Vec::new();
+    let group = s(obj, "/spec/group").unwrap_or("");
+    let plural = s(obj, "/spec/names/plural").unwrap_or("");
+    let name = meta::name(obj);
+    if group.is_empty() {
+        c.push(Cause::new("FieldValueRequired", "spec.group", "Required value"));
+    } else if !group.contains('.') {
+        c.push(Cause::new("FieldValueInvalid", "spec.group", format!("Invalid value: {group:?}: should be a domain with at least one dot")));
+    } else if !meta::is_dns1123_subdomain(group) {
+        c.push(Cause::new("FieldValueInvalid", "spec.group", format!("Invalid value: {group:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'")));
+    }
+    if name != format!("{plural}.{group}") {
+        c.push(Cause::new("FieldValueInvalid", "metadata.name", format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group")));
+    }
+    for (field, required) in [("plural", true), ("singular", false), ("kind", true), ("listKind", false)] {
+        match s(obj, &format!("/spec/names/{field}")) {
+            None | Some("") if required => c.push(Cause::new("FieldValueRequired", format!("spec.names.{field}"), "Required value")),
+            Some(v) if (field == "plural" || field == "singular") && !v.is_empty() && !is_dns_label(v) => {
+                c.push(Cause::new("FieldValueInvalid", format!("spec.names.{field}"), format!("Invalid value: {v:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+            }
+            _ => {}
+        }
+    }
+    if let Some(shorts) = obj.pointer("/spec/names/shortNames").and_then(Value::as_array) {
+        for (i, sn) in shorts.iter().enumerate() {
+            if !sn.as_str().is_some_and(is_dns_label) {
+                c.push(Cause::new("FieldValueInvalid", format!("spec.names.shortNames[{i}]"), format!("Invalid value: {sn}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+            }
+        }
+    }
+    match s(obj, "/spec/scope") {
+        Some("Namespaced" | "Cluster") => {}
+        None | Some("") => c.push(Cause::new("FieldValueRequired", "spec.scope", "Required value")),
+        Some(x) => c.push(Cause::new("FieldValueNotSupported", "spec.scope", format!("Unsupported value: {x:?}: supported values: \"Cluster\", \"Namespaced\""))),
+    }
+    match s(obj, "/spec/conversion/strategy") {
+        None | Some("None") => {}
+        Some("Webhook") => c.push(Cause::new("FieldValueForbidden", "spec.conversion.strategy", "Forbidden: Webhook conversion is not supported by Flotilla yet; use None")),
+        Some(x) => c.push(Cause::new("FieldValueNotSupported", "spec.conversion.strategy", format!("Unsupported value: {x:?}: supported values: \"None\", \"Webhook\""))),
+    }
+    let versions = obj.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    if versions.is_empty() {
+        c.push(Cause::new("FieldValueRequired", "spec.versions", "Required value: must have exactly one version marked as storage version"));
+    }
+    let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
+    if !versions.is_empty() && storage != 1 {
+        c.push(Cause::new("FieldValueInvalid", "spec.versions", format!("Invalid value: must have exactly one version marked as storage version, status.storedVersions[{storage}]")));
+    }
+    let mut seen = HashSet::new();
+    for (i, v) in versions.iter().enumerate() {
+        let vn = v.get("name").and_then(Value::as_str).unwrap_or("");
+        if vn.is_empty() || !is_dns_label(vn) {
+            c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].name"), format!("Invalid value: {vn:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-'")));
+        }
+        if !seen.insert(vn.to_string()) {
+            c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].name"), format!("Invalid value: {vn:?}: must be unique")));
+        }
+        match v.pointer("/schema/openAPIV3Schema") {
+            None => c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].schema.openAPIV3Schema"), "Required value: schemas are required")),
+            Some(schema) => {
+                let mut errs = Vec::new();
+                Schema::parse(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"), &mut errs);
+                c.extend(errs.into_iter().map(|e| Cause::new(e.reason, e.path, e.message)));
+            }
+        }
+        if let Some(scale) = v.pointer("/subresources/scale") {
+            for (f, req) in [("specReplicasPath", true), ("statusReplicasPath", true), ("labelSelectorPath", false)] {
+                match scale.get(f).and_then(Value::as_str) {
+                    None if req => c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].subresources.scale.{f}"), "Required value")),
+                    Some(p) if !p.starts_with('.') => c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].subresources.scale.{f}"), format!("Invalid value: {p:?}: should be a json path starting with ."))),
+                    _ => {}
+                }
+            }
+        }
+        if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
+            for (j, col) in cols.iter().enumerate() {
+                for f in ["name", "type", "jsonPath"] {
+                    if col.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                        c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].additionalPrinterColumns[{j}].{f}"), "Required value"));
+                    }
+                }
+                if let Some(t) = col.get("type").and_then(Value::as_str) {
+                    if !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
+                        c.push(Cause::new("FieldValueNotSupported", format!("spec.versions[{i}].additionalPrinterColumns[{j}].type"), format!("Unsupported value: {t:?}: supported values: \"boolean\", \"date\", \"integer\", \"number\", \"string\"")));
+                    }
+                }
+            }
+        }
+    }
+    c
+}
+
+fn json_path_to_pointer(p: &str) -> String {
+    p.trim_start_matches('.').split('.').map(|x| format!("/{x}")).collect()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// The resources one accepted CRD serves, one per served version.
+pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
+    let group = s(crd, "/spec/group").unwrap_or("").to_string();
+    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let kind = names["kind"].as_str().unwrap_or("").to_string();
+    let plural = names["plural"].as_str().unwrap_or("").to_string();
+    let singular = names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = names["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
+    let namespaced = s(crd, "/spec/scope") == Some("Namespaced");
+    let terminating = meta::is_terminating(crd);
+    let mut out = Vec::new();
+    for v in crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default() {
+        if v.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let mut errs = Vec::new();
+        let schema = v.pointer("/schema/openAPIV3Schema").map(|sc| Schema::parse(sc, "schema", &mut errs)).unwrap_or_default();
+        let scale = v.pointer("/subresources/scale").map(|sc| ScaleSpec {
+            spec_replicas: json_path_to_pointer(sc["specReplicasPath"].as_str().unwrap_or(".spec.replicas")),
+            status_replicas: json_path_to_pointer(sc["statusReplicasPath"].as_str().unwrap_or(".status.replicas")),
+            selector: sc["labelSelectorPath"].as_str().map(json_path_to_pointer),
+        });
+        let cols: Vec<CustomColumn> = v
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|c| CustomColumn {
+                        name: c["name"].as_str().unwrap_or("").to_string(),
+                        type_: c["type"].as_str().unwrap_or("string").to_string(),
+                        format: c["format"].as_str().unwrap_or("").to_string(),
+                        json_path: c["jsonPath"].as_str().unwrap_or("").to_string(),
+                        priority: c["priority"].as_i64().unwrap_or(0),
+                        description: c["description"].as_str().unwrap_or("").to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let storage_version = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|x| x["storage"] == true))
+            .and_then(|x| x["name"].as_str())
+            .unwrap_or("")
+            .to_string();
+        out.push(ResourceInfo {
+            group: group.clone(),
+            version: v["name"].as_str().unwrap_or("").to_string(),
+            kind: kind.clone(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            list_kind: list_kind.clone(),
+            namespaced,
+            short_names: strings(names.get("shortNames")),
+            categories: strings(names.get("categories")),
+            verbs: ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"].iter().map(|x| x.to_string()).collect(),
+            status: v.pointer("/subresources/status").is_some(),
+            scale,
+            generation: true,
+            returns_deleted: false,
+            codec: Codec::Custom(Arc::new(Structural { schema, storage_version, terminating })),
+            strategic_patch: false,
+            printer: Printer::Custom(cols),
+        });
+    }
+    out
+}
+
+/// Which names of `crd` collide with names already taken (built-ins, or CRDs accepted earlier
+/// in the same group). Returns the condition reason and message, or None when all is clear.
+fn name_conflict(crd: &Value, taken: &HashMap<String, HashSet<String>>) -> Option<(&'static str, String)> {
+    let group = s(crd, "/spec/group").unwrap_or("");
+    let Some(names) = taken.get(group) else { return None };
+    let n = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let checks = [
+        ("PluralConflict", n["plural"].as_str().map(String::from).into_iter().collect::<Vec<_>>(), "plural"),
+        ("SingularConflict", n["singular"].as_str().map(String::from).into_iter().collect(), "singular"),
+        ("ShortNamesConflict", strings(n.get("shortNames")), "short name"),
+        ("KindConflict", n["kind"].as_str().map(|k| format!("kind:{k}")).into_iter().collect(), "kind"),
+        ("ListKindConflict", n["listKind"].as_str().map(|k| format!("kind:{k}")).into_iter().collect(), "list kind"),
+    ];
+    for (reason, values, what) in checks {
+        for v in values {
+            if names.contains(&v) {
+                return Some((reason, format!("{what} {:?} is already in use", v.trim_start_matches("kind:"))));
+            }
+        }
+    }
+    None
+}
+
+fn names_of(crd: &Value) -> HashSet<String> {
+    let n = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let mut out = HashSet::new();
+    for f in ["plural", "singular"] {
+        if let Some(x) = n[f].as_str() {
+            out.insert(x.to_string());
+        }
+    }
+    for f in ["kind", "listKind"] {
+        if let Some(x) = n[f].as_str() {
+            out.insert(format!("kind:{x}"));
+        }
+    }
+    out.extend(strings(n.get("shortNames")));
+    out
+}
+
+/// Every CRD in the store, oldest first, with its revision.
+async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
+    let resp = store.range(RangeRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))).await?;
+    let mut out: Vec<(Value, i64)> = resp
+        .kvs
+        .iter()
+        .filter_map(|kv| storage::decode(kv).ok().map(|v| (v, kv.mod_revision)))
+        .collect();
+    out.sort_by(|a, b| {
+        let ca = meta::meta_str(&a.0, "creationTimestamp").unwrap_or("");
+        let cb = meta::meta_str(&b.0, "creationTimestamp").unwrap_or("");
+        ca.cmp(cb).then_with(|| meta::name(&a.0).cmp(meta::name(&b.0)))
+    });
+    Ok(out)
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str, old: &Value) -> Value {
+    // Keep the transition time while the status stays the same.
+    let previous = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .filter(|c| c["status"] == status)
+        .and_then(|c| c.get("lastTransitionTime").cloned());
+    json!({
+        "type": type_,
+        "status": status,
+        "lastTransitionTime": previous.unwrap_or_else(|| json!(meta::now())),
+        "reason": reason,
+        "message": message,
+    })
+}
+
+/// Recompute which CRDs are served, refresh the registry, and bring every CRD's status up to
+/// date. Returns CRDs that are terminating.
+pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
+    let crds = load(inner.store.as_ref()).await?;
+    let catalog = inner.registry.catalog();
+    let mut taken: HashMap<String, HashSet<String>> = HashMap::new();
+    for r in inner.registry.builtin_resources() {
+        let e = taken.entry(r.group.clone()).or_default();
+        e.insert(r.plural.clone());
+        e.insert(r.singular.clone());
+        e.insert(format!("kind:{}", r.kind));
+        e.extend(r.short_names.iter().cloned());
+    }
+    drop(catalog);
+    let mut served = Vec::new();
+    let mut terminating = Vec::new();
+    for (crd, rev) in &crds {
+        let group = s(crd, "/spec/group").unwrap_or("").to_string();
+        let conflict = name_conflict(crd, &taken);
+        let mut status = crd.get("status").cloned().unwrap_or(json!({}));
+        let accepted = conflict.is_none();
+        let mut conds = Vec::new();
+        match &conflict {
+            None => {
+                conds.push(condition("NamesAccepted", "True", "NoConflicts", "no conflicts found", crd));
+                conds.push(condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted", crd));
+                taken.entry(group.clone()).or_default().extend(names_of(crd));
+                served.extend(resources_of(crd));
+                status["acceptedNames"] = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+            }
+            Some((reason, message)) => {
+                conds.push(condition("NamesAccepted", "False", reason, message, crd));
+                conds.push(condition("Established", "False", "NotAccepted", "not all names are accepted", crd));
+                status["acceptedNames"] = json!({"plural": "", "kind": ""});
+            }
+        }
+        if meta::is_terminating(crd) {
+            conds.push(condition("Terminating", "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress", crd));
+            terminating.push(crd.clone());
+        }
+        status["conditions"] = Value::Array(conds);
+        let storage = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|vs| vs.iter().find(|x| x["storage"] == true))
+            .and_then(|x| x["name"].as_str())
+            .map(String::from);
+        let mut stored = strings(crd.pointer("/status/storedVersions"));
+        if let Some(sv) = storage {
+            if accepted && !stored.contains(&sv) {
+                stored.push(sv);
+            }
+        }
+        status["storedVersions"] = json!(stored);
+        // Compare without transition times churning: conditions keep theirs when unchanged.
+        if crd.get("status") != Some(&status) {
+            let mut updated = crd.clone();
+            updated["status"] = status;
+            let key = Bytes::from(format!("{CRD_PREFIX}{}", meta::name(crd)));
+            match inner.store.update_if(key, storage::encode(&updated).map_err(enc)?, *rev).await {
+                Ok(_) | Err(StoreError::Conflict { .. }) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    inner.registry.set_custom(served);
+    Ok(terminating)
+}
+
+/// Delete every object of a terminating CRD; when none remain, drop the cleanup finalizer.
+async fn clean_up(inner: &Inner, crd: &Value) -> Result<(), StoreError> {
+    let group = s(crd, "/spec/group").unwrap_or("");
+    let plural = s(crd, "/spec/names/plural").unwrap_or("");
+    let prefix = format!("/registry/{group}/{plural}/");
+    let resp = inner.store.range(RangeRequest::prefix(Bytes::from(prefix))).await?;
+    let mut remaining = 0;
+    for kv in &resp.kvs {
+        let obj = storage::decode(kv).map_err(|e| StoreError::Internal(e.to_string()))?;
+        if meta::finalizers(&obj).is_empty() {
+            match inner.store.delete_if(kv.key.clone(), Some(kv.mod_revision)).await {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(StoreError::Conflict { .. }) => remaining += 1,
+                Err(e) => return Err(e),
+            }
+        } else {
+            remaining += 1;
+            if !meta::is_terminating(&obj) {
+                let mut o = obj.clone();
+                meta::meta_mut(&mut o).insert("deletionTimestamp".into(), json!(meta::now()));
+                meta::meta_mut(&mut o).insert("deletionGracePeriodSeconds".into(), json!(0));
+                let _ = inner.store.update_if(kv.key.clone(), storage::encode(&o).map_err(enc)?, kv.mod_revision).await;
+            }
+        }
+    }
+    if remaining > 0 {
+        return Ok(());
+    }
+    // Every object is gone: remove the finalizer; with no finalizers left the CRD goes away.
+    let key = Bytes::from(format!("{CRD_PREFIX}{}", meta::name(crd)));
+    let Some(kv) = inner.store.get(&key).await? else { return Ok(()) };
+    let mut current = storage::decode(&kv).map_err(|e| StoreError::Internal(e.to_string()))?;
+    let fins: Vec<String> = meta::finalizers(&current).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
+    if fins.is_empty() {
+        match inner.store.delete_if(key, Some(kv.mod_revision)).await {
+            Ok(_) | Err(StoreError::NotFound { .. }) | Err(StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    } else {
+        meta::meta_mut(&mut current).insert("finalizers".into(), json!(fins));
+        let _ = inner.store.update_if(key, storage::encode(&current).map_err(enc)?, kv.mod_revision).await;
+    }
+    Ok(())
+}
+
+/// The CRD worker: react to every CRD change, and retry terminating CRDs periodically. It
+/// holds the server only while working, so it ends when the server is dropped.
+pub async fn run(weak: std::sync::Weak<Inner>, retry: Duration) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let start = match inner.store.current_revision().await {
+            Ok(r) => r,
+            Err(_) => {
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        let terminating = match sync(&inner).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "CRD sync failed");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        for crd in &terminating {
+            if let Err(e) = clean_up(&inner, crd).await {
+                tracing::warn!(error = %e, crd = meta::name(crd), "CRD clean-up failed");
+            }
+        }
+        let store = inner.store.clone();
+        drop(inner);
+        let mut watch = match store.watch(CRD_PREFIX.as_bytes(), start).await {
+            Ok(w) => w,
+            Err(_) => continue,
+        };
+        drop(store);
+        let wait = async {
+            loop {
+                match watch.next_event().await {
+                    Some(Ok(flotilla_store::WatchEvent::Progress(_))) => continue,
+                    _ => return,
+                }
+            }
+        };
+        let pause = if terminating.is_empty() { Duration::from_secs(60) } else { retry };
+        let _ = tokio::time::timeout(pause, wait).await;
+    }
+}
