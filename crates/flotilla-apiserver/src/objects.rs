@@ -262,6 +262,38 @@ fn validate_kind(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
     }
 }
 
+/// The built-in admission chain (`flotilla_api::admission`) for custom resources: the
+/// mutating step runs after schema defaulting, the validating step after schema validation.
+mod admission_chain {
+    use super::*;
+    use flotilla_api::admission::{self, Defaulting, FieldError, GroupVersionKind, Operation};
+
+    fn gvk(info: &ResourceInfo) -> GroupVersionKind {
+        GroupVersionKind::gvk(&info.group, &info.version, &info.kind)
+    }
+
+    fn causes(errs: Vec<FieldError>) -> Vec<Cause> {
+        errs.into_iter().map(|e| Cause::new(e.reason.as_str(), e.path, e.message)).collect()
+    }
+
+    pub fn mutate(info: &ResourceInfo, obj: &mut Value, create: bool, namespace: Option<&str>) -> ApiResult<()> {
+        if !info.is_custom() || !admission::handles(&gvk(info)) {
+            return Ok(());
+        }
+        let now = meta::now();
+        let mut uuid = || uuid::Uuid::new_v4().to_string();
+        let mut ctx = Defaulting { operation: if create { Operation::Create } else { Operation::Update }, namespace, now: &now, new_uuid: &mut uuid };
+        admission::default(&gvk(info), obj, &mut ctx).map_err(|errs| ApiError::invalid(&info.group, &info.kind, meta::name(obj), causes(errs)))
+    }
+
+    pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+        if !info.is_custom() || !admission::handles(&gvk(info)) {
+            return Vec::new();
+        }
+        causes(admission::validate(&gvk(info), obj, old))
+    }
+}
+
 /// After a CRD changed: serve its resources (or stop) at once.
 async fn crds_changed(ctx: &Ctx) {
     if is_crd(&ctx.info) {
@@ -344,6 +376,35 @@ pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &s
     create_object(&ctx, body, &mut warnings).await
 }
 
+/// Replace an object's spec with `desired`'s if it differs (internal callers: installing CRDs).
+/// Returns whether it changed.
+pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, version: &str, plural: &str, name: &str, desired: &Value) -> ApiResult<bool> {
+    let info = inner.registry.catalog().lookup(group, version, plural).ok_or_else(ApiError::no_route)?;
+    let ctx = Ctx {
+        inner: inner.clone(),
+        info,
+        path: ResourcePath { group: group.into(), version: version.into(), resource: plural.into(), name: Some(name.into()), ..Default::default() },
+        query: Query::default(),
+        identity: Identity::user("system:apiserver", &["system:masters"]),
+    };
+    for _ in 0..8 {
+        let (old, rev) = read(&ctx, name).await?;
+        let mut new = old.clone();
+        new["spec"] = desired.get("spec").cloned().unwrap_or(Value::Null);
+        let mut warnings = Vec::new();
+        let prepared = prepare_update(&ctx, &old, new, &mut warnings)?;
+        if prepared.noop {
+            return Ok(false);
+        }
+        match commit_update(&ctx, name, rev, prepared).await {
+            Ok(_) => return Ok(true),
+            Err(e) if e.reason == "Conflict" => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict(&ctx.subject(name)))
+}
+
 pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     if ctx.path.name.is_some() {
         return Err(ApiError::method_not_allowed("create", &ctx.info.plural));
@@ -412,10 +473,14 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
         meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
     }
     flotilla_api_hooks::create_defaults(info, &mut obj)?;
+    admission_chain::mutate(info, &mut obj, true, url_ns.as_deref())?;
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
     causes.extend(validate_kind(info, &obj));
+    if causes.is_empty() {
+        causes.extend(admission_chain::validate(info, &obj, None));
+    }
     check(info, &name, causes)?;
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
@@ -567,9 +632,15 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     if is_crd(info) {
         crate::crd::default_crd(&mut obj);
     }
+    if sub.is_none() {
+        admission_chain::mutate(info, &mut obj, false, ctx.namespace())?;
+    }
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
     causes.extend(validate_kind(info, &obj));
+    if causes.is_empty() && sub.is_none() {
+        causes.extend(admission_chain::validate(info, &obj, Some(old)));
+    }
     check(info, &name, causes)?;
     let mut cmp_old = old.clone();
     let mut cmp_new = obj.clone();

@@ -140,6 +140,29 @@ impl ApiServer {
         Ok(())
     }
 
+    /// Register CRDs (create, or update when their spec changed): how the binary installs the
+    /// federation kinds at start-up, through the same machinery as users' CRDs.
+    pub async fn install_crds(&self, crds: Vec<Value>) -> ApiResult<usize> {
+        let mut changed = 0;
+        for crd in crds {
+            let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+            match crate::objects::create_internal(&self.inner, "apiextensions.k8s.io", "v1", "customresourcedefinitions", None, crd.clone()).await {
+                Ok(_) => changed += 1,
+                Err(e) if e.reason == "AlreadyExists" => {
+                    if crate::objects::update_spec_internal(&self.inner, "apiextensions.k8s.io", "v1", "customresourcedefinitions", &name, &crd).await? {
+                        changed += 1;
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("installing the CRD {name}: {}", e.message);
+                    return Err(e.with_message(msg));
+                }
+            }
+        }
+        crate::crd::sync(&self.inner).await?;
+        Ok(changed)
+    }
+
     /// The whole API as a router. Requests must carry an [`Identity`] extension or arrive over
     /// TLS (client certificate) or with a bearer token; otherwise they are anonymous.
     pub fn router(&self) -> axum::Router {

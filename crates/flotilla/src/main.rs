@@ -28,6 +28,11 @@ enum Command {
     /// Certificate maintenance.
     #[command(subcommand)]
     Certs(certs_cmd::CertsCommand),
+    /// Print Flotilla's federation CRDs (Karmada's and KubeFed's kinds) as multi-document YAML,
+    /// to install into another Kubernetes API server: `flotilla crds | kubectl apply -f -`.
+    /// Such a host lacks Flotilla's built-in admission chain (permanent-id labels, Weighted and
+    /// spread defaults, the 48-character Cluster name limit) unless it is served as a webhook.
+    Crds,
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +53,10 @@ fn main() -> std::process::ExitCode {
             Command::Up(args) => up::run(args).await,
             Command::Store(cmd) => store_cmd::run(cmd).await,
             Command::Certs(cmd) => certs_cmd::run(cmd),
+            Command::Crds => {
+                print!("{}", flotilla_api::federation::crds_yaml());
+                Ok(())
+            }
         }
     });
     match result {

@@ -112,6 +112,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         api.set_tokens(TokenFile::parse(&text).map_err(anyhow::Error::msg)?);
     }
     api.bootstrap().await.map_err(|e| anyhow::anyhow!("bootstrap: {e}"))?;
+    let mut crds = flotilla_api::federation::crds();
+    crds.extend(flotilla_api::federation::kubefed::default_federated_type_crds());
+    let installed = api.install_crds(crds).await.map_err(|e| anyhow::anyhow!("install the federation CRDs: {e}"))?;
+    tracing::info!(installed, "federation CRDs registered");
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     let serving = serve(api.router(), serve_cfg).await?;

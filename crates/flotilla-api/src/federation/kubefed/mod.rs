@@ -21,3 +21,34 @@ pub fn crds() -> Vec<Value> {
         crd_of::<scheduling::ReplicaSchedulingPreference>(),
     ]
 }
+
+/// The types `kubefedctl` enables by default (KubeFed v0.10.0's default FederatedTypeConfigs):
+/// `flotilla up` registers their `Federated<Kind>` CRDs so KubeFed manifests apply unchanged on
+/// a fresh control plane.
+pub fn default_target_types() -> Vec<core::TargetType> {
+    use core::ResourceScope::{Cluster, Namespaced};
+    let t = |group: &str, version: &str, kind: &str, plural: &str, scope| core::TargetType {
+        group: (!group.is_empty()).then(|| group.to_string()),
+        version: version.into(),
+        kind: kind.into(),
+        plural_name: plural.into(),
+        scope,
+    };
+    vec![
+        t("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", Cluster),
+        t("", "v1", "ConfigMap", "configmaps", Namespaced),
+        t("apps", "v1", "Deployment", "deployments", Namespaced),
+        t("networking.k8s.io", "v1", "Ingress", "ingresses", Namespaced),
+        t("batch", "v1", "Job", "jobs", Namespaced),
+        t("", "v1", "Namespace", "namespaces", Cluster),
+        t("apps", "v1", "ReplicaSet", "replicasets", Namespaced),
+        t("", "v1", "Secret", "secrets", Namespaced),
+        t("", "v1", "ServiceAccount", "serviceaccounts", Namespaced),
+        t("", "v1", "Service", "services", Namespaced),
+    ]
+}
+
+/// CRDs of the `Federated<Kind>` types of [`default_target_types`].
+pub fn default_federated_type_crds() -> Vec<Value> {
+    default_target_types().iter().map(federated_type_crd).collect()
+}
