@@ -172,3 +172,41 @@ async fn invalid_crds_are_refused_with_causes() {
     assert!(fields.contains(&"metadata.name".to_string()), "{fields:?}");
     assert!(fields.iter().any(|f| f.contains("properties[size].type")), "{fields:?}");
 }
+
+/// While a CRD is being deleted (an object with a finalizer holds it), new objects of its kind
+/// are refused with 405, as the real server refuses them; once the finalizer goes, the CRD goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_a_terminating_crd_are_refused() {
+    let s = start().await;
+    establish(&s.client, widget_crd()).await;
+    let api = widgets(&s.client, "v1", "default");
+    let held: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"size": 1}})).unwrap();
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
+    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let crd = crds.get("widgets.example.com").await.unwrap();
+        let terminating = crd.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Terminating" && c.status == "True");
+        if terminating {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no Terminating condition");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fresh: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "late"}, "spec": {"size": 1}})).unwrap();
+    let err = api.create(&PostParams::default(), &fresh).await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(ref st) if st.code == 405 && st.message.contains("terminating")), "{err:?}");
+    // The held object is being deleted; releasing it lets the CRD go.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while api.get("held").await.unwrap().metadata.deletion_timestamp.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the CRD clean-up never marked the object for deletion");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while crds.get_opt("widgets.example.com").await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the CRD was not deleted after its last object");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -48,7 +48,29 @@ pub fn default_target_types() -> Vec<core::TargetType> {
     ]
 }
 
+/// Short names of the built-in kinds among [`default_target_types`] (kube-apiserver v1.37's
+/// discovery): `kubefedctl enable` prefixes each with `f` (`fdeploy`, `fcm`, ...).
+fn builtin_short_names(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "ConfigMap" => &["cm"],
+        "Deployment" => &["deploy"],
+        "Ingress" => &["ing"],
+        "Namespace" => &["ns"],
+        "ReplicaSet" => &["rs"],
+        "ServiceAccount" => &["sa"],
+        "Service" => &["svc"],
+        _ => &[],
+    }
+}
+
 /// CRDs of the `Federated<Kind>` types of [`default_target_types`].
 pub fn default_federated_type_crds() -> Vec<Value> {
-    default_target_types().iter().map(federated_type_crd).collect()
+    default_target_types()
+        .iter()
+        .map(|t| {
+            let mut options = FederatedTypeOptions::for_target(t);
+            options.target_short_names = builtin_short_names(&t.kind).iter().map(|s| s.to_string()).collect();
+            federated_type_crd_with(t, &options)
+        })
+        .collect()
 }
