@@ -23,6 +23,7 @@ mod objects;
 mod openapi;
 mod patching;
 mod protobuf;
+pub mod rbac;
 pub mod pki;
 pub mod request;
 pub mod resources;

@@ -294,13 +294,73 @@ mod admission_chain {
     }
 }
 
-/// After a CRD changed: serve its resources (or stop) at once.
+/// After a CRD changed: serve its resources (or stop) at once. After RBAC objects, service
+/// accounts or secrets changed: authorize and authenticate with them at once.
 async fn crds_changed(ctx: &Ctx) {
     if is_crd(&ctx.info) {
         if let Err(e) = crate::crd::sync(&ctx.inner).await {
             tracing::warn!(error = %e, "refreshing the served custom resources failed");
         }
     }
+    let rbac_related = ctx.info.group == "rbac.authorization.k8s.io" || (ctx.info.group.is_empty() && matches!(ctx.info.plural.as_str(), "serviceaccounts" | "secrets"));
+    if rbac_related {
+        if let Err(e) = ctx.inner.rbac.reload(ctx.inner.store.as_ref()).await {
+            tracing::warn!(error = %e, "reloading RBAC failed");
+        }
+    }
+}
+
+const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
+
+/// A Secret of type `kubernetes.io/service-account-token` gets a token for its account (the
+/// real server's token controller does this shortly after; here it happens on create).
+async fn fill_service_account_token(ctx: &Ctx, obj: &mut Value) -> ApiResult<()> {
+    if !(ctx.info.group.is_empty() && ctx.info.plural == "secrets") || obj.get("type").and_then(Value::as_str) != Some(SA_TOKEN_TYPE) {
+        return Ok(());
+    }
+    let ns = ctx.namespace().unwrap_or("").to_string();
+    let Some(account) = obj.pointer("/metadata/annotations").and_then(|a| a.get(SA_NAME_ANNOTATION)).and_then(Value::as_str).map(String::from) else {
+        return Err(ApiError::invalid("", "Secret", meta::name(obj), vec![Cause::new("FieldValueRequired", format!("metadata.annotations[{SA_NAME_ANNOTATION}]"), "Required value")]));
+    };
+    let key = Bytes::from(format!("/registry/core/serviceaccounts/{ns}/{account}"));
+    let Some(kv) = ctx.inner.store.get(&key).await? else {
+        // As upstream: the secret stays without a token until its account exists.
+        return Ok(());
+    };
+    let sa = storage::decode(&kv)?;
+    let uid = meta::meta_str(&sa, "uid").unwrap_or("").to_string();
+    let token = crate::rbac::mint_token(ctx.inner.store.as_ref(), &ns, &account, &uid).await?;
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let data = obj.as_object_mut().expect("an object").entry("data").or_insert_with(|| json!({}));
+    data["token"] = json!(b64(&token));
+    data["namespace"] = json!(b64(&ns));
+    meta::meta_mut(obj).entry("annotations").or_insert_with(|| json!({}))[SA_UID_ANNOTATION] = json!(uid);
+    Ok(())
+}
+
+/// `POST serviceaccounts/{name}/token`: a token for the account.
+pub(crate) async fn token_request(inner: &Arc<Inner>, ns: &str, account: &str, body: &Value) -> ApiResult<Response> {
+    let key = Bytes::from(format!("/registry/core/serviceaccounts/{ns}/{account}"));
+    let Some(kv) = inner.store.get(&key).await? else {
+        return Err(ApiError::not_found(&Subject { group: "", resource: "serviceaccounts", name: account }));
+    };
+    let sa = storage::decode(&kv)?;
+    let uid = meta::meta_str(&sa, "uid").unwrap_or("").to_string();
+    let token = crate::rbac::mint_token(inner.store.as_ref(), ns, account, &uid).await?;
+    inner.rbac.reload(inner.store.as_ref()).await?;
+    let seconds = body.pointer("/spec/expirationSeconds").and_then(Value::as_i64).unwrap_or(3600);
+    let expires = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_secs(seconds)).unwrap_or(jiff::Timestamp::now());
+    let out = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": account, "namespace": ns, "creationTimestamp": null},
+        "spec": {"audiences": body.pointer("/spec/audiences").cloned().unwrap_or(json!([])), "expirationSeconds": seconds, "boundObjectRef": null},
+        "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()},
+    });
+    Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]))
 }
 
 /// Custom objects are stored in their CRD's storage version.
@@ -488,6 +548,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     if dry_run {
         return Ok(obj);
     }
+    fill_service_account_token(ctx, &mut obj).await?;
     let mut stored = obj.clone();
     to_storage_version(info, &mut stored);
     // generateName retries on a collision, as the real server does.
@@ -1032,6 +1093,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
                 Ok((r, _)) => {
                     let mut o = old.clone();
                     meta::meta_mut(&mut o).insert("resourceVersion".into(), json!(r.to_string()));
+                    crds_changed(ctx).await;
                     o
                 }
                 Err(StoreError::Conflict { .. }) => continue,

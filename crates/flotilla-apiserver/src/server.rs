@@ -36,6 +36,16 @@ impl Default for VersionInfo {
     }
 }
 
+/// How requests are authorized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AuthorizationMode {
+    /// RBAC from Roles, ClusterRoles and bindings; `system:masters` is a super-user group.
+    #[default]
+    Rbac,
+    /// Every authenticated user may do everything.
+    AlwaysAllowAuthenticated,
+}
+
 /// Settings of the API server. Every timing is configurable.
 #[derive(Clone, Debug)]
 pub struct ApiServerConfig {
@@ -53,6 +63,7 @@ pub struct ApiServerConfig {
     pub min_watch_timeout: Duration,
     /// How often the CRD worker retries a CRD whose objects are still being deleted.
     pub crd_retry: Duration,
+    pub authorization: AuthorizationMode,
     pub version: VersionInfo,
 }
 
@@ -66,6 +77,7 @@ impl Default for ApiServerConfig {
             bookmark_interval: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
             crd_retry: Duration::from_secs(1),
+            authorization: AuthorizationMode::default(),
             version: VersionInfo::default(),
         }
     }
@@ -76,6 +88,7 @@ pub(crate) struct Inner {
     pub registry: Arc<Registry>,
     pub config: ApiServerConfig,
     pub authz: SharedAuthorizer,
+    pub rbac: Arc<crate::rbac::Rbac>,
     pub tokens: parking_lot::RwLock<TokenFile>,
     pub metrics: Metrics,
     in_flight: Semaphore,
@@ -97,12 +110,18 @@ impl std::fmt::Debug for ApiServer {
 impl ApiServer {
     pub fn new(store: Arc<dyn Store>, config: ApiServerConfig) -> ApiServer {
         let in_flight = Semaphore::new(config.max_in_flight.max(1));
+        let rbac = Arc::new(crate::rbac::Rbac::default());
+        let authz: SharedAuthorizer = match config.authorization {
+            AuthorizationMode::Rbac => rbac.clone(),
+            AuthorizationMode::AlwaysAllowAuthenticated => Arc::new(AllowAuthenticated),
+        };
         ApiServer {
             inner: Arc::new(Inner {
                 store,
                 registry: Arc::new(Registry::new()),
                 config,
-                authz: Arc::new(AllowAuthenticated),
+                authz,
+                rbac,
                 tokens: parking_lot::RwLock::new(TokenFile::default()),
                 metrics: Metrics::new(),
                 in_flight,
@@ -136,6 +155,8 @@ impl ApiServer {
         }
         crate::crd::sync(&self.inner).await?;
         tokio::spawn(crate::crd::run(Arc::downgrade(&self.inner), self.inner.config.crd_retry));
+        self.inner.rbac.reload(self.inner.store.as_ref()).await?;
+        tokio::spawn(crate::rbac::run(Arc::downgrade(&self.inner)));
         self.inner.ready.store(true, Ordering::Release);
         Ok(())
     }
@@ -197,6 +218,9 @@ fn identify(inner: &Inner, req: &Request<Body>) -> Identity {
         if let Some(id) = inner.tokens.read().lookup(token.trim()) {
             return id.clone();
         }
+        if let Some(id) = inner.rbac.authenticate(token.trim()) {
+            return id;
+        }
     }
     Identity::anonymous()
 }
@@ -239,11 +263,11 @@ async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
         }
     } else {
         let attrs = attributes(&route, verb, req.method());
-        if let Decision::Deny(reason) = inner.authz.authorize(&identity, &attrs) {
+        if let Decision::Deny(_) = inner.authz.authorize(&identity, &attrs) {
             let e = match &route {
                 Route::Resource(p) => ApiError::forbidden(
                     &Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") },
-                    format!("User \"{}\" cannot {verb} resource \"{}\": {reason}", identity.user, p.resource),
+                    crate::rbac::denial(&identity, &attrs),
                 ),
                 _ => ApiError::new(403, "Forbidden", format!("forbidden: User \"{}\" cannot get path \"{path}\"", identity.user)),
             };
@@ -444,6 +468,10 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
             return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_review(&identity, &p.version), "application/json", &[]));
         }
         _ => {}
+    }
+    if p.group.is_empty() && p.resource == "serviceaccounts" && p.subresource.as_deref() == Some("token") && req.method() == Method::POST {
+        let body = read_json_body(&inner, req).await?;
+        return crate::objects::token_request(&inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
     }
     let info = resolve(&inner, &p)?;
     if info.namespaced && p.namespace.is_none() && p.name.is_some() {

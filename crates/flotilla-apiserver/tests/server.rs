@@ -62,7 +62,7 @@ async fn anonymous_requests_reach_only_health_and_version() {
 #[tokio::test]
 async fn bearer_tokens_authenticate() {
     let api = server(ApiServerConfig::default()).await;
-    api.set_tokens(TokenFile::parse("s3cret,alice,uid-1,\"dev\"\n").unwrap());
+    api.set_tokens(TokenFile::parse("s3cret,alice,uid-1,\"system:masters\"\n").unwrap());
     let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", "Bearer s3cret")]).await;
     assert_eq!(code, StatusCode::OK);
     let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", "Bearer wrong")]).await;
@@ -135,4 +135,68 @@ async fn metrics_count_requests() {
     assert!(text.contains("flotilla_apiserver_requests_total{verb=\"get\",resource=\"configmaps\",code=\"404\"} 1"), "{text}");
     assert!(text.contains("flotilla_store_revision"));
     assert!(text.contains("flotilla_apiserver_open_watches"));
+}
+
+/// RBAC: a user without bindings is refused with the real server's message; a RoleBinding
+/// grants exactly what its Role lists; a service account's token authenticates while the
+/// account exists and stops working when it is deleted.
+#[tokio::test]
+async fn rbac_and_service_account_tokens() {
+    let api = server(ApiServerConfig::default()).await;
+    api.set_tokens(TokenFile::parse("tok,bob,uid-2\n").unwrap());
+    let bob = [("authorization", "Bearer tok")];
+    let (code, _, body) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &bob).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(body["message"], "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"");
+    // Discovery and self reviews stay open to every authenticated user.
+    let (code, _, _) = call(&api, "GET", "/api", None, None, &bob).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, review) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", None,
+        Some(json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "default"}}})), &bob).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(review["status"]["allowed"], false);
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]});
+    let (code, _, _) = call(&api, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", Some(admin()), Some(role), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+        "subjects": [{"kind": "User", "name": "bob"}, {"kind": "ServiceAccount", "name": "robot", "namespace": "default"}]});
+    let (code, _, _) = call(&api, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", Some(admin()), Some(binding), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &bob).await;
+    assert_eq!(code, StatusCode::OK, "the RoleBinding grants list");
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/kube-system/configmaps", None, None, &bob).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "only in its namespace");
+    let (code, _, _) = call(&api, "DELETE", "/api/v1/namespaces/default/configmaps/x", None, None, &bob).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "only the listed verbs");
+    // A service account and its token.
+    let (code, _, _) = call(&api, "POST", "/api/v1/namespaces/default/serviceaccounts", Some(admin()), Some(json!({"metadata": {"name": "robot"}})), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, _, tr) = call(&api, "POST", "/api/v1/namespaces/default/serviceaccounts/robot/token", Some(admin()), Some(json!({"spec": {}})), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let token = tr["status"]["token"].as_str().unwrap().to_string();
+    let auth = format!("Bearer {token}");
+    let robot = [("authorization", auth.as_str())];
+    let (code, _, who) = call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &robot).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:robot");
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &robot).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/secrets", None, None, &robot).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    // A token Secret for the account gets a working token too.
+    let secret = json!({"metadata": {"name": "robot-token", "annotations": {"kubernetes.io/service-account.name": "robot"}}, "type": "kubernetes.io/service-account-token"});
+    let (code, _, created) = call(&api, "POST", "/api/v1/namespaces/default/secrets", Some(admin()), Some(secret), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    use base64::Engine;
+    let t2 = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(created["data"]["token"].as_str().unwrap()).unwrap()).unwrap();
+    let auth2 = format!("Bearer {t2}");
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &[("authorization", auth2.as_str())]).await;
+    assert_eq!(code, StatusCode::OK);
+    // Deleting the account revokes its tokens.
+    let (code, _, _) = call(&api, "DELETE", "/api/v1/namespaces/default/serviceaccounts/robot", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &robot).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
 }

@@ -31,6 +31,11 @@ pub struct UpArgs {
     /// A CSV token file (`token,user,uid,"group1,group2"`) for bearer-token authentication.
     #[arg(long, env = "FLOTILLA_TOKEN_AUTH_FILE")]
     pub token_auth_file: Option<PathBuf>,
+    /// How requests are authorized: RBAC (Roles, ClusterRoles and bindings; the admin
+    /// certificate's system:masters group may do everything) or AlwaysAllow (every
+    /// authenticated user may do everything).
+    #[arg(long, default_value = "RBAC", value_parser = ["RBAC", "AlwaysAllow"])]
+    pub authorization_mode: String,
     /// Non-watch requests in flight before new ones are answered 429.
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
@@ -50,6 +55,7 @@ impl UpArgs {
             listen: "127.0.0.1:6443".parse().expect("a valid address"),
             advertise_address,
             token_auth_file: None,
+            authorization_mode: "RBAC".into(),
             max_requests_inflight: 400,
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
@@ -101,6 +107,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let bundle = Bundle::ensure(&args.data_dir, &names).context("prepare certificates")?;
     let adv = advertise_ip(&args);
     let mut config = ApiServerConfig {
+        authorization: if args.authorization_mode == "AlwaysAllow" {
+            flotilla_apiserver::server::AuthorizationMode::AlwaysAllowAuthenticated
+        } else {
+            flotilla_apiserver::server::AuthorizationMode::Rbac
+        },
         max_in_flight: args.max_requests_inflight,
         request_timeout: Duration::from_secs(args.request_timeout_seconds),
         max_body_bytes: args.max_request_body_bytes,
