@@ -327,6 +327,9 @@ pub struct Registry {
     builtin: Vec<ResourceInfo>,
     /// Extra group/versions served by handlers (authorization, authentication) with no storage.
     virtual_groups: Vec<GroupEntry>,
+    /// Resources taken out of service (group, plural): absent from discovery, 404 when asked.
+    hidden: RwLock<Vec<(String, String)>>,
+    custom: RwLock<Vec<ResourceInfo>>,
     current: RwLock<Arc<Catalog>>,
 }
 
@@ -343,13 +346,14 @@ impl Registry {
             GroupEntry { name: "authentication.k8s.io".into(), versions: vec!["v1".into()] },
             GroupEntry { name: "authorization.k8s.io".into(), versions: vec!["v1".into()] },
         ];
-        let catalog = Self::build(&builtin, &virtual_groups, Vec::new());
-        Registry { builtin, virtual_groups, current: RwLock::new(Arc::new(catalog)) }
+        let catalog = Self::build(&builtin, &virtual_groups, Vec::new(), &[]);
+        Registry { builtin, virtual_groups, hidden: RwLock::new(Vec::new()), custom: RwLock::new(Vec::new()), current: RwLock::new(Arc::new(catalog)) }
     }
 
-    fn build(builtin: &[ResourceInfo], virtual_groups: &[GroupEntry], custom: Vec<ResourceInfo>) -> Catalog {
+    fn build(builtin: &[ResourceInfo], virtual_groups: &[GroupEntry], custom: Vec<ResourceInfo>, hidden: &[(String, String)]) -> Catalog {
         let mut all: Vec<ResourceInfo> = builtin.to_vec();
         all.extend(custom);
+        all.retain(|r| !hidden.iter().any(|(g, p)| *g == r.group && *p == r.plural));
         let mut c = Catalog::new(all);
         for g in virtual_groups {
             if !c.groups.iter().any(|e| e.name == g.name) {
@@ -371,7 +375,27 @@ impl Registry {
 
     /// Replace the custom (CRD-defined) resources.
     pub fn set_custom(&self, custom: Vec<ResourceInfo>) {
-        let c = Self::build(&self.builtin, &self.virtual_groups, custom);
+        *self.custom.write() = custom;
+        self.rebuild();
+    }
+
+    /// Take a resource out of service, or put it back: a hidden resource is absent from
+    /// discovery and answers 404, as on a cluster where that API is not enabled.
+    pub fn set_hidden(&self, group: &str, plural: &str, hidden: bool) {
+        {
+            let mut h = self.hidden.write();
+            h.retain(|(g, p)| !(g == group && p == plural));
+            if hidden {
+                h.push((group.to_string(), plural.to_string()));
+            }
+        }
+        self.rebuild();
+    }
+
+    fn rebuild(&self) {
+        let custom = self.custom.read().clone();
+        let hidden = self.hidden.read().clone();
+        let c = Self::build(&self.builtin, &self.virtual_groups, custom, &hidden);
         *self.current.write() = Arc::new(c);
     }
 }
