@@ -1,0 +1,308 @@
+//! Running one case against a target: a fresh namespace, the steps in order (templating,
+//! captures, watches held open across steps), normalisation, and the namespace's deletion.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use http::{HeaderMap, Request, header};
+use serde_json::{Value, json};
+
+use crate::case::{Action, Body, Case, Compare, Step};
+use crate::normalise::{self, Normaliser};
+use crate::recording::{StepRecord, Transcript};
+use crate::target::{Target, TargetError};
+use crate::template::Vars;
+
+/// How long a non-watch response may take before the step is recorded as an error.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest response body read.
+const MAX_BODY: usize = 64 << 20;
+
+/// Why a case could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("case {case}: creating its namespace {namespace}: HTTP {status}: {body}")]
+    Namespace { case: String, namespace: String, status: u16, body: String },
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<Bytes, axum::Error>> + Send>>;
+
+/// A watch held open between its `watch` step and its `collect` step.
+struct OpenWatch {
+    stream: EventStream,
+    buffer: Vec<u8>,
+    ended: bool,
+}
+
+impl OpenWatch {
+    /// Events until the stream ends, `count` arrived, or `timeout` passed.
+    async fn collect(&mut self, count: Option<usize>, timeout: Duration) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut events = Vec::new();
+        loop {
+            while let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=pos).collect();
+                let text = String::from_utf8_lossy(&line).trim().to_string();
+                if !text.is_empty() {
+                    events.push(serde_json::from_str(&text).unwrap_or_else(|_| json!({"unparsable": text})));
+                }
+                if count.is_some_and(|c| events.len() >= c) {
+                    return events;
+                }
+            }
+            if self.ended {
+                let rest = String::from_utf8_lossy(&std::mem::take(&mut self.buffer)).trim().to_string();
+                if !rest.is_empty() {
+                    events.push(json!({"unterminated": rest}));
+                }
+                return events;
+            }
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return events,
+                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
+                Ok(Some(Err(_)) | None) => self.ended = true,
+            }
+        }
+    }
+}
+
+/// The namespace a case run gets: the case id (shortened) and a random suffix.
+pub fn namespace_for(case_id: &str) -> String {
+    use rand::RngExt;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..6).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
+    let base: String = case_id.chars().take(48).collect();
+    format!("{}-{suffix}", base.trim_end_matches('-'))
+}
+
+fn build_request(r: &crate::case::Request, vars: &Vars) -> Result<Request<Bytes>, String> {
+    let path = vars.render(&r.path)?;
+    let mut pairs = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in &r.query {
+        pairs.append_pair(k, &vars.render(v)?);
+    }
+    let query = pairs.finish();
+    let uri = match (query.is_empty(), path.contains('?')) {
+        (true, _) => path,
+        (false, true) => format!("{path}&{query}"),
+        (false, false) => format!("{path}?{query}"),
+    };
+    let body = match &r.body {
+        None => Bytes::new(),
+        Some(Body::Json(v)) => Bytes::from(serde_json::to_vec(&vars.render_value(v)?).map_err(|e| e.to_string())?),
+        Some(Body::Raw(s)) => Bytes::from(vars.render(s)?),
+    };
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    if r.body.is_some() {
+        headers.insert("content-type".into(), "application/json".into());
+    }
+    for (k, v) in &r.headers {
+        match v {
+            Some(v) => headers.insert(k.clone(), vars.render(v)?),
+            None => headers.remove(k),
+        };
+    }
+    let mut b = Request::builder().method(r.method.as_str()).uri(uri.as_str());
+    for (k, v) in &headers {
+        b = b.header(k.as_str(), v.as_str());
+    }
+    b.body(body).map_err(|e| format!("building request {} {uri}: {e}", r.method))
+}
+
+/// The compared headers of a response.
+fn compared_headers(h: &HeaderMap, norm: &mut Normaliser) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(ct) = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        out.insert("content-type".into(), ct.trim().to_string());
+    }
+    let warnings: Vec<String> = h.get_all(header::WARNING).iter().filter_map(|v| v.to_str().ok()).map(|w| norm.text(w)).collect();
+    if !warnings.is_empty() {
+        out.insert("warning".into(), warnings.join("\n"));
+    }
+    out
+}
+
+fn parse_body(bytes: &[u8]) -> Option<Value> {
+    if bytes.is_empty() {
+        return None;
+    }
+    Some(serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())))
+}
+
+/// Everything a step run hands back to the case loop.
+struct Answer {
+    status: Option<u16>,
+    headers: HeaderMap,
+    raw: Option<Value>,
+}
+
+/// Run a case. Problems the case itself causes (a capture that finds nothing, a request that
+/// cannot be built) are recorded in the step's `error`; only a target that cannot be reached
+/// or a namespace that cannot be created end the run with an error.
+pub async fn run_case(target: &dyn Target, case: &Case, server: &str) -> Result<Transcript, ExecError> {
+    let ns = namespace_for(&case.id);
+    let created = target
+        .send(build_request(
+            &crate::case::Request {
+                method: "POST".into(),
+                path: "/api/v1/namespaces".into(),
+                query: vec![],
+                headers: vec![],
+                body: Some(Body::Json(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))),
+            },
+            &Vars::default(),
+        )
+        .map_err(|body| ExecError::Namespace { case: case.id.clone(), namespace: ns.clone(), status: 0, body })?)
+        .await?;
+    if created.status().as_u16() != 201 {
+        let status = created.status().as_u16();
+        let body = axum::body::to_bytes(created.into_body(), MAX_BODY).await.unwrap_or_default();
+        return Err(ExecError::Namespace { case: case.id.clone(), namespace: ns, status, body: String::from_utf8_lossy(&body).into() });
+    }
+    let result = run_steps(target, case, &ns).await;
+    // The namespace goes away (or starts terminating) whatever happened.
+    if let Ok(req) = Request::builder().method("DELETE").uri(format!("/api/v1/namespaces/{ns}")).body(Bytes::new())
+        && let Ok(resp) = target.send(req).await
+    {
+        let _ = axum::body::to_bytes(resp.into_body(), MAX_BODY).await;
+    }
+    let steps = result?;
+    Ok(Transcript { case: case.id.clone(), area: case.area.clone(), digest: case.digest.clone(), server: server.to_string(), steps })
+}
+
+async fn run_steps(target: &dyn Target, case: &Case, ns: &str) -> Result<Vec<StepRecord>, ExecError> {
+    let mut vars = Vars::default();
+    vars.set("ns", ns);
+    let mut norm = Normaliser::new(ns);
+    let mut watches: BTreeMap<String, OpenWatch> = BTreeMap::new();
+    let mut records = Vec::new();
+    for step in &case.steps {
+        let mut record = StepRecord { step: step.name.clone(), ..Default::default() };
+        if let Some(prefix) = requested_generate_name(step, &vars) {
+            norm.generate_name(&prefix);
+        }
+        let answer = match run_action(target, step, &vars, &mut watches).await {
+            Ok(a) => a,
+            Err(StepFailure::Target(e)) => return Err(e.into()),
+            Err(StepFailure::Case(message)) => {
+                record.error = Some(message);
+                records.push(record);
+                continue;
+            }
+        };
+        let mut errors = Vec::new();
+        for (var, p) in &step.capture {
+            let found = answer.raw.as_ref().and_then(|raw| crate::path::get(raw, &crate::path::parse(p).unwrap_or_default()));
+            match found.and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            }) {
+                Some(value) => {
+                    norm.captured(var, &value);
+                    vars.set(var, value);
+                }
+                None => {
+                    errors.push(format!("capture {var}: nothing at {p}"));
+                    vars.set(var, format!("missing-{var}"));
+                }
+            }
+        }
+        if !errors.is_empty() {
+            record.error = Some(errors.join("; "));
+        }
+        record.status = answer.status;
+        let is_collect = matches!(step.action, Action::Collect { .. });
+        // Normalise even what is not compared: the normaliser's relations (resourceVersions
+        // seen, uid numbering) must not depend on how much of each step a case compares.
+        let headers = compared_headers(&answer.headers, &mut norm);
+        let mut raw = answer.raw;
+        if let Some(r) = raw.as_mut() {
+            normalise::keep(r, &step.keep);
+            normalise::unordered(r, &step.unordered);
+        }
+        let body = match raw {
+            Some(Value::Array(events)) if is_collect => Some(norm.events(events)),
+            Some(v) => Some(norm.body(v)),
+            None => None,
+        };
+        match step.compare {
+            Compare::Status if !is_collect => {}
+            Compare::Shape => {
+                record.headers = headers;
+                record.body = body.as_ref().map(normalise::shape);
+            }
+            _ => {
+                record.headers = headers;
+                record.body = body;
+            }
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The `metadata.generateName` a step's request body asks for, if any.
+fn requested_generate_name(step: &Step, vars: &Vars) -> Option<String> {
+    let request = match &step.action {
+        Action::Request(r) | Action::Watch { request: r, .. } => r,
+        _ => return None,
+    };
+    let Some(Body::Json(body)) = &request.body else { return None };
+    let prefix = body.pointer("/metadata/generateName")?.as_str()?;
+    vars.render(prefix).ok()
+}
+
+enum StepFailure {
+    Target(TargetError),
+    Case(String),
+}
+
+async fn read_all(resp: http::Response<axum::body::Body>) -> Result<Answer, StepFailure> {
+    let status = resp.status().as_u16();
+    let (parts, body) = resp.into_parts();
+    let bytes = match tokio::time::timeout(RESPONSE_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Err(StepFailure::Case(format!("reading the response body: {e}"))),
+        Err(_) => return Err(StepFailure::Case(format!("no complete response within {RESPONSE_TIMEOUT:?}"))),
+    };
+    Ok(Answer { status: Some(status), headers: parts.headers, raw: parse_body(&bytes) })
+}
+
+async fn run_action(target: &dyn Target, step: &Step, vars: &Vars, watches: &mut BTreeMap<String, OpenWatch>) -> Result<Answer, StepFailure> {
+    match &step.action {
+        Action::Request(r) => {
+            let req = build_request(r, vars).map_err(StepFailure::Case)?;
+            read_all(target.send(req).await.map_err(StepFailure::Target)?).await
+        }
+        Action::Watch { id, request } => {
+            let req = build_request(request, vars).map_err(StepFailure::Case)?;
+            let resp = target.send(req).await.map_err(StepFailure::Target)?;
+            if resp.status().as_u16() != 200 {
+                return read_all(resp).await;
+            }
+            let status = resp.status().as_u16();
+            let (parts, body) = resp.into_parts();
+            watches.insert(id.clone(), OpenWatch { stream: Box::pin(body.into_data_stream()), buffer: Vec::new(), ended: false });
+            Ok(Answer { status: Some(status), headers: parts.headers, raw: None })
+        }
+        Action::Collect { id, count, timeout } => {
+            let Some(w) = watches.get_mut(id) else {
+                return Err(StepFailure::Case(format!("watch {id} is not open")));
+            };
+            let events = w.collect(*count, *timeout).await;
+            Ok(Answer { status: None, headers: HeaderMap::new(), raw: Some(Value::Array(events)) })
+        }
+        Action::Compact => {
+            target.compact().await.map_err(StepFailure::Target)?;
+            Ok(Answer { status: None, headers: HeaderMap::new(), raw: None })
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Where cases run: Flotilla's router in-process (tower `oneshot`, no sockets) or a real
+//! kube-apiserver over HTTPS (a `kube::Client` from a kubeconfig, with its etcd reachable for
+//! the compaction step).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use bytes::Bytes;
+use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_store::Store;
+use http::{Request, Response};
+
+/// Why a target could not be reached or set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("starting Flotilla's API server: {0}")]
+    Bootstrap(String),
+    #[error("loading kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("sending {method} {uri}: {message}")]
+    Send { method: String, uri: String, message: String },
+    #[error("compacting storage: {0}")]
+    Compact(String),
+}
+
+/// A server cases can be sent to.
+#[async_trait]
+pub trait Target: Send + Sync {
+    /// Send one request (path and query only; the target adds scheme, host and credentials).
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError>;
+    /// Compact the storage up to its current revision.
+    async fn compact(&self) -> Result<(), TargetError>;
+}
+
+/// Flotilla's API server on a fresh memory store, called as the admin user.
+#[derive(Clone)]
+pub struct InProcess {
+    router: axum::Router,
+    store: Arc<dyn Store>,
+    identity: Identity,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess").finish()
+    }
+}
+
+impl InProcess {
+    /// A bootstrapped server with the default configuration. The identity matches testenv's
+    /// admin certificate (CN `admin`, O `system:masters`).
+    pub async fn start() -> Result<InProcess, TargetError> {
+        let store: Arc<dyn Store> =
+            Arc::new(flotilla_store::memory::memory_store(Default::default()).map_err(|e| TargetError::Bootstrap(e.to_string()))?);
+        let api = ApiServer::new(store.clone(), ApiServerConfig::default());
+        api.bootstrap().await.map_err(|e| TargetError::Bootstrap(format!("{e:?}")))?;
+        Ok(InProcess { router: api.router(), store, identity: Identity::user("admin", &["system:masters"]) })
+    }
+}
+
+#[async_trait]
+impl Target for InProcess {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError> {
+        let (mut parts, body) = req.into_parts();
+        parts.extensions.insert(self.identity.clone());
+        let req = Request::from_parts(parts, Body::from(body));
+        let resp = tower::ServiceExt::oneshot(self.router.clone(), req).await;
+        Ok(resp.unwrap_or_else(|never| match never {}))
+    }
+
+    async fn compact(&self) -> Result<(), TargetError> {
+        let rev = self.store.current_revision().await.map_err(|e| TargetError::Compact(e.to_string()))?;
+        self.store.compact(rev).await.map_err(|e| TargetError::Compact(e.to_string()))
+    }
+}
+
+/// A real kube-apiserver.
+#[derive(Clone)]
+pub struct Remote {
+    client: kube::Client,
+    etcd: Option<String>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").field("etcd", &self.etcd).finish()
+    }
+}
+
+impl Remote {
+    /// Connect with a kubeconfig's current context. Client-side retries are off: a 429 or 504
+    /// must be recorded as answered.
+    pub async fn connect(kubeconfig: &Path, etcd: Option<String>) -> Result<Remote, TargetError> {
+        let err = |message: String| TargetError::Kubeconfig { path: kubeconfig.display().to_string(), message };
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(e.to_string()))?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| err(e.to_string()))?;
+        config.default_retry = false;
+        config.read_timeout = None;
+        let client = kube::Client::try_from(config).map_err(|e| err(e.to_string()))?;
+        Ok(Remote { client, etcd })
+    }
+}
+
+#[async_trait]
+impl Target for Remote {
+    async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError> {
+        let method = req.method().to_string();
+        let uri = req.uri().to_string();
+        let (parts, body) = req.into_parts();
+        let req = Request::from_parts(parts, kube::client::Body::from(body.to_vec()));
+        let resp = self.client.send(req).await.map_err(|e| TargetError::Send { method, uri, message: e.to_string() })?;
+        Ok(resp.map(Body::new))
+    }
+
+    async fn compact(&self) -> Result<(), TargetError> {
+        let url = self.etcd.clone().ok_or_else(|| TargetError::Compact("no etcd endpoint given (--etcd or --ready)".into()))?;
+        let mut client = etcd_client::Client::connect([url], None).await.map_err(|e| TargetError::Compact(e.to_string()))?;
+        let rev = client
+            .get("/registry/namespaces/default", None)
+            .await
+            .map_err(|e| TargetError::Compact(e.to_string()))?
+            .header()
+            .map(|h| h.revision())
+            .ok_or_else(|| TargetError::Compact("etcd answered without a header".into()))?;
+        client
+            .compact(rev, Some(etcd_client::CompactionOptions::new().with_physical()))
+            .await
+            .map_err(|e| TargetError::Compact(e.to_string()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Record what a real kube-apiserver (testenv, v1.37.2) answers to every differential
+# conformance case, into conformance/recorded/. Expected responses are only ever made here.
+#   scripts/regen-conformance.sh                 every case
+#   scripts/regen-conformance.sh --only 'watch-*' cases whose id matches a glob
+#   scripts/regen-conformance.sh --check         compare fresh answers with the recordings
+#                                                (determinism check; writes nothing)
+# Needs the testenv binaries (testenv/build.sh builds them when missing). See docs/conformance.md.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/flotilla"
+bin="${TESTENV_BIN_DIR:-$cache/testenv/bin}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
+if [[ ! -x "$bin/testenv" || ! -x "$bin/kube-apiserver" || ! -x "$bin/etcd" ]]; then
+  TESTENV_BIN_DIR="$bin" "$root/testenv/build.sh"
+fi
+cd "$root"
+cargo build -q -p flotilla-conformance --bin conformance
+dir="$(mktemp -d)"
+trap '"$bin/testenv" down --out "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+"$bin/testenv" up --members 1 --out "$dir" --parent-pid $$ >/dev/null
+"$CARGO_TARGET_DIR/debug/conformance" record \
+  --kubeconfig "$dir/member1.kubeconfig" --ready "$dir/ready.json" "$@"
