@@ -19,5 +19,10 @@ cargo build -q -p flotilla-conformance --bin conformance
 dir="$(mktemp -d)"
 trap '"$bin/testenv" down --out "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 "$bin/testenv" up --members 1 --out "$dir" --parent-pid $$ >/dev/null
+# Restart the member on its data: its watch caches then start at the current revision rather
+# than at revision 1, as on any server that has been up a while, so "a resourceVersion below
+# the watch cache's start" (watch-too-old-resourceversion) is the same on every recording.
+"$bin/testenv" stop --member member1 --out "$dir" >/dev/null
+"$bin/testenv" start --member member1 --out "$dir" >/dev/null
 "$CARGO_TARGET_DIR/debug/conformance" record \
   --kubeconfig "$dir/member1.kubeconfig" --ready "$dir/ready.json" "$@"
