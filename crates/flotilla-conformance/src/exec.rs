@@ -142,38 +142,36 @@ struct Answer {
     raw: Option<Value>,
 }
 
+/// Send a request the runner itself needs (the case's namespace); answer status and body.
+async fn send_own(target: &dyn Target, method: &str, uri: &str, body: Option<Value>) -> Result<(u16, Bytes), TargetError> {
+    let mut b = Request::builder().method(method).uri(uri);
+    if body.is_some() {
+        b = b.header(header::CONTENT_TYPE, "application/json");
+    }
+    let req = b.body(body.map(|v| Bytes::from(v.to_string())).unwrap_or_default()).map_err(|e| TargetError::Send {
+        method: method.into(),
+        uri: uri.into(),
+        message: e.to_string(),
+    })?;
+    let resp = target.send(req).await?;
+    let status = resp.status().as_u16();
+    Ok((status, axum::body::to_bytes(resp.into_body(), MAX_BODY).await.unwrap_or_default()))
+}
+
 /// Run a case. Problems the case itself causes (a capture that finds nothing, a request that
 /// cannot be built) are recorded in the step's `error`; only a target that cannot be reached
 /// or a namespace that cannot be created end the run with an error.
 pub async fn run_case(target: &dyn Target, case: &Case, server: &str) -> Result<Transcript, ExecError> {
     let ns = namespace_for(&case.id);
-    let created = target
-        .send(build_request(
-            &crate::case::Request {
-                method: "POST".into(),
-                path: "/api/v1/namespaces".into(),
-                query: vec![],
-                headers: vec![],
-                body: Some(Body::Json(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))),
-            },
-            &Vars::default(),
-        )
-        .map_err(|body| ExecError::Namespace { case: case.id.clone(), namespace: ns.clone(), status: 0, body })?)
-        .await?;
-    if created.status().as_u16() != 201 {
-        let status = created.status().as_u16();
-        let body = axum::body::to_bytes(created.into_body(), MAX_BODY).await.unwrap_or_default();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    let (status, body) = send_own(target, "POST", "/api/v1/namespaces", Some(namespace)).await?;
+    if status != 201 {
         return Err(ExecError::Namespace { case: case.id.clone(), namespace: ns, status, body: String::from_utf8_lossy(&body).into() });
     }
     let result = run_steps(target, case, &ns).await;
     // The namespace goes away (or starts terminating) whatever happened.
-    if let Ok(req) = Request::builder().method("DELETE").uri(format!("/api/v1/namespaces/{ns}")).body(Bytes::new())
-        && let Ok(resp) = target.send(req).await
-    {
-        let _ = axum::body::to_bytes(resp.into_body(), MAX_BODY).await;
-    }
-    let steps = result?;
-    Ok(Transcript { case: case.id.clone(), area: case.area.clone(), digest: case.digest.clone(), server: server.to_string(), steps })
+    let _ = send_own(target, "DELETE", &format!("/api/v1/namespaces/{ns}"), None).await;
+    Ok(Transcript { case: case.id.clone(), area: case.area.clone(), digest: case.digest.clone(), server: server.to_string(), steps: result? })
 }
 
 async fn run_steps(target: &dyn Target, case: &Case, ns: &str) -> Result<Vec<StepRecord>, ExecError> {
@@ -183,70 +181,75 @@ async fn run_steps(target: &dyn Target, case: &Case, ns: &str) -> Result<Vec<Ste
     let mut watches: BTreeMap<String, OpenWatch> = BTreeMap::new();
     let mut records = Vec::new();
     for step in &case.steps {
-        let mut record = StepRecord { step: step.name.clone(), ..Default::default() };
         if let Some(prefix) = requested_generate_name(step, &vars) {
             norm.generate_name(&prefix);
         }
-        let answer = match run_action(target, step, &vars, &mut watches).await {
-            Ok(a) => a,
+        let record = match run_action(target, step, &vars, &mut watches).await {
+            Ok(answer) => {
+                let error = capture(step, answer.raw.as_ref(), &mut vars, &mut norm);
+                StepRecord { error, ..record_answer(step, answer, &mut norm) }
+            }
             Err(StepFailure::Target(e)) => return Err(e.into()),
-            Err(StepFailure::Case(message)) => {
-                record.error = Some(message);
-                records.push(record);
-                continue;
-            }
+            Err(StepFailure::Case(message)) => StepRecord { step: step.name.clone(), error: Some(message), ..Default::default() },
         };
-        let mut errors = Vec::new();
-        for (var, p) in &step.capture {
-            let found = answer.raw.as_ref().and_then(|raw| crate::path::get(raw, &crate::path::parse(p).unwrap_or_default()));
-            match found.and_then(|v| match v {
-                Value::String(s) => Some(s.clone()),
-                Value::Number(n) => Some(n.to_string()),
-                Value::Bool(b) => Some(b.to_string()),
-                _ => None,
-            }) {
-                Some(value) => {
-                    norm.captured(var, &value);
-                    vars.set(var, value);
-                }
-                None => {
-                    errors.push(format!("capture {var}: nothing at {p}"));
-                    vars.set(var, format!("missing-{var}"));
-                }
-            }
-        }
-        if !errors.is_empty() {
-            record.error = Some(errors.join("; "));
-        }
-        record.status = answer.status;
-        let is_collect = matches!(step.action, Action::Collect { .. });
-        // Normalise even what is not compared: the normaliser's relations (resourceVersions
-        // seen, uid numbering) must not depend on how much of each step a case compares.
-        let headers = compared_headers(&answer.headers, &mut norm);
-        let mut raw = answer.raw;
-        if let Some(r) = raw.as_mut() {
-            normalise::keep(r, &step.keep);
-            normalise::unordered(r, &step.unordered);
-        }
-        let body = match raw {
-            Some(Value::Array(events)) if is_collect => Some(norm.events(events)),
-            Some(v) => Some(norm.body(v)),
-            None => None,
-        };
-        match step.compare {
-            Compare::Status if !is_collect => {}
-            Compare::Shape => {
-                record.headers = headers;
-                record.body = body.as_ref().map(normalise::shape);
-            }
-            _ => {
-                record.headers = headers;
-                record.body = body;
-            }
-        }
         records.push(record);
     }
     Ok(records)
+}
+
+/// Set the step's capture variables from the raw answer; what could not be captured, if any.
+fn capture(step: &Step, raw: Option<&Value>, vars: &mut Vars, norm: &mut Normaliser) -> Option<String> {
+    let mut missing = Vec::new();
+    for (var, p) in &step.capture {
+        let found = raw.and_then(|raw| crate::path::get(raw, &crate::path::parse(p).unwrap_or_default())).and_then(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        });
+        match found {
+            Some(value) => {
+                norm.captured(var, &value);
+                vars.set(var, value);
+            }
+            None => {
+                missing.push(format!("capture {var}: nothing at {p}"));
+                vars.set(var, format!("missing-{var}"));
+            }
+        }
+    }
+    (!missing.is_empty()).then(|| missing.join("; "))
+}
+
+/// The normalised record of an answer, as much of it as the step compares.
+fn record_answer(step: &Step, answer: Answer, norm: &mut Normaliser) -> StepRecord {
+    let is_collect = matches!(step.action, Action::Collect { .. });
+    // Normalise even what is not compared: the normaliser's relations (resourceVersions seen,
+    // uid numbering) must not depend on how much of each step a case compares.
+    let headers = compared_headers(&answer.headers, norm);
+    let mut raw = answer.raw;
+    if let Some(r) = raw.as_mut() {
+        normalise::keep(r, &step.keep);
+        normalise::unordered(r, &step.unordered);
+    }
+    let body = match raw {
+        Some(Value::Array(events)) if is_collect => Some(norm.events(events)),
+        Some(v) => Some(norm.body(v)),
+        None => None,
+    };
+    let mut record = StepRecord { step: step.name.clone(), status: answer.status, ..Default::default() };
+    match step.compare {
+        Compare::Status if !is_collect => {}
+        Compare::Shape => {
+            record.headers = headers;
+            record.body = body.as_ref().map(normalise::shape);
+        }
+        _ => {
+            record.headers = headers;
+            record.body = body;
+        }
+    }
+    record
 }
 
 /// The `metadata.generateName` a step's request body asks for, if any.
