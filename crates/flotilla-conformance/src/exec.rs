@@ -309,3 +309,54 @@ async fn run_action(target: &dyn Target, step: &Step, vars: &Vars, watches: &mut
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(chunks: &[&'static str]) -> OpenWatch {
+        let items: Vec<Result<Bytes, axum::Error>> = chunks.iter().map(|c| Ok(Bytes::from_static(c.as_bytes()))).collect();
+        OpenWatch { stream: Box::pin(futures::stream::iter(items)), buffer: Vec::new(), ended: false }
+    }
+
+    #[tokio::test]
+    async fn collects_lines_split_across_chunks() {
+        let mut w = stream(&["{\"type\":\"ADDED\",", "\"object\":{}}\n{\"type\":\"DEL", "ETED\",\"object\":{}}\nnot json\n{\"tail\":1}"]);
+        let events = w.collect(None, Duration::from_secs(1)).await;
+        assert_eq!(
+            events,
+            vec![
+                json!({"type": "ADDED", "object": {}}),
+                json!({"type": "DELETED", "object": {}}),
+                json!({"unparsable": "not json"}),
+                json!({"unterminated": "{\"tail\":1}"}),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn count_stops_early_and_the_rest_stays_readable() {
+        let mut w = stream(&["{\"a\":1}\n{\"a\":2}\n"]);
+        assert_eq!(w.collect(Some(1), Duration::from_secs(1)).await, vec![json!({"a": 1})]);
+        assert_eq!(w.collect(None, Duration::from_secs(1)).await, vec![json!({"a": 2})]);
+    }
+
+    #[test]
+    fn requests_carry_query_headers_and_bodies() {
+        let mut vars = Vars::default();
+        vars.set("ns", "n1");
+        let r = crate::case::Request {
+            method: "PATCH".into(),
+            path: "/api/v1/namespaces/{{ns}}/configmaps/c?&x=1".into(),
+            query: vec![("labelSelector".into(), "a in (b, c)".into())],
+            headers: vec![("content-type".into(), Some("application/merge-patch+json".into()))],
+            body: Some(Body::Json(json!({"metadata": {"namespace": "{{ns}}"}}))),
+        };
+        let req = build_request(&r, &vars).unwrap();
+        assert_eq!(req.uri(), "/api/v1/namespaces/n1/configmaps/c?&x=1&labelSelector=a+in+%28b%2C+c%29");
+        assert_eq!(req.headers()[header::CONTENT_TYPE], "application/merge-patch+json");
+        assert_eq!(req.body(), &Bytes::from(r#"{"metadata":{"namespace":"n1"}}"#));
+        let bare = crate::case::Request { headers: vec![("content-type".into(), None)], ..r };
+        assert!(build_request(&bare, &vars).unwrap().headers().get(header::CONTENT_TYPE).is_none());
+    }
+}

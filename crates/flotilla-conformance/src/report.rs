@@ -91,8 +91,7 @@ impl Outcome {
             for (d, row) in all {
                 let tag = if row.is_some() { "allowed" } else { "FAILING" };
                 let _ = write!(s, "  {tag} {} / {} / {}: {} → {}", d.case, d.step, d.path, show(&d.recorded), show(&d.flotilla));
-                if let Some(i) = row {
-                    let r = &self.allowlist.rows[*i];
+                if let Some(r) = row.and_then(|i| self.allowlist.rows.get(i)) {
                     let _ = write!(s, "  [docs/conformance.md:{}: {}]", r.line, r.reason);
                 }
                 let _ = writeln!(s);
@@ -125,5 +124,32 @@ fn show(v: &Option<Value>) -> String {
             let text = serde_json::to_string(v).unwrap_or_default();
             if text.chars().count() > 200 { format!("{}…", text.chars().take(200).collect::<String>()) } else { text }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allowlist::Row;
+
+    fn divergence(case: &str) -> Divergence {
+        Divergence { case: case.into(), area: "a".into(), step: "1".into(), path: "status".into(), recorded: None, flotilla: None }
+    }
+
+    #[test]
+    fn passes_only_without_failures_stale_rows_or_problems() {
+        let allowed = CaseResult { case: "x".into(), area: "a".into(), divergences: vec![(divergence("x"), Some(0))] };
+        let clean = CaseResult { case: "y".into(), area: "a".into(), divergences: vec![] };
+        let row = Row { line: 7, case: "x".into(), step: "*".into(), path: "*".into(), reason: "known".into() };
+        let mut o = Outcome { results: vec![allowed, clean], allowlist: crate::allowlist::Allowlist { rows: vec![row] }, ..Default::default() };
+        assert!(o.passed());
+        assert!(o.render().contains("allowed x / 1 / status: (absent) → (absent)  [docs/conformance.md:7: known]"));
+        assert_eq!(o.by_area()["a"], AreaCount { cases: 2, matching: 1, allowlisted: 1, failing: 0 });
+        o.stale_rows.push(Row { line: 1, case: "z".into(), step: "*".into(), path: "*".into(), reason: "r".into() });
+        assert!(!o.passed());
+        o.stale_rows.clear();
+        o.results.push(CaseResult { case: "w".into(), area: "b".into(), divergences: vec![(divergence("w"), None)] });
+        assert!(!o.passed());
+        assert!(o.render().contains("FAILING w / 1 / status"));
     }
 }
