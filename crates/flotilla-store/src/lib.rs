@@ -16,6 +16,7 @@
 //!   no duplicate, or ends with an error ([`StoreError::Compacted`], [`StoreError::Lagged`]).
 //! - An acknowledged write on the embedded backend has been synced to disk.
 
+pub mod btree;
 pub mod embedded;
 pub mod etcd;
 mod error;
