@@ -84,7 +84,13 @@ impl Selectors {
         for r in field.requirements() {
             let f = r.field.as_str();
             if f != "metadata.name" && f != "metadata.namespace" && !extra.contains(&f) {
-                return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+                // Resources with their own field selectors answer as their strategy does;
+                // the rest with the generic message.
+                return Err(ApiError::bad_request(if extra.is_empty() {
+                    format!("\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"")
+                } else {
+                    format!("field label not supported: {f}")
+                }));
             }
         }
         Ok(Selectors { label, field })

@@ -9,9 +9,13 @@ use crate::error::{ApiError, ApiResult, Cause};
 use crate::negotiate::BodyType;
 use crate::objects::Ctx;
 
+/// kube-apiserver answers some strategic merge patch errors with a bare 500; bad input never
+/// gets a 500 here: those become 422 Invalid with the detail (a divergence listed in
+/// docs/conformance.md).
 fn patch_error(e: PatchError) -> ApiError {
-    let mut err = ApiError::new(e.code(), e.reason(), e.status_message());
-    if e.code() == 422 {
+    let (code, reason) = if e.code() >= 500 { (422, "Invalid") } else { (e.code(), e.reason()) };
+    let mut err = ApiError::new(code, reason, if e.code() >= 500 { e.to_string() } else { e.status_message() });
+    if code == 422 {
         err = err.with_cause(Cause::new("FieldValueInvalid", "", e.to_string()));
     }
     err
