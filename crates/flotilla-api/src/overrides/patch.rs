@@ -1,0 +1,77 @@
+//! The JSON-patch operations overriders compile to, applied with the semantics of the library
+//! Karmada applies them with (evanphx/json-patch v5): [`crate::patch::json_patch`] except that
+//! `replace` of a missing object member is an error rather than an add.
+
+use serde_json::{Value, json};
+
+use crate::federation::karmada::policy::OverriderOperator;
+
+/// One `add` / `remove` / `replace` operation.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PatchOp {
+    pub op: OverriderOperator,
+    pub path: String,
+    pub value: Value,
+}
+
+impl PatchOp {
+    pub(crate) fn new(op: OverriderOperator, path: impl Into<String>, value: Value) -> Self {
+        PatchOp {
+            op,
+            path: path.into(),
+            value,
+        }
+    }
+
+    pub(crate) fn replace(path: impl Into<String>, value: Value) -> Self {
+        PatchOp::new(OverriderOperator::Replace, path, value)
+    }
+}
+
+fn op_name(op: OverriderOperator) -> &'static str {
+    match op {
+        OverriderOperator::Add => "add",
+        OverriderOperator::Remove => "remove",
+        OverriderOperator::Replace => "replace",
+    }
+}
+
+/// Applies `ops` to `doc` in order.
+pub(crate) fn apply(doc: &mut Value, ops: &[PatchOp]) -> Result<(), String> {
+    for op in ops {
+        if op.op == OverriderOperator::Replace && !op.path.is_empty() && !member_exists(doc, &op.path) {
+            return Err(format!(
+                "replace operation does not apply: doc is missing key: {}: missing value",
+                op.path
+            ));
+        }
+        let patch = json!([{ "op": op_name(op.op), "path": op.path, "value": op.value }]);
+        *doc = crate::patch::json_patch(doc, &patch).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Whether the JSON pointer `path` names something in `doc` (the first segment is skipped
+/// unseen, as the patch library does; list indices may count from the end).
+fn member_exists(doc: &Value, path: &str) -> bool {
+    let mut cur = doc;
+    for raw in path.split('/').skip(1) {
+        let key = raw.replace("~1", "/").replace("~0", "~");
+        cur = match cur {
+            Value::Object(m) => match m.get(&key) {
+                Some(v) => v,
+                None => return false,
+            },
+            Value::Array(items) => {
+                let Ok(i) = key.parse::<i64>() else { return false };
+                let i = if i < 0 { i + items.len() as i64 } else { i };
+                match usize::try_from(i).ok().and_then(|i| items.get(i)) {
+                    Some(v) => v,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        };
+    }
+    true
+}
