@@ -84,7 +84,11 @@ pub fn get_replicas_with(obj: &Value, features: Features) -> Result<Option<Repli
 /// when both are empty.
 fn replica_requirements(pod_spec: &Value, path: &str) -> Result<Option<ReplicaRequirements>, (String, String)> {
     let node_claim = node_claim(pod_spec, path)?;
-    let resource_request = pod_request(pod_spec, path).map_err(|e| (path.to_string(), e))?;
+    // Resource errors read `<field>: <reason>`.
+    let resource_request = pod_request(pod_spec, path).map_err(|e| match e.split_once(": ") {
+        Some((field, reason)) => (field.to_string(), reason.to_string()),
+        None => (path.to_string(), e),
+    })?;
     if node_claim.is_none() && resource_request.is_none() {
         return Ok(None);
     }

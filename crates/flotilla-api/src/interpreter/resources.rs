@@ -123,7 +123,7 @@ impl Amounts {
 }
 
 /// The effective request of one replica of `pod_spec` (a PodSpec object), or `None` when it
-/// requests nothing. `path` prefixes field names in errors.
+/// requests nothing. Errors read `<field>: <reason>`, fields prefixed with `path`.
 pub(crate) fn pod_request(pod_spec: &Value, path: &str) -> Result<Option<BTreeMap<String, Quantity>>, String> {
     let mut total = Amounts::default();
     for (list, max) in [("containers", false), ("initContainers", true)] {
