@@ -18,3 +18,4 @@ pub mod interpreter;
 pub mod overrides;
 pub mod patch;
 pub mod selector;
+pub mod validation;

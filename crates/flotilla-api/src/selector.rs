@@ -99,9 +99,9 @@ fn aggregate(messages: impl Iterator<Item = String>) -> String {
 
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+pub(crate) const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 
-fn regex_error(msg: &str, format: &str, examples: &[&str]) -> String {
+pub(crate) fn regex_error(msg: &str, format: &str, examples: &[&str]) -> String {
     let mut out = format!("{msg} (e.g. ");
     for (i, e) in examples.iter().enumerate() {
         if i > 0 {
@@ -127,7 +127,7 @@ fn is_qualified_name_part(s: &str) -> bool {
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`
-fn is_dns1123_subdomain_syntax(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain_syntax(s: &str) -> bool {
     let label_ok = |l: &str| {
         let b = l.as_bytes();
         let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();

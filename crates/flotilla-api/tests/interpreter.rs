@@ -6,8 +6,8 @@
 
 use flotilla_api::federation::karmada::work::AggregatedStatusItem;
 use flotilla_api::interpreter::{
-    self, Features, aggregate_status, get_dependencies, get_replicas, interpret_health, job_completions, prune_for_work,
-    reflect_status, retain, revise_job_completions, revise_replicas,
+    self, Features, aggregate_status, get_dependencies, get_replicas, interpret_health, job_completions,
+    prune_for_work, reflect_status, retain, revise_job_completions, revise_replicas,
 };
 use serde_json::{Value, json};
 
@@ -15,7 +15,10 @@ fn cases(file: &str) -> Vec<Value> {
     let path = format!("{}/tests/data/interpreter/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let cases: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-    cases.as_array().unwrap_or_else(|| panic!("{path}: a list of cases")).clone()
+    cases
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: a list of cases"))
+        .clone()
 }
 
 /// Runs `run` on every case of `file` and compares with `want` / `error`; reports all
@@ -42,7 +45,13 @@ fn check(file: &str, run: impl Fn(&Value) -> Result<Value, String>) {
             (Err(e), _) => failures.push(format!("{name}: unexpected error {e}")),
         }
     }
-    assert!(failures.is_empty(), "{file}: {} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{file}: {} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Value {
@@ -52,9 +61,14 @@ fn to_value<T: serde::Serialize>(v: T) -> Value {
 #[test]
 fn get_replicas_cases() {
     check("replicas.yaml", |case| {
-        let features = Features { resource_quota_estimate: case["resourceQuotaEstimate"].as_bool().unwrap_or(false) };
+        let features = Features {
+            resource_quota_estimate: case["resourceQuotaEstimate"].as_bool().unwrap_or(false),
+        };
         let got = interpreter::get_replicas_with(&case["object"], features).map_err(|e| e.to_string())?;
-        Ok(got.map_or(Value::Null, |r| json!({ "replicas": r.replicas, "requirements": to_value(&r.requirements) })))
+        Ok(got.map_or(
+            Value::Null,
+            |r| json!({ "replicas": r.replicas, "requirements": to_value(&r.requirements) }),
+        ))
     });
 }
 
@@ -85,18 +99,24 @@ fn revise_cases() {
 
 #[test]
 fn prune_cases() {
-    check("prune.yaml", |case| prune_for_work(&case["object"]).map_err(|e| e.to_string()));
+    check("prune.yaml", |case| {
+        prune_for_work(&case["object"]).map_err(|e| e.to_string())
+    });
 }
 
 #[test]
 fn retain_cases() {
-    check("retain.yaml", |case| retain(&case["desired"], &case["observed"]).map_err(|e| e.to_string()));
+    check("retain.yaml", |case| {
+        retain(&case["desired"], &case["observed"]).map_err(|e| e.to_string())
+    });
 }
 
 #[test]
 fn reflect_status_cases() {
     check("reflect-status.yaml", |case| {
-        reflect_status(&case["object"]).map(|s| s.unwrap_or(Value::Null)).map_err(|e| e.to_string())
+        reflect_status(&case["object"])
+            .map(|s| s.unwrap_or(Value::Null))
+            .map_err(|e| e.to_string())
     });
 }
 
@@ -120,6 +140,8 @@ fn aggregate_status_cases() {
 #[test]
 fn dependencies_cases() {
     check("dependencies.yaml", |case| {
-        get_dependencies(&case["object"]).map(|d| d.map_or(Value::Null, to_value)).map_err(|e| e.to_string())
+        get_dependencies(&case["object"])
+            .map(|d| d.map_or(Value::Null, to_value))
+            .map_err(|e| e.to_string())
     });
 }

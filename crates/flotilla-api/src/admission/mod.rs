@@ -54,29 +54,7 @@ impl fmt::Debug for Defaulting<'_> {
 }
 
 /// Why a field is rejected; the strings are Kubernetes' `StatusCause` types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    Invalid,
-    Required,
-    NotSupported,
-    Forbidden,
-    TooLong,
-    Duplicate,
-}
-
-impl Reason {
-    /// The `StatusCause.reason` string (`FieldValueInvalid`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Invalid => "FieldValueInvalid",
-            Reason::Required => "FieldValueRequired",
-            Reason::NotSupported => "FieldValueNotSupported",
-            Reason::Forbidden => "FieldValueForbidden",
-            Reason::TooLong => "FieldValueTooLong",
-            Reason::Duplicate => "FieldValueDuplicate",
-        }
-    }
-}
+pub use crate::validation::Reason;
 
 /// One rejected field, as a Kubernetes `StatusCause`: `path` is the field path
 /// (`spec.placement.spreadConstraints[0]`), `message` the detail.

@@ -29,6 +29,7 @@ mod replicas;
 mod resources;
 mod retain;
 mod status;
+mod summary;
 pub(crate) mod unstructured;
 
 use std::fmt;
@@ -44,6 +45,8 @@ pub use replicas::{
 };
 pub use retain::retain;
 pub use status::{interpret_health, reflect_status};
+pub use resources::milli_value;
+pub use summary::resource_summary;
 
 /// Label on a workload whose replicas the member keeps (an HPA scales it there).
 pub const RETAIN_REPLICAS_LABEL: &str = "resourcetemplate.karmada.io/retain-replicas";

@@ -17,7 +17,7 @@ use crate::selector::label_key_errors;
 
 /// A resource total, per resource name.
 #[derive(Debug, Default)]
-struct Amounts {
+pub(crate) struct Amounts {
     milli_cpu: i64,
     memory: i64,
     ephemeral_storage: i64,
@@ -69,7 +69,7 @@ impl Amounts {
     }
 
     /// `Resource.Add`.
-    fn add(&mut self, list: &Map<String, Value>, field: &str) -> Result<(), String> {
+    pub(crate) fn add(&mut self, list: &Map<String, Value>, field: &str) -> Result<(), String> {
         for (name, quantity) in list {
             let scale = if name == "cpu" { -3 } else { 0 };
             let amount = scaled(quantity, scale).map_err(|e| format!("{field}[{name}]: {e}"))?;
@@ -93,7 +93,7 @@ impl Amounts {
     }
 
     /// `Resource.ResourceList`: the non-zero amounts; `None` when there are none.
-    fn into_list(self) -> Option<BTreeMap<String, Quantity>> {
+    pub(crate) fn into_list(self) -> Option<BTreeMap<String, Quantity>> {
         let mut list = BTreeMap::new();
         let mut put = |name: &str, text: String| list.insert(name.to_string(), Quantity(text));
         if self.milli_cpu > 0 {
@@ -167,6 +167,12 @@ fn resource_list<'a>(value: Option<&'a Value>, field: &str) -> Result<&'a Map<St
         Some(Value::Object(m)) => Ok(m),
         Some(other) => Err(format!("{field}: expected a resource list, got {other}")),
     }
+}
+
+/// A quantity's value in milli-units, rounded up away from zero as `MilliValue` rounds
+/// (`500m` → 500, `1Gi` → 1073741824000), or why the text is not a quantity.
+pub fn milli_value(text: &str) -> Result<i64, String> {
+    scaled(&Value::String(text.to_string()), -3)
 }
 
 /// The quantity's value in units of `10^scale`, rounded up away from zero (`MilliValue` for

@@ -39,11 +39,15 @@ fn op_name(op: OverriderOperator) -> &'static str {
 /// Applies `ops` to `doc` in order.
 pub(crate) fn apply(doc: &mut Value, ops: &[PatchOp]) -> Result<(), String> {
     for op in ops {
-        if op.op == OverriderOperator::Replace && !op.path.is_empty() && !member_exists(doc, &op.path) {
-            return Err(format!(
-                "replace operation does not apply: doc is missing key: {}: missing value",
-                op.path
-            ));
+        if op.op == OverriderOperator::Replace && !op.path.is_empty() {
+            let missing = match locate(doc, &op.path) {
+                Target::NoParent => Some("path"),
+                Target::NoMember => Some("key"),
+                Target::Found => None,
+            };
+            if let Some(what) = missing {
+                return Err(format!("replace operation does not apply: doc is missing {what}: {}: missing value", op.path));
+            }
         }
         let patch = json!([{ "op": op_name(op.op), "path": op.path, "value": op.value }]);
         *doc = crate::patch::json_patch(doc, &patch).map_err(|e| e.to_string())?;
@@ -51,27 +55,32 @@ pub(crate) fn apply(doc: &mut Value, ops: &[PatchOp]) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the JSON pointer `path` names something in `doc` (the first segment is skipped
-/// unseen, as the patch library does; list indices may count from the end).
-fn member_exists(doc: &Value, path: &str) -> bool {
+/// Whether a JSON pointer's parent and member exist.
+enum Target {
+    NoParent,
+    NoMember,
+    Found,
+}
+
+/// Resolves the JSON pointer `path` in `doc` (the first segment is skipped unseen, as the patch
+/// library does; list indices may count from the end).
+fn locate(doc: &Value, path: &str) -> Target {
+    let segments: Vec<String> = path.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")).collect();
     let mut cur = doc;
-    for raw in path.split('/').skip(1) {
-        let key = raw.replace("~1", "/").replace("~0", "~");
-        cur = match cur {
-            Value::Object(m) => match m.get(&key) {
-                Some(v) => v,
-                None => return false,
-            },
-            Value::Array(items) => {
-                let Ok(i) = key.parse::<i64>() else { return false };
+    for (i, key) in segments.iter().enumerate() {
+        let next = match cur {
+            Value::Object(m) => m.get(key),
+            Value::Array(items) => key.parse::<i64>().ok().and_then(|i| {
                 let i = if i < 0 { i + items.len() as i64 } else { i };
-                match usize::try_from(i).ok().and_then(|i| items.get(i)) {
-                    Some(v) => v,
-                    None => return false,
-                }
-            }
-            _ => return false,
+                usize::try_from(i).ok().and_then(|i| items.get(i))
+            }),
+            _ => None,
         };
+        match next {
+            Some(v) => cur = v,
+            None if i + 1 == segments.len() && cur.is_object() | cur.is_array() => return Target::NoMember,
+            None => return Target::NoParent,
+        }
     }
-    true
+    Target::Found
 }

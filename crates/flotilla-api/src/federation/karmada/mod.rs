@@ -2,6 +2,7 @@
 //! `policy.karmada.io` and `work.karmada.io`.
 
 pub mod cluster;
+pub mod names;
 pub mod policy;
 pub mod work;
 

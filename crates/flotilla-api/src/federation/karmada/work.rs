@@ -28,6 +28,30 @@ pub const WORK_PERMANENT_ID_LABEL: &str = "work.karmada.io/permanent-id";
 pub const MANAGED_ANNOTATIONS_ANNOTATION: &str = "resourcetemplate.karmada.io/managed-annotations";
 /// Annotation on a manifest listing the label keys Karmada manages.
 pub const MANAGED_LABELS_ANNOTATION: &str = "resourcetemplate.karmada.io/managed-labels";
+/// Label on every object Karmada manages in a member.
+pub const MANAGED_LABEL: &str = "karmada.io/managed";
+/// Annotation on a template or manifest choosing `overwrite` / `abort` for a pre-existing member object.
+pub const CONFLICT_RESOLUTION_ANNOTATION: &str = "work.karmada.io/conflict-resolution";
+/// Annotations on a manifest naming its Work.
+pub const WORK_NAMESPACE_ANNOTATION: &str = "work.karmada.io/namespace";
+pub const WORK_NAME_ANNOTATION: &str = "work.karmada.io/name";
+/// Annotations on a Work or manifest naming its ResourceBinding.
+pub const RESOURCE_BINDING_NAMESPACE_ANNOTATION: &str = "resourcebinding.karmada.io/namespace";
+pub const RESOURCE_BINDING_NAME_ANNOTATION: &str = "resourcebinding.karmada.io/name";
+/// Annotation on a Work or manifest naming its ClusterResourceBinding.
+pub const CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION: &str = "clusterresourcebinding.karmada.io/name";
+/// Annotations on a manifest recording its template's uid and generation.
+pub const TEMPLATE_UID_ANNOTATION: &str = "resourcetemplate.karmada.io/uid";
+pub const TEMPLATE_GENERATION_ANNOTATION: &str = "resourcetemplate.karmada.io/generation";
+/// Annotations on a Work listing the override policies applied to it (JSON).
+pub const APPLIED_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-overrides";
+pub const APPLIED_CLUSTER_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applied-cluster-overrides";
+/// Finalizers of the controllers that own bindings and Works.
+pub const EXECUTION_FINALIZER: &str = "karmada.io/execution-controller";
+pub const BINDING_FINALIZER: &str = "karmada.io/binding-controller";
+pub const CLUSTER_RESOURCE_BINDING_FINALIZER: &str = "karmada.io/cluster-resource-binding-controller";
+/// Prefix of the namespace holding a cluster's Works.
+pub const EXECUTION_SPACE_PREFIX: &str = "karmada-es-";
 
 /// ResourceBindingSpec represents the expectation of a ResourceBinding.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
