@@ -6,4 +6,9 @@
 //! all-in-one binary over the API server's router in-process, elsewhere over HTTPS — never the
 //! store.
 
+pub mod cluster;
+pub mod cluster_status;
+pub mod detector;
 pub mod namespace;
+pub mod queue;
+pub mod util;

@@ -1,0 +1,184 @@
+//! The cluster controller: for every `Cluster`, the finalizer `karmada.io/cluster-controller`,
+//! the execution space `karmada-es-<cluster>` where its Works live, and the automatic
+//! NoSchedule taints Karmada derives from the `Ready` condition (False → `not-ready`,
+//! Unknown → `unreachable`, True → neither, no condition yet → `not-ready`). Taints only stop new
+//! placement; bindings already on the cluster stay, so recovery causes no replica churn.
+//!
+//! Deletion (unjoin): the execution space is deleted, which deletes the Works; the execution
+//! controller decides per Work what happens in the member (see [`UNJOIN_ANNOTATION`]). The
+//! finalizer goes when the execution space is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::federation::karmada::cluster::{Cluster, FINALIZER_CLUSTER_CONTROLLER, TAINT_NOT_READY, TAINT_UNREACHABLE};
+use flotilla_api::federation::karmada::work::EXECUTION_SPACE_PREFIX;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use crate::util::{condition_status, finalizer_patch, with_finalizer, without_finalizer};
+
+pub const NAME: &str = "cluster";
+
+/// Annotation `flotilla unjoin` sets on a Cluster before deleting it: what to do with the
+/// member's workloads. `delete` (Karmada's behaviour, also when absent), `keep` (strip
+/// Karmada's labels, leave them running), `abandon` (do not contact the member at all).
+pub const UNJOIN_ANNOTATION: &str = "flotilla.io/unjoin-workloads";
+
+/// The execution space of `cluster`.
+pub fn execution_space(cluster: &str) -> String {
+    format!("{EXECUTION_SPACE_PREFIX}{cluster}")
+}
+
+/// The cluster an execution space belongs to.
+pub fn cluster_of_execution_space(namespace: &str) -> Option<&str> {
+    namespace.strip_prefix(EXECUTION_SPACE_PREFIX)
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub requeue: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { requeue: Duration::from_secs(2) }
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cluster {cluster}: {step}: {source}")]
+    Api { cluster: String, step: &'static str, source: kube::Error },
+}
+
+/// The taints Karmada keeps on a cluster for its Ready status.
+pub fn desired_taints(current: &[Taint], ready: Option<&str>, now: Time) -> Vec<Taint> {
+    let want = match ready {
+        Some("True") => None,
+        Some("Unknown") => Some(TAINT_UNREACHABLE),
+        _ => Some(TAINT_NOT_READY),
+    };
+    let automatic = |t: &Taint| (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE) && t.effect == "NoSchedule";
+    let mut out: Vec<Taint> = current.iter().filter(|t| !automatic(t) || Some(t.key.as_str()) == want).cloned().collect();
+    if let Some(key) = want {
+        if !out.iter().any(|t| t.key == key && t.effect == "NoSchedule") {
+            out.push(Taint { key: key.into(), effect: "NoSchedule".into(), time_added: Some(now), value: None });
+        }
+    }
+    out
+}
+
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = cluster.name_any();
+    let clusters: Api<Cluster> = Api::all(ctx.client.clone());
+    let err = |step: &'static str| {
+        let cluster = name.clone();
+        move |source| Error::Api { cluster, step, source }
+    };
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let es = execution_space(&name);
+    if cluster.metadata.deletion_timestamp.is_some() {
+        if namespaces.get_opt(&es).await.map_err(err("reading the execution space"))?.is_some() {
+            match namespaces.delete(&es, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(err("deleting the execution space")(e)),
+            }
+            return Ok(Action::requeue(ctx.config.requeue));
+        }
+        if let Some(list) = without_finalizer(cluster.metadata.finalizers.as_ref(), FINALIZER_CLUSTER_CONTROLLER) {
+            let patch = finalizer_patch(list, cluster.metadata.resource_version.as_deref());
+            match clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(err("removing the finalizer")(e)),
+            }
+        }
+        return Ok(Action::await_change());
+    }
+    if let Some(list) = with_finalizer(cluster.metadata.finalizers.as_ref(), FINALIZER_CLUSTER_CONTROLLER) {
+        let patch = finalizer_patch(list, cluster.metadata.resource_version.as_deref());
+        clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(err("adding the finalizer"))?;
+        return Ok(Action::await_change());
+    }
+    if namespaces.get_opt(&es).await.map_err(err("reading the execution space"))?.is_none() {
+        let ns = Namespace { metadata: ObjectMeta { name: Some(es.clone()), ..Default::default() }, ..Default::default() };
+        match namespaces.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(err("creating the execution space")(e)),
+        }
+    }
+    let ready = condition_status(cluster.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready").map(|c| c.status.as_str());
+    let current = cluster.spec.taints.clone().unwrap_or_default();
+    let desired = desired_taints(&current, ready, Time(jiff::Timestamp::now()));
+    if desired != current {
+        let patch = serde_json::json!({"metadata": {"resourceVersion": cluster.metadata.resource_version}, "spec": {"taints": desired}});
+        match clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            // Someone wrote in between; the watch brings the new version.
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(100))),
+            Err(e) => return Err(err("updating the taints")(e)),
+        }
+    }
+    Ok(Action::await_change())
+}
+
+pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
+    Action::requeue(ctx.config.requeue)
+}
+
+pub async fn run(client: Client, config: Config) {
+    let api: Api<Cluster> = Api::all(client.clone());
+    let ctx = Arc::new(Context { client, config });
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(key: &str, effect: &str) -> Taint {
+        Taint { key: key.into(), effect: effect.into(), time_added: None, value: None }
+    }
+
+    fn keys(ts: &[Taint]) -> Vec<String> {
+        ts.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect()
+    }
+
+    #[test]
+    fn taints_follow_ready_as_karmada_sets_them() {
+        let now = Time(jiff::Timestamp::UNIX_EPOCH);
+        let user = t("dedicated", "NoSchedule");
+        assert_eq!(keys(&desired_taints(&[user.clone()], None, now.clone())), ["dedicated:NoSchedule", "cluster.karmada.io/not-ready:NoSchedule"]);
+        assert_eq!(keys(&desired_taints(&[t(TAINT_NOT_READY, "NoSchedule")], Some("Unknown"), now.clone())), ["cluster.karmada.io/unreachable:NoSchedule"]);
+        assert!(desired_taints(&[t(TAINT_NOT_READY, "NoSchedule"), t(TAINT_UNREACHABLE, "NoSchedule")], Some("True"), now.clone()).is_empty());
+        // A user's NoExecute taint with the same key is theirs, not ours.
+        assert_eq!(keys(&desired_taints(&[t(TAINT_NOT_READY, "NoExecute")], Some("True"), now.clone())), ["cluster.karmada.io/not-ready:NoExecute"]);
+        // Already right: unchanged (same timeAdded), so no write.
+        let have = desired_taints(&[], Some("False"), now.clone());
+        assert_eq!(desired_taints(&have, Some("False"), Time(jiff::Timestamp::now())), have);
+    }
+
+    #[test]
+    fn execution_spaces_round_trip() {
+        assert_eq!(execution_space("m1"), "karmada-es-m1");
+        assert_eq!(cluster_of_execution_space("karmada-es-m1"), Some("m1"));
+        assert_eq!(cluster_of_execution_space("default"), None);
+    }
+}

@@ -1,0 +1,276 @@
+//! The cluster status controller (Push clusters with a `secretRef`): every `interval` it probes
+//! the member's `/readyz` (falling back to `/healthz` when that is 404) with `probe_timeout`, and
+//! while the member is Ready collects its version, API enablements, node summary and resource
+//! summary into `Cluster.status`.
+//!
+//! `Ready` is published as Karmada publishes it: `ClusterReady`, `ClusterNotReady` (reachable,
+//! health endpoint not ok) or `ClusterNotReachable`; Flotilla adds the cause when the member
+//! rejects the credential (401: e.g. its service account was deleted). Flap damping: a change
+//! from True is published only after it persisted for `failure_threshold`, a change to True only
+//! after `success_threshold`; the first observation is published at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Cluster, ClusterStatus, ClusterSyncMode, NodeSummary};
+use flotilla_member::access::Clients;
+use flotilla_member::{MemberAccess, discovery};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+
+use crate::util::{condition, condition_status, set_condition};
+
+pub const NAME: &str = "cluster-status";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How often each member is probed (Karmada: `--cluster-status-update-frequency=10s`).
+    pub interval: Duration,
+    /// Timeout of one probe and of each collection request.
+    pub probe_timeout: Duration,
+    /// How long a not-ready observation must last before Ready=True is withdrawn.
+    pub failure_threshold: Duration,
+    /// How long a ready observation must last before Ready=True is published again.
+    pub success_threshold: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            interval: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(5),
+            failure_threshold: Duration::from_secs(30),
+            success_threshold: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What one probe saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Ready,
+    /// Reachable; the health endpoint answered without ok.
+    NotReady(String),
+    /// Not reachable (transport error or timeout).
+    NotReachable(String),
+    /// The member rejected the stored credential.
+    CredentialRejected(String),
+    /// The control plane holds no usable access data.
+    NoAccess(String),
+}
+
+impl Health {
+    fn ready(&self) -> bool {
+        matches!(self, Health::Ready)
+    }
+
+    /// The `Ready` condition for this observation.
+    pub fn condition(&self) -> Condition {
+        match self {
+            Health::Ready => condition("Ready", true, "ClusterReady", "cluster is healthy and ready to accept workloads", None),
+            Health::NotReady(m) => condition("Ready", false, "ClusterNotReady", format!("cluster is reachable but health endpoint responded without ok: {m}"), None),
+            Health::NotReachable(m) => condition("Ready", false, "ClusterNotReachable", format!("cluster is not reachable: {m}"), None),
+            Health::CredentialRejected(m) => condition(
+                "Ready",
+                false,
+                "ClusterNotReachable",
+                format!("the member rejected Flotilla's credential (401 Unauthorized): {m}; the service account token stored in the cluster's secretRef is invalid or its service account was deleted — run `flotilla join` again"),
+                None,
+            ),
+            Health::NoAccess(m) => condition("Ready", false, "ClusterNotReachable", format!("cannot build a client for the cluster: {m}"), None),
+        }
+    }
+}
+
+/// Per-cluster memory of the damping: the observation that differs from what is published and
+/// since when it has held.
+#[derive(Default)]
+struct Pending {
+    since: HashMap<String, (bool, Instant)>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+    pub clients: Arc<Clients>,
+    pending: Mutex<Pending>,
+}
+
+impl Context {
+    pub fn new(client: Client, config: Config, clients: Arc<Clients>) -> Context {
+        Context { client, config, clients, pending: Mutex::new(Pending::default()) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cluster {cluster}: writing status: {source}")]
+    WriteStatus { cluster: String, source: kube::Error },
+}
+
+/// Probe `/readyz`, falling back to `/healthz`.
+pub async fn probe(client: &Client) -> Health {
+    for path in ["/readyz", "/healthz"] {
+        let request = match http::Request::get(path).body(Vec::new()) {
+            Ok(r) => r,
+            Err(e) => return Health::NotReachable(e.to_string()),
+        };
+        match client.request_text(request).await {
+            Ok(body) if body.trim() == "ok" || body.trim().ends_with("check passed") => return Health::Ready,
+            Ok(body) => return Health::NotReady(body.chars().take(200).collect()),
+            Err(kube::Error::Api(s)) if s.code == 404 && path == "/readyz" => continue,
+            Err(kube::Error::Api(s)) if s.code == 401 => return Health::CredentialRejected(s.message),
+            Err(kube::Error::Api(s)) => return Health::NotReady(format!("{} {}", s.code, s.message.chars().take(200).collect::<String>())),
+            Err(e) => return Health::NotReachable(e.to_string()),
+        }
+    }
+    Health::NotReady("no health endpoint".into())
+}
+
+/// Decide what `Ready` to publish: `observed` when it agrees with `published` or when it has held
+/// long enough, otherwise keep `published` and say when to look again.
+fn damp(ctx: &Context, cluster: &str, published: Option<bool>, observed: bool) -> (bool, Option<Duration>) {
+    let mut pending = ctx.pending.lock();
+    let Some(published) = published else {
+        pending.since.remove(cluster);
+        return (true, None);
+    };
+    if published == observed {
+        pending.since.remove(cluster);
+        return (true, None);
+    }
+    let threshold = if observed { ctx.config.success_threshold } else { ctx.config.failure_threshold };
+    let since = match pending.since.get(cluster) {
+        Some((o, at)) if *o == observed => *at,
+        _ => {
+            let now = Instant::now();
+            pending.since.insert(cluster.into(), (observed, now));
+            now
+        }
+    };
+    let held = since.elapsed();
+    if held >= threshold {
+        pending.since.remove(cluster);
+        (true, None)
+    } else {
+        (false, Some(threshold - held))
+    }
+}
+
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if cluster.spec.sync_mode != ClusterSyncMode::Push || cluster.spec.secret_ref.is_none() || cluster.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = cluster.name_any();
+    let member = match MemberAccess::from_cluster(&ctx.client, &cluster).await {
+        Ok(access) => ctx.clients.get(&access, ctx.config.probe_timeout).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let health = match &member {
+        Ok(client) => probe(client).await,
+        Err(e) => Health::NoAccess(e.clone()),
+    };
+    let old = cluster.status.clone().unwrap_or_default();
+    let published = condition_status(old.conditions.as_deref(), "Ready").map(|c| c.status == "True");
+    let (publish, recheck) = damp(&ctx, &name, published, health.ready());
+    let mut status = old.clone();
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    if publish {
+        set_condition(&mut conditions, health.condition());
+    }
+    if let (true, Ok(client)) = (health.ready(), &member) {
+        collect(client, &name, &mut status, &mut conditions).await;
+    }
+    status.conditions = Some(conditions);
+    if !same_status(&status, &old) {
+        let clusters: Api<Cluster> = Api::all(ctx.client.clone());
+        let patch = serde_json::json!({"status": status});
+        match clusters.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+            Err(source) => return Err(Error::WriteStatus { cluster: name, source }),
+        }
+        if publish && published != Some(health.ready()) {
+            tracing::info!(cluster = %name, ready = health.ready(), reason = ?health, "cluster readiness changed");
+        }
+    }
+    let next = recheck.map_or(ctx.config.interval, |r| r.min(ctx.config.interval));
+    Ok(Action::requeue(next))
+}
+
+/// Status equality ignoring condition timestamps.
+fn same_status(a: &ClusterStatus, b: &ClusterStatus) -> bool {
+    let strip = |s: &ClusterStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        }
+        s
+    };
+    strip(a) == strip(b)
+}
+
+/// Version, API enablements, node and resource summaries. A failed part keeps its old value.
+async fn collect(client: &Client, cluster: &str, status: &mut ClusterStatus, conditions: &mut Vec<Condition>) {
+    match client.apiserver_version().await {
+        Ok(v) => status.kubernetes_version = Some(v.git_version),
+        Err(e) => tracing::debug!(cluster, error = %e, "reading the member version failed"),
+    }
+    match discovery::api_enablements(client).await {
+        Ok(list) => {
+            let enablements: Vec<ApiEnablement> = list
+                .into_iter()
+                .map(|e| ApiEnablement {
+                    group_version: e.group_version,
+                    resources: Some(e.resources.into_iter().map(|(name, kind)| ApiResource { name, kind }).collect()),
+                })
+                .collect();
+            let (ok, reason) = if enablements.is_empty() { (false, "Empty") } else { (true, "Complete") };
+            set_condition(conditions, condition("CompleteAPIEnablements", ok, reason, "", None));
+            status.api_enablements = Some(enablements);
+        }
+        Err(e) => {
+            set_condition(conditions, condition("CompleteAPIEnablements", false, "Partial", e.to_string(), None));
+        }
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    match (nodes.list(&ListParams::default()).await, pods.list(&ListParams::default()).await) {
+        (Ok(nodes), Ok(pods)) => {
+            let ready = nodes
+                .items
+                .iter()
+                .filter(|n| n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
+                .count();
+            status.node_summary = Some(NodeSummary { total_num: Some(nodes.items.len() as i32), ready_num: Some(ready as i32) });
+            let nodes: Vec<serde_json::Value> = nodes.items.iter().filter_map(|n| serde_json::to_value(n).ok()).collect();
+            let pods: Vec<serde_json::Value> = pods.items.iter().filter_map(|p| serde_json::to_value(p).ok()).collect();
+            match flotilla_api::interpreter::resource_summary(&nodes, &pods) {
+                Ok(summary) => status.resource_summary = Some(summary),
+                Err(e) => tracing::debug!(cluster, error = %e, "summarising member resources failed"),
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => tracing::debug!(cluster, error = %e, "listing member nodes and pods failed"),
+    }
+}
+
+pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
+    Action::requeue(ctx.config.interval)
+}
+
+pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
+    let api: Api<Cluster> = Api::all(client.clone());
+    let ctx = Arc::new(Context::new(client, config, clients));
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}

@@ -1,0 +1,791 @@
+//! The resource detector: matches resource templates of any kind (built-in or CRD) to the
+//! winning PropagationPolicy / ClusterPropagationPolicy, claims them with Karmada's labels and
+//! annotations, and keeps their ResourceBinding / ClusterResourceBinding up to date.
+//!
+//! Only kinds some policy selects are watched: a policy naming a new apiVersion/kind starts a
+//! watch of that kind on the control plane (a CRD not yet installed is retried). Every template
+//! event, and every policy change for the kinds that policy selects, queues the template.
+//!
+//! Policy choice (Karmada's): a namespaced template takes the best PropagationPolicy of its
+//! namespace, and only when there is none the best ClusterPropagationPolicy; best = higher
+//! `spec.priority`, then the more specific selector (name > label selector > all), then the
+//! smaller name. A claimed template stays with its policy unless a better one has
+//! `preemption: Always`. Templates in reserved namespaces are never propagated.
+//!
+//! A deleted template deletes its binding (Karmada relies on garbage collection through the
+//! owner reference; the detector does it directly so it works without a collector).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::federation::karmada::names::binding_name;
+use flotilla_api::federation::karmada::policy::{
+    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy,
+    ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_NAME_ANNOTATION, PROPAGATION_POLICY_NAMESPACE_ANNOTATION,
+    PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
+};
+use flotilla_api::federation::karmada::work::{
+    BINDING_FINALIZER, BindingSchedulePriority, BindingSuspension, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
+    ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
+};
+use flotilla_api::overrides::{ImplicitPriority, selector_priority};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::queue::{Next, WorkQueue, run_workers};
+use crate::util::Events;
+
+pub const NAME: &str = "resource-detector";
+
+/// Event reasons on templates (Karmada's).
+pub const REASON_APPLY_POLICY_SUCCEED: &str = "ApplyPolicySucceed";
+pub const REASON_APPLY_POLICY_FAILED: &str = "ApplyPolicyFailed";
+
+/// Namespaces whose objects are never propagated.
+pub fn is_reserved_namespace(ns: &str) -> bool {
+    matches!(ns, "kube-system" | "kube-public" | "kube-node-lease" | "karmada-system" | "karmada-cluster" | "flotilla-system") || ns.starts_with("karmada-es-")
+}
+
+/// API groups whose kinds are Karmada's own and never propagated.
+fn is_federation_group(api_version: &str) -> bool {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    group.ends_with(".karmada.io") || group == "types.kubefed.io" || group == "core.kubefed.io" || group == "scheduling.kubefed.io"
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workers: usize,
+    /// How long to wait before looking again for a kind the control plane does not serve yet.
+    pub missing_kind_retry: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { workers: 4, missing_kind_retry: Duration::from_secs(5) }
+    }
+}
+
+/// A kind as policies name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kind {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl Kind {
+    fn gvk(&self) -> GroupVersionKind {
+        let (group, version) = self.api_version.split_once('/').unwrap_or(("", &self.api_version));
+        GroupVersionKind { group: group.into(), version: version.into(), kind: self.kind.clone() }
+    }
+}
+
+/// A template in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TemplateKey {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// The policy chosen for a template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chosen {
+    /// `None` for a ClusterPropagationPolicy.
+    pub namespace: Option<String>,
+    pub name: String,
+    pub permanent_id: Option<String>,
+    pub priority: i32,
+    pub preemption: bool,
+    pub spec: PropagationSpec,
+}
+
+impl Chosen {
+    fn display(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+    fn is_cluster(&self) -> bool {
+        self.namespace.is_none()
+    }
+}
+
+/// How well a set of selectors picks the template.
+fn implicit(template: &Value, selectors: &[ResourceSelector]) -> ImplicitPriority {
+    selectors.iter().map(|s| selector_priority(template, s)).max().unwrap_or(ImplicitPriority::MisMatch)
+}
+
+fn candidates_pp<'a>(template: &'a Value, pps: &'a [Arc<PropagationPolicy>]) -> impl Iterator<Item = (ImplicitPriority, Chosen)> + 'a {
+    let ns = template.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    pps.iter()
+        .filter(move |p| !ns.is_empty() && p.metadata.namespace.as_deref() == Some(ns) && p.metadata.deletion_timestamp.is_none())
+        .map(move |p| {
+            // A namespaced policy only selects in its own namespace.
+            let selectors: Vec<ResourceSelector> = p
+                .spec
+                .resource_selectors
+                .iter()
+                .cloned()
+                .map(|mut s| {
+                    s.namespace = Some(ns.to_string());
+                    s
+                })
+                .collect();
+            (implicit(template, &selectors), chosen_of(&p.metadata, Some(ns.to_string()), &p.spec, PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+        })
+        .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
+}
+
+fn candidates_cpp<'a>(template: &'a Value, cpps: &'a [Arc<ClusterPropagationPolicy>]) -> impl Iterator<Item = (ImplicitPriority, Chosen)> + 'a {
+    cpps.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(move |p| (implicit(template, &p.spec.0.resource_selectors), chosen_of(&p.metadata, None, &p.spec.0, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)))
+        .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
+}
+
+fn chosen_of(meta: &kube::api::ObjectMeta, namespace: Option<String>, spec: &PropagationSpec, id_label: &str) -> Chosen {
+    Chosen {
+        namespace,
+        name: meta.name.clone().unwrap_or_default(),
+        permanent_id: meta.labels.as_ref().and_then(|l| l.get(id_label)).cloned(),
+        priority: spec.priority.unwrap_or(0),
+        preemption: spec.preemption == Some(PreemptionBehavior::Always),
+        spec: spec.clone(),
+    }
+}
+
+fn best(mut list: Vec<(ImplicitPriority, Chosen)>) -> Option<Chosen> {
+    list.sort_by(|(ia, a), (ib, b)| b.priority.cmp(&a.priority).then(ib.cmp(ia)).then(a.name.cmp(&b.name)));
+    list.into_iter().next().map(|(_, c)| c)
+}
+
+/// The policy a template belongs to. `claimed` is the policy currently claiming it (by
+/// namespace/name), if it still exists.
+pub fn choose_policy(template: &Value, pps: &[Arc<PropagationPolicy>], cpps: &[Arc<ClusterPropagationPolicy>], claimed: Option<(Option<&str>, &str)>) -> Option<Chosen> {
+    let pp_list: Vec<_> = candidates_pp(template, pps).collect();
+    let cpp_list: Vec<_> = candidates_cpp(template, cpps).collect();
+    let current = claimed.and_then(|(ns, name)| {
+        pp_list.iter().chain(cpp_list.iter()).find(|(_, c)| c.namespace.as_deref() == ns && c.name == name).map(|(_, c)| c.clone())
+    });
+    let fresh = if pp_list.is_empty() { best(cpp_list.clone()) } else { best(pp_list.clone()) };
+    let Some(current) = current else { return fresh };
+    // Preemption: a PP with `Always` takes over from a lower-priority PP or from any CPP; a CPP
+    // with `Always` only from a lower-priority CPP.
+    let preemptor = |cand: &Chosen| {
+        cand.preemption
+            && match (cand.is_cluster(), current.is_cluster()) {
+                (false, true) => true,
+                (false, false) | (true, true) => cand.priority > current.priority,
+                (true, false) => false,
+            }
+    };
+    let challengers: Vec<_> = pp_list.into_iter().chain(cpp_list).filter(|(_, c)| preemptor(c)).collect();
+    // PPs first, as for a fresh choice.
+    let (pp, cpp): (Vec<_>, Vec<_>) = challengers.into_iter().partition(|(_, c)| !c.is_cluster());
+    best(pp).or_else(|| best(cpp)).or(Some(current))
+}
+
+/// The claim (labels, annotations) of `chosen` on a template or binding.
+fn claim(chosen: &Chosen) -> (BTreeMap<String, Option<String>>, BTreeMap<String, Option<String>>) {
+    let mut labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    let id = chosen.permanent_id.clone().unwrap_or_default();
+    match &chosen.namespace {
+        Some(ns) => {
+            labels.insert(PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(), Some(id));
+            labels.insert(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(), None);
+            annotations.insert(PROPAGATION_POLICY_NAMESPACE_ANNOTATION.into(), Some(ns.clone()));
+            annotations.insert(PROPAGATION_POLICY_NAME_ANNOTATION.into(), Some(chosen.name.clone()));
+            annotations.insert(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION.into(), None);
+        }
+        None => {
+            labels.insert(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(), Some(id));
+            labels.insert(PROPAGATION_POLICY_PERMANENT_ID_LABEL.into(), None);
+            annotations.insert(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION.into(), Some(chosen.name.clone()));
+            annotations.insert(PROPAGATION_POLICY_NAMESPACE_ANNOTATION.into(), None);
+            annotations.insert(PROPAGATION_POLICY_NAME_ANNOTATION.into(), None);
+        }
+    }
+    (labels, annotations)
+}
+
+fn unclaim() -> (BTreeMap<String, Option<String>>, BTreeMap<String, Option<String>>) {
+    let labels = [PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL].iter().map(|k| ((*k).to_string(), None)).collect();
+    let annotations = [PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION]
+        .iter()
+        .map(|k| ((*k).to_string(), None))
+        .collect();
+    (labels, annotations)
+}
+
+/// A merge patch making `meta`'s labels/annotations agree with `want`; `None` when they already do.
+fn metadata_patch(obj: &Value, labels: &BTreeMap<String, Option<String>>, annotations: &BTreeMap<String, Option<String>>) -> Option<Value> {
+    let differs = |field: &str, want: &BTreeMap<String, Option<String>>| {
+        let have = obj.pointer(&format!("/metadata/{field}")).and_then(Value::as_object);
+        want.iter().any(|(k, v)| have.and_then(|h| h.get(k)).and_then(Value::as_str) != v.as_deref())
+    };
+    if !differs("labels", labels) && !differs("annotations", annotations) {
+        return None;
+    }
+    let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+    Some(json!({"metadata": {"labels": labels, "annotations": annotations, "resourceVersion": rv}}))
+}
+
+/// Which policy claims `obj` (namespace/name from its annotations).
+fn claimed_by(obj: &Value) -> Option<(Option<String>, String)> {
+    let ann = |k: &str| obj.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str).map(str::to_string);
+    let label = |k: &str| obj.pointer("/metadata/labels").and_then(|a| a.get(k)).and_then(Value::as_str).is_some();
+    if label(PROPAGATION_POLICY_PERMANENT_ID_LABEL) {
+        return Some((ann(PROPAGATION_POLICY_NAMESPACE_ANNOTATION), ann(PROPAGATION_POLICY_NAME_ANNOTATION)?));
+    }
+    if label(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL) {
+        return Some((None, ann(CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION)?));
+    }
+    None
+}
+
+/// The binding spec a policy gives a template (the scheduling result is kept by the caller).
+pub fn binding_spec(template: &Value, chosen: &Chosen) -> Result<ResourceBindingSpec, String> {
+    let s = &chosen.spec;
+    let meta = |k: &str| template.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).map(str::to_string);
+    let replicas = flotilla_api::interpreter::get_replicas(template).map_err(|e| e.to_string())?;
+    Ok(ResourceBindingSpec {
+        resource: ObjectReference {
+            api_version: template.get("apiVersion").and_then(Value::as_str).unwrap_or_default().into(),
+            kind: template.get("kind").and_then(Value::as_str).unwrap_or_default().into(),
+            namespace: meta("namespace"),
+            name: meta("name").unwrap_or_default(),
+            uid: meta("uid"),
+            resource_version: meta("resourceVersion"),
+        },
+        propagate_deps: s.propagate_deps.or(s.association),
+        replicas: replicas.as_ref().map(|r| r.replicas).filter(|r| *r > 0),
+        replica_requirements: replicas.and_then(|r| r.requirements),
+        placement: s.placement.clone(),
+        scheduler_name: Some(s.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string())),
+        failover: s.failover.clone(),
+        conflict_resolution: Some(s.conflict_resolution.clone().unwrap_or(ConflictResolution::Abort)),
+        suspension: s.suspension.clone().map(|suspension| BindingSuspension { suspension, scheduling: None }),
+        preserve_resources_on_deletion: s.preserve_resources_on_deletion,
+        schedule_priority: s.schedule_priority.as_ref().map(|_| BindingSchedulePriority { priority: Some(0) }),
+        ..Default::default()
+    })
+}
+
+/// One watched kind.
+struct Watched {
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+    events: Events,
+    pps: Store<PropagationPolicy>,
+    cpps: Store<ClusterPropagationPolicy>,
+    ops: Store<OverridePolicy>,
+    kinds: Mutex<HashMap<Kind, Option<Arc<Watched>>>>,
+    queue: Arc<WorkQueue<TemplateKey>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{what}: {source}")]
+    Api { what: String, source: kube::Error },
+    #[error("{0}")]
+    Template(String),
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Api { what, source }
+}
+
+impl Context {
+    fn watched(&self, kind: &Kind) -> Option<Arc<Watched>> {
+        self.kinds.lock().get(kind).cloned().flatten()
+    }
+
+    /// Queue every template of `kinds` (all watched kinds when `None`).
+    fn enqueue_kinds(&self, kinds: Option<&HashSet<Kind>>) {
+        let watched: Vec<(Kind, Arc<Watched>)> =
+            self.kinds.lock().iter().filter(|(k, _)| kinds.is_none_or(|ks| ks.contains(*k))).filter_map(|(k, w)| w.clone().map(|w| (k.clone(), w))).collect();
+        for (kind, w) in watched {
+            for obj in w.store.state() {
+                self.queue.add(TemplateKey { kind: kind.clone(), namespace: obj.metadata.namespace.clone(), name: obj.name_any() });
+            }
+        }
+    }
+}
+
+/// Start watching `kind` unless already watched.
+fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
+    if is_federation_group(&kind.api_version) {
+        return;
+    }
+    {
+        let mut kinds = ctx.kinds.lock();
+        if kinds.contains_key(&kind) {
+            return;
+        }
+        kinds.insert(kind.clone(), None);
+    }
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let (resource, caps) = loop {
+            match kube::discovery::oneshot::pinned_kind(&ctx.client, &kind.gvk()).await {
+                Ok(found) => break found,
+                Err(e) => {
+                    tracing::debug!(controller = NAME, kind = ?kind, error = %e, "kind not served yet; retrying");
+                    tokio::time::sleep(ctx.config.missing_kind_retry).await;
+                }
+            }
+        };
+        let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        ctx.kinds.lock().insert(kind.clone(), Some(Arc::new(Watched { store, resource, namespaced })));
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o)) => {
+                    ctx.queue.add(TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(controller = NAME, kind = ?kind, error = %e, "template watch error"),
+            }
+        }
+    });
+}
+
+fn kinds_of(selectors: &[ResourceSelector]) -> HashSet<Kind> {
+    selectors.iter().map(|s| Kind { api_version: s.api_version.clone(), kind: s.kind.clone() }).collect()
+}
+
+async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    let Some(watched) = ctx.watched(&key.kind) else { return Ok(Next::After(ctx.config.missing_kind_retry)) };
+    let obj_ref = match &key.namespace {
+        Some(ns) => reflector::ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
+        None => reflector::ObjectRef::new_with(&key.name, watched.resource.clone()),
+    };
+    let Some(obj) = watched.store.get(&obj_ref) else {
+        delete_binding(&ctx, &key, watched.namespaced).await?;
+        return Ok(Next::Done);
+    };
+    if obj.metadata.deletion_timestamp.is_some() || key.namespace.as_deref().is_some_and(is_reserved_namespace) {
+        return Ok(Next::Done);
+    }
+    let template = serde_json::to_value(&*obj).map_err(|e| Error::Template(e.to_string()))?;
+    let api: Api<DynamicObject> = match &key.namespace {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &watched.resource),
+        None => Api::all_with(ctx.client.clone(), &watched.resource),
+    };
+    let claimed = claimed_by(&template);
+    let chosen = {
+        let pps = ctx.pps.state();
+        let cpps = ctx.cpps.state();
+        choose_policy(&template, &pps, &cpps, claimed.as_ref().map(|(ns, n)| (ns.as_deref(), n.as_str())))
+    };
+    let Some(chosen) = chosen else {
+        if claimed.is_some() {
+            // Its policy is gone or no longer selects it: release the claim, keep what runs.
+            let (labels, annotations) = unclaim();
+            if let Some(patch) = metadata_patch(&template, &labels, &annotations) {
+                api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(format!("releasing {}", key.name)))?;
+            }
+            release_binding(&ctx, &key, watched.namespaced).await?;
+        }
+        return Ok(Next::Done);
+    };
+    if chosen.permanent_id.is_none() {
+        // The policy has not been given its permanent id yet (admission does it on Flotilla; a
+        // plain kube-apiserver host needs the policy watcher to): look again shortly.
+        return Ok(Next::After(Duration::from_millis(200)));
+    }
+    if let Some(missing) = missing_dependent_override(&ctx, &chosen) {
+        let msg = format!("Failed to apply policy({}) for {}: waiting for dependent overrides: {missing}", chosen.display(), describe(&key));
+        ctx.events.publish_ref(&object_reference(&obj, &watched.resource), true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
+        return Ok(Next::After(Duration::from_secs(1)));
+    }
+    let (labels, annotations) = claim(&chosen);
+    if let Some(patch) = metadata_patch(&template, &labels, &annotations) {
+        match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            // Changed meanwhile: the watch brings the new version.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::Done),
+            Err(e) => return Err(api_err(format!("claiming {}", describe(&key)))(e)),
+        }
+        return Ok(Next::Done);
+    }
+    let spec = match binding_spec(&template, &chosen) {
+        Ok(s) => s,
+        Err(e) => {
+            let msg = format!("Failed to apply policy({}) for {}: {e}", chosen.display(), describe(&key));
+            ctx.events.publish_ref(&object_reference(&obj, &watched.resource), true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
+            return Ok(Next::Done);
+        }
+    };
+    let changed = ensure_binding(&ctx, &key, watched.namespaced, &obj, &chosen, spec).await?;
+    if changed {
+        let msg = format!("Apply policy({}) succeed", chosen.display());
+        ctx.events.publish_ref(&object_reference(&obj, &watched.resource), false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
+    }
+    Ok(Next::Done)
+}
+
+fn describe(key: &TemplateKey) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{} {ns}/{}", key.kind.kind, key.name),
+        None => format!("{} {}", key.kind.kind, key.name),
+    }
+}
+
+fn object_reference(obj: &DynamicObject, ar: &ApiResource) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(ar.api_version.clone()),
+        kind: Some(ar.kind.clone()),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        resource_version: obj.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+fn missing_dependent_override(ctx: &Context, chosen: &Chosen) -> Option<String> {
+    let wanted = chosen.spec.dependent_overrides.as_ref()?;
+    let ns = chosen.namespace.as_deref()?;
+    let have: HashSet<String> = ctx.ops.state().iter().filter(|o| o.metadata.namespace.as_deref() == Some(ns)).map(|o| o.name_any()).collect();
+    let missing: Vec<&String> = wanted.iter().filter(|w| !have.contains(*w)).collect();
+    (!missing.is_empty()).then(|| missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+}
+
+fn owner_of(obj: &DynamicObject, ar: &ApiResource) -> OwnerReference {
+    OwnerReference {
+        api_version: ar.api_version.clone(),
+        kind: ar.kind.clone(),
+        name: obj.name_any(),
+        uid: obj.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Create or update the binding; returns whether anything was written.
+async fn ensure_binding(ctx: &Context, key: &TemplateKey, namespaced: bool, obj: &DynamicObject, chosen: &Chosen, mut spec: ResourceBindingSpec) -> Result<bool, Error> {
+    let name = binding_name(&key.kind.kind, &key.name);
+    let watched = ctx.watched(&key.kind).ok_or_else(|| Error::Template("kind no longer watched".into()))?;
+    let (claim_labels, claim_annotations) = claim(chosen);
+    let set = |m: &mut BTreeMap<String, String>, want: &BTreeMap<String, Option<String>>| {
+        for (k, v) in want {
+            match v {
+                Some(v) => m.insert(k.clone(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+    };
+    let lazy = chosen.spec.activation_preference.as_ref().is_some_and(|a| format!("{a:?}") == "Lazy");
+    if namespaced {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
+        let existing = api.get_opt(&name).await.map_err(api_err(format!("reading binding {ns}/{name}")))?;
+        let mut rb = existing.clone().unwrap_or_else(|| ResourceBinding::new(&name, ResourceBindingSpec::default()));
+        if let Some(old) = &existing {
+            if lazy && old.spec.resource.resource_version == spec.resource.resource_version {
+                return Ok(false);
+            }
+            spec.clusters = old.spec.clusters.clone();
+            spec.graceful_eviction_tasks = old.spec.graceful_eviction_tasks.clone();
+            spec.required_by = old.spec.required_by.clone();
+            spec.reschedule_triggered_at = old.spec.reschedule_triggered_at.clone();
+        }
+        rb.metadata.namespace = Some(ns.clone());
+        set(rb.metadata.labels.get_or_insert_with(Default::default), &claim_labels);
+        set(rb.metadata.annotations.get_or_insert_with(Default::default), &claim_annotations);
+        rb.metadata.labels.get_or_insert_with(Default::default).entry(RESOURCE_BINDING_PERMANENT_ID_LABEL.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
+        rb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
+        if let Some(f) = crate::util::with_finalizer(rb.metadata.finalizers.as_ref(), BINDING_FINALIZER) {
+            rb.metadata.finalizers = Some(f);
+        }
+        rb.spec = spec;
+        if existing.as_ref().is_some_and(|e| e.spec == rb.spec && e.metadata.labels == rb.metadata.labels && e.metadata.annotations == rb.metadata.annotations && e.metadata.owner_references == rb.metadata.owner_references && e.metadata.finalizers == rb.metadata.finalizers) {
+            return Ok(false);
+        }
+        let r = if existing.is_some() { api.replace(&name, &PostParams::default(), &rb).await } else { api.create(&PostParams::default(), &rb).await };
+        match r {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::Template(format!("binding {ns}/{name} changed meanwhile; retrying"))),
+            Err(e) => Err(api_err(format!("writing binding {ns}/{name}"))(e)),
+        }
+    } else {
+        let api: Api<ClusterResourceBinding> = Api::all(ctx.client.clone());
+        let existing = api.get_opt(&name).await.map_err(api_err(format!("reading cluster binding {name}")))?;
+        let mut crb = existing.clone().unwrap_or_else(|| ClusterResourceBinding::new(&name, ClusterResourceBindingSpec::default()));
+        if let Some(old) = &existing {
+            if lazy && old.spec.0.resource.resource_version == spec.resource.resource_version {
+                return Ok(false);
+            }
+            spec.clusters = old.spec.0.clusters.clone();
+            spec.graceful_eviction_tasks = old.spec.0.graceful_eviction_tasks.clone();
+            spec.required_by = old.spec.0.required_by.clone();
+            spec.reschedule_triggered_at = old.spec.0.reschedule_triggered_at.clone();
+        }
+        set(crb.metadata.labels.get_or_insert_with(Default::default), &claim_labels);
+        set(crb.metadata.annotations.get_or_insert_with(Default::default), &claim_annotations);
+        crb.metadata.labels.get_or_insert_with(Default::default).entry(CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
+        crb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
+        if let Some(f) = crate::util::with_finalizer(crb.metadata.finalizers.as_ref(), CLUSTER_RESOURCE_BINDING_FINALIZER) {
+            crb.metadata.finalizers = Some(f);
+        }
+        crb.spec = ClusterResourceBindingSpec(spec);
+        if existing.as_ref().is_some_and(|e| e.spec == crb.spec && e.metadata.labels == crb.metadata.labels && e.metadata.annotations == crb.metadata.annotations && e.metadata.owner_references == crb.metadata.owner_references && e.metadata.finalizers == crb.metadata.finalizers) {
+            return Ok(false);
+        }
+        let r = if existing.is_some() { api.replace(&name, &PostParams::default(), &crb).await } else { api.create(&PostParams::default(), &crb).await };
+        match r {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::Template(format!("cluster binding {name} changed meanwhile; retrying"))),
+            Err(e) => Err(api_err(format!("writing cluster binding {name}"))(e)),
+        }
+    }
+}
+
+/// The template is gone: delete its binding (as the garbage collector would through the owner
+/// reference), but only a binding that refers to this kind and name.
+async fn delete_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> Result<(), Error> {
+    let name = binding_name(&key.kind.kind, &key.name);
+    let refers = |r: &ObjectReference| r.kind == key.kind.kind && r.name == key.name && r.api_version == key.kind.api_version;
+    let result = if namespaced {
+        let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or("default"));
+        match api.get_opt(&name).await.map_err(api_err(format!("reading binding {name}")))? {
+            Some(rb) if refers(&rb.spec.resource) && rb.metadata.deletion_timestamp.is_none() => api.delete(&name, &DeleteParams::background()).await.map(|_| ()),
+            _ => Ok(()),
+        }
+    } else {
+        let api: Api<ClusterResourceBinding> = Api::all(ctx.client.clone());
+        match api.get_opt(&name).await.map_err(api_err(format!("reading cluster binding {name}")))? {
+            Some(crb) if refers(&crb.spec.0.resource) && crb.metadata.deletion_timestamp.is_none() => api.delete(&name, &DeleteParams::background()).await.map(|_| ()),
+            _ => Ok(()),
+        }
+    };
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        r => r.map_err(api_err(format!("deleting binding {name}"))),
+    }
+}
+
+/// The policy let go of the template: remove the claim from the binding too (it stays, and
+/// with it what runs in the members, as Karmada leaves it).
+async fn release_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> Result<(), Error> {
+    let name = binding_name(&key.kind.kind, &key.name);
+    let (labels, annotations) = unclaim();
+    let patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
+    let r = if namespaced {
+        Api::<ResourceBinding>::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or("default")).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+    } else {
+        Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+    };
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        r => r.map_err(api_err(format!("releasing binding {name}"))),
+    }
+}
+
+/// Give a policy its permanent id when nothing else did (a plain kube-apiserver host has no
+/// Karmada webhook).
+async fn ensure_permanent_id<K>(api: Api<K>, meta: &kube::api::ObjectMeta, label: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if meta.labels.as_ref().is_some_and(|l| l.contains_key(label)) || meta.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"labels": {label: uuid::Uuid::new_v4().to_string()}, "resourceVersion": meta.resource_version}});
+    match api.patch(meta.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
+/// Run the detector until its watches end.
+pub async fn run(client: Client, config: Config) {
+    let (pps, pp_writer) = reflector::store();
+    let (cpps, cpp_writer) = reflector::store();
+    let (ops, op_writer) = reflector::store();
+    let queue = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(30));
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), NAME),
+        client: client.clone(),
+        config: config.clone(),
+        pps,
+        cpps,
+        ops,
+        kinds: Mutex::new(HashMap::new()),
+        queue: queue.clone(),
+    });
+
+    let pp_ctx = ctx.clone();
+    let pp_task = reflector::reflector(pp_writer, watcher(Api::<PropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+        .touched_objects()
+        .try_for_each(move |p| {
+            let ctx = pp_ctx.clone();
+            async move {
+                if let Err(e) = ensure_permanent_id(Api::<PropagationPolicy>::namespaced(ctx.client.clone(), p.metadata.namespace.as_deref().unwrap_or("default")), &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL).await {
+                    tracing::warn!(controller = NAME, error = %e, "labelling a policy failed");
+                }
+                for k in kinds_of(&p.spec.resource_selectors) {
+                    ensure_watch(&ctx, k);
+                }
+                // Any template may change hands: the policy may have stopped selecting some.
+                ctx.enqueue_kinds(None);
+                Ok(())
+            }
+        });
+    let cpp_ctx = ctx.clone();
+    let cpp_task = reflector::reflector(cpp_writer, watcher(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+        .touched_objects()
+        .try_for_each(move |p| {
+            let ctx = cpp_ctx.clone();
+            async move {
+                if let Err(e) = ensure_permanent_id(Api::<ClusterPropagationPolicy>::all(ctx.client.clone()), &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL).await {
+                    tracing::warn!(controller = NAME, error = %e, "labelling a policy failed");
+                }
+                for k in kinds_of(&p.spec.0.resource_selectors) {
+                    ensure_watch(&ctx, k);
+                }
+                ctx.enqueue_kinds(None);
+                Ok(())
+            }
+        });
+    // Override policies appearing wake templates waiting for them (`dependentOverrides`).
+    let op_ctx = ctx.clone();
+    let op_task = reflector::reflector(op_writer, watcher(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+        .applied_objects()
+        .try_for_each(move |_| {
+            let ctx = op_ctx.clone();
+            async move {
+                ctx.enqueue_kinds(None);
+                Ok(())
+            }
+        });
+    let workers_ctx = ctx.clone();
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, workers_ctx.clone()));
+    tokio::select! {
+        r = pp_task => tracing::warn!(controller = NAME, result = ?r.err(), "policy watch ended"),
+        r = cpp_task => tracing::warn!(controller = NAME, result = ?r.err(), "cluster policy watch ended"),
+        r = op_task => tracing::warn!(controller = NAME, result = ?r.err(), "override policy watch ended"),
+        _ = workers => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::federation::karmada::policy::ClusterPropagationSpec;
+
+    fn deploy(ns: &str, name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": ns, "name": name, "labels": labels}})
+    }
+
+    fn selector(name: Option<&str>, labels: Option<Value>) -> ResourceSelector {
+        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "labelSelector": labels})).unwrap()
+    }
+
+    fn pp(ns: &str, name: &str, priority: i32, preempt: bool, sel: ResourceSelector) -> Arc<PropagationPolicy> {
+        let mut p = PropagationPolicy::new(name, PropagationSpec { resource_selectors: vec![sel], priority: Some(priority), ..Default::default() });
+        p.metadata.namespace = Some(ns.into());
+        if preempt {
+            p.spec.preemption = Some(PreemptionBehavior::Always);
+        }
+        Arc::new(p)
+    }
+
+    fn cpp(name: &str, priority: i32, sel: ResourceSelector) -> Arc<ClusterPropagationPolicy> {
+        Arc::new(ClusterPropagationPolicy::new(name, ClusterPropagationSpec(PropagationSpec { resource_selectors: vec![sel], priority: Some(priority), ..Default::default() })))
+    }
+
+    #[test]
+    fn explicit_then_implicit_priority_then_name() {
+        let t = deploy("default", "nginx", json!({"app": "nginx"}));
+        let all = selector(None, None);
+        let by_label = selector(None, Some(json!({"matchLabels": {"app": "nginx"}})));
+        let by_name = selector(Some("nginx"), None);
+        let pick = |pps: Vec<Arc<PropagationPolicy>>| choose_policy(&t, &pps, &[], None).map(|c| c.name);
+        assert_eq!(pick(vec![pp("default", "b", 0, false, all.clone()), pp("default", "a", 0, false, all.clone())]), Some("a".into()));
+        assert_eq!(pick(vec![pp("default", "a", 0, false, all.clone()), pp("default", "z", 0, false, by_label.clone())]), Some("z".into()));
+        assert_eq!(pick(vec![pp("default", "a", 0, false, by_label.clone()), pp("default", "z", 0, false, by_name.clone())]), Some("z".into()));
+        assert_eq!(pick(vec![pp("default", "z", 0, false, by_name.clone()), pp("default", "y", 5, false, all.clone())]), Some("y".into()));
+        // Another namespace's policy never applies; a non-matching one neither.
+        assert_eq!(pick(vec![pp("other", "a", 9, false, all.clone()), pp("default", "b", 0, false, selector(Some("x"), None))]), None);
+    }
+
+    #[test]
+    fn namespaced_policies_win_over_cluster_policies() {
+        let t = deploy("default", "nginx", json!({}));
+        let all = selector(None, None);
+        let c = choose_policy(&t, &[pp("default", "low", -5, false, all.clone())], &[cpp("high", 100, all.clone())], None).unwrap();
+        assert_eq!((c.namespace.as_deref(), c.name.as_str()), (Some("default"), "low"));
+        let c = choose_policy(&t, &[], &[cpp("b", 0, all.clone()), cpp("a", 0, all.clone())], None).unwrap();
+        assert_eq!((c.namespace, c.name.as_str()), (None, "a"));
+    }
+
+    #[test]
+    fn a_claim_holds_unless_a_better_policy_preempts() {
+        let t = deploy("default", "nginx", json!({}));
+        let all = selector(None, None);
+        let claimed = Some((Some("default"), "old"));
+        let pps = vec![pp("default", "old", 0, false, all.clone()), pp("default", "better", 5, false, all.clone())];
+        assert_eq!(choose_policy(&t, &pps, &[], claimed).unwrap().name, "old");
+        let pps = vec![pp("default", "old", 0, false, all.clone()), pp("default", "better", 5, true, all.clone())];
+        assert_eq!(choose_policy(&t, &pps, &[], claimed).unwrap().name, "better");
+        // A CPP cannot take a template from a PP, even with preemption.
+        let cpps = vec![cpp("cluster", 100, all.clone())];
+        let mut c: Vec<Arc<ClusterPropagationPolicy>> = cpps.clone();
+        Arc::make_mut(&mut c[0]).spec.0.preemption = Some(PreemptionBehavior::Always);
+        assert_eq!(choose_policy(&t, &pps[..1], &c, claimed).unwrap().name, "old");
+        // A PP with Always takes a template from any CPP.
+        let pps = vec![pp("default", "pp", -1, true, all.clone())];
+        assert_eq!(choose_policy(&t, &pps, &cpps, Some((None, "cluster"))).unwrap().name, "pp");
+        // The claimed policy is gone: a fresh choice.
+        assert_eq!(choose_policy(&t, &pps[..], &[], Some((Some("default"), "gone"))).unwrap().name, "pp");
+    }
+
+    #[test]
+    fn claims_are_karmadas_labels_and_annotations() {
+        let c = Chosen { namespace: Some("default".into()), name: "nginx-propagation".into(), permanent_id: Some("id-1".into()), priority: 0, preemption: false, spec: Default::default() };
+        let (labels, annotations) = claim(&c);
+        assert_eq!(labels[PROPAGATION_POLICY_PERMANENT_ID_LABEL], Some("id-1".into()));
+        assert_eq!(annotations["propagationpolicy.karmada.io/namespace"], Some("default".into()));
+        assert_eq!(annotations["propagationpolicy.karmada.io/name"], Some("nginx-propagation".into()));
+        let t = json!({"metadata": {"labels": {PROPAGATION_POLICY_PERMANENT_ID_LABEL: "id-1"}, "annotations": {"propagationpolicy.karmada.io/namespace": "default", "propagationpolicy.karmada.io/name": "nginx-propagation"}}});
+        assert_eq!(metadata_patch(&t, &labels, &annotations), None);
+        assert_eq!(claimed_by(&t), Some((Some("default".into()), "nginx-propagation".into())));
+        assert!(metadata_patch(&json!({"metadata": {}}), &labels, &annotations).is_some());
+    }
+
+    #[test]
+    fn bindings_carry_replicas_and_the_policy_settings() {
+        let t = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "default", "name": "nginx", "uid": "u1", "resourceVersion": "7"},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        let c = Chosen { namespace: Some("default".into()), name: "p".into(), permanent_id: Some("i".into()), priority: 0, preemption: false, spec: Default::default() };
+        let spec = binding_spec(&t, &c).unwrap();
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(spec.resource.uid.as_deref(), Some("u1"));
+        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        assert_eq!(spec.conflict_resolution, Some(ConflictResolution::Abort));
+        assert!(is_reserved_namespace("karmada-es-m1") && is_reserved_namespace("kube-system") && !is_reserved_namespace("default"));
+    }
+}

@@ -1,0 +1,157 @@
+//! Member clients from `Cluster` + Secret.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use flotilla_api::federation::karmada::cluster::Cluster;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+
+/// Why a member could not be reached or used.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("cluster {cluster} has no apiEndpoint")]
+    NoEndpoint { cluster: String },
+    #[error("cluster {cluster} has no secretRef (a Push cluster needs one)")]
+    NoSecretRef { cluster: String },
+    #[error("reading the credential secret {namespace}/{name} of cluster {cluster}: {source}")]
+    ReadSecret { cluster: String, namespace: String, name: String, source: kube::Error },
+    #[error("the credential secret {namespace}/{name} of cluster {cluster} lacks {key}")]
+    SecretKey { cluster: String, namespace: String, name: String, key: &'static str },
+    #[error("building a client for cluster {cluster}: {reason}")]
+    Client { cluster: String, reason: String },
+    #[error("member {cluster}: {step}: {source}")]
+    Api { cluster: String, step: String, source: kube::Error },
+    #[error("member {cluster}: {message}")]
+    Other { cluster: String, message: String },
+}
+
+/// What it takes to reach a member: endpoint, CA bundle, bearer token.
+#[derive(Clone)]
+pub struct MemberAccess {
+    pub cluster: String,
+    pub endpoint: String,
+    pub ca_bundle: Option<Vec<u8>>,
+    pub token: String,
+    pub insecure: bool,
+    pub proxy_url: Option<String>,
+}
+
+impl std::fmt::Debug for MemberAccess {
+    // The token is a secret: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberAccess").field("cluster", &self.cluster).field("endpoint", &self.endpoint).finish_non_exhaustive()
+    }
+}
+
+fn normalize_endpoint(e: &str) -> String {
+    if e.starts_with("https://") || e.starts_with("http://") { e.trim_end_matches('/').to_string() } else { format!("https://{e}") }
+}
+
+impl MemberAccess {
+    /// Read the access data of `cluster` from the control plane.
+    pub async fn from_cluster(control_plane: &kube::Client, cluster: &Cluster) -> Result<MemberAccess, MemberError> {
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let endpoint = cluster.spec.api_endpoint.clone().ok_or_else(|| MemberError::NoEndpoint { cluster: name.clone() })?;
+        let sref = cluster.spec.secret_ref.clone().ok_or_else(|| MemberError::NoSecretRef { cluster: name.clone() })?;
+        let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), &sref.namespace);
+        let secret = secrets.get(&sref.name).await.map_err(|source| MemberError::ReadSecret {
+            cluster: name.clone(),
+            namespace: sref.namespace.clone(),
+            name: sref.name.clone(),
+            source,
+        })?;
+        let data = secret.data.unwrap_or_default();
+        let token = data
+            .get("token")
+            .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| MemberError::SecretKey { cluster: name.clone(), namespace: sref.namespace.clone(), name: sref.name.clone(), key: "token" })?;
+        let ca_bundle = data.get("caBundle").map(|b| b.0.clone()).filter(|b| !b.is_empty());
+        Ok(MemberAccess {
+            cluster: name,
+            endpoint: normalize_endpoint(&endpoint),
+            ca_bundle,
+            token,
+            insecure: cluster.spec.insecure_skip_tls_verification.unwrap_or(false),
+            proxy_url: cluster.spec.proxy_url.clone(),
+        })
+    }
+
+    /// A client with a request timeout.
+    pub fn client(&self, timeout: Duration) -> Result<kube::Client, MemberError> {
+        let url: http::Uri = self.endpoint.parse().map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: format!("invalid endpoint {}: {e}", self.endpoint) })?;
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.connect_timeout = Some(timeout);
+        config.accept_invalid_certs = self.insecure;
+        if let Some(ca) = &self.ca_bundle {
+            config.root_cert = Some(pem_to_der(ca).map_err(|reason| MemberError::Client { cluster: self.cluster.clone(), reason })?);
+        }
+        config.auth_info.token = Some(self.token.clone().into());
+        if let Some(p) = &self.proxy_url {
+            config.proxy_url = p.parse().ok();
+        }
+        kube::Client::try_from(config).map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: e.to_string() })
+    }
+}
+
+/// Certificates of a PEM bundle (or DER) as DER blobs, for `kube::Config::root_cert`.
+fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    use rustls_pki_types::pem::PemObject;
+    let text = String::from_utf8_lossy(bundle);
+    if !text.contains("-----BEGIN") {
+        // Some tools store the bundle base64-encoded once more.
+        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(text.trim()) {
+            if decoded != bundle {
+                return pem_to_der(&decoded);
+            }
+        }
+        return Ok(vec![bundle.to_vec()]);
+    }
+    rustls_pki_types::CertificateDer::pem_slice_iter(bundle)
+        .map(|c| c.map(|c| c.as_ref().to_vec()).map_err(|e| format!("invalid caBundle: {e}")))
+        .collect()
+}
+
+/// A shared cache of member clients by cluster name (rebuilt when the access data changes).
+#[derive(Default)]
+pub struct Clients {
+    inner: parking_lot::Mutex<std::collections::HashMap<String, (Arc<MemberAccessKey>, kube::Client)>>,
+}
+
+#[derive(PartialEq, Eq)]
+struct MemberAccessKey {
+    endpoint: String,
+    token: String,
+    ca: Option<Vec<u8>>,
+    insecure: bool,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clients")
+    }
+}
+
+impl Clients {
+    pub fn get(&self, access: &MemberAccess, timeout: Duration) -> Result<kube::Client, MemberError> {
+        let key = Arc::new(MemberAccessKey { endpoint: access.endpoint.clone(), token: access.token.clone(), ca: access.ca_bundle.clone(), insecure: access.insecure });
+        let mut map = self.inner.lock();
+        if let Some((k, c)) = map.get(&access.cluster) {
+            if **k == *key {
+                return Ok(c.clone());
+            }
+        }
+        let client = access.client(timeout)?;
+        map.insert(access.cluster.clone(), (key, client.clone()));
+        Ok(client)
+    }
+
+    pub fn forget(&self, cluster: &str) {
+        self.inner.lock().remove(cluster);
+    }
+}

@@ -1,0 +1,344 @@
+//! Registering a member in Push mode (`flotilla join`) and removing it (`flotilla unjoin`).
+//!
+//! In the member: namespace `karmada-cluster` (label `karmada.io/system=true`), service account
+//! `karmada-<cluster>`, and a ClusterRole + ClusterRoleBinding
+//! `karmada-controller-manager:karmada-<cluster>` — the names Karmada uses, but unlike Karmada's
+//! `*` on `*`, the role grants only what propagation needs ([`DEFAULT_KINDS`] plus
+//! `--allow-kinds`) and read access to nodes and pods for the status summaries.
+//!
+//! On the control plane: Secret `karmada-cluster/<cluster>` with `token` and `caBundle` (the
+//! layout Karmada's tools read), and the `Cluster` object referencing it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, ClusterSyncMode, LocalSecretReference};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+
+use crate::MemberError;
+
+/// Namespace holding member credentials on the control plane and Flotilla's identity in members.
+pub const CLUSTER_NAMESPACE: &str = "karmada-cluster";
+/// Label marking Karmada's system namespaces.
+pub const SYSTEM_LABEL: &str = "karmada.io/system";
+/// Field manager of every write `join` makes.
+const MANAGER: &str = "flotilla-join";
+
+/// What the default role lets Flotilla do in a member: full control (get, list, watch, create,
+/// update, patch, delete) of these resources, by API group.
+pub const DEFAULT_KINDS: &[(&str, &[&str])] = &[
+    ("", &["namespaces", "configmaps", "secrets", "services", "serviceaccounts", "persistentvolumeclaims", "limitranges", "resourcequotas"]),
+    ("apps", &["deployments", "statefulsets", "daemonsets", "replicasets"]),
+    ("batch", &["jobs", "cronjobs"]),
+    ("autoscaling", &["horizontalpodautoscalers"]),
+    ("policy", &["poddisruptionbudgets"]),
+    ("networking.k8s.io", &["ingresses", "networkpolicies"]),
+    ("discovery.k8s.io", &["endpointslices"]),
+    ("apiextensions.k8s.io", &["customresourcedefinitions"]),
+];
+/// Read-only access for the status summaries (node counts and capacity, pod requests).
+pub const READ_ONLY_KINDS: &[(&str, &[&str])] = &[("", &["nodes", "pods"])];
+const FULL_VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
+const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// The member-side names for `cluster`.
+pub fn service_account_name(cluster: &str) -> String {
+    format!("karmada-{cluster}")
+}
+pub fn role_name(cluster: &str) -> String {
+    format!("karmada-controller-manager:karmada-{cluster}")
+}
+fn token_secret_name(cluster: &str) -> String {
+    format!("karmada-{cluster}-token")
+}
+
+/// `resource.group` (or `resource` for the core group) → `(group, resource)`.
+pub fn parse_kind(spec: &str) -> Result<(String, String), String> {
+    let spec = spec.trim();
+    if spec.is_empty() || spec == "*" || spec.starts_with("*.*") {
+        return Err(format!("{spec:?}: name a resource and its group (e.g. widgets.example.com); a wildcard over all groups is not allowed"));
+    }
+    let (resource, group) = spec.split_once('.').unwrap_or((spec, ""));
+    if resource.is_empty() || !resource.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '*') {
+        return Err(format!("{spec:?}: expected <plural resource>.<group>, e.g. widgets.example.com"));
+    }
+    Ok((group.to_string(), resource.to_string()))
+}
+
+/// The rules of the member role: the defaults, the extra kinds, read-only nodes and pods.
+pub fn role_rules(extra: &[(String, String)]) -> Vec<PolicyRule> {
+    let mut full: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (group, resources) in DEFAULT_KINDS {
+        full.entry((*group).to_string()).or_default().extend(resources.iter().map(|r| (*r).to_string()));
+    }
+    for (group, resource) in extra {
+        full.entry(group.clone()).or_default().push(resource.clone());
+    }
+    let rule = |group: &str, mut resources: Vec<String>, verbs: &[&str]| {
+        resources.sort();
+        resources.dedup();
+        PolicyRule {
+            api_groups: Some(vec![group.to_string()]),
+            resources: Some(resources),
+            verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
+            ..Default::default()
+        }
+    };
+    let mut rules: Vec<PolicyRule> = full.into_iter().map(|(g, r)| rule(&g, r, FULL_VERBS)).collect();
+    for (group, resources) in READ_ONLY_KINDS {
+        rules.push(rule(group, resources.iter().map(|r| (*r).to_string()).collect(), READ_VERBS));
+    }
+    rules
+}
+
+/// Everything `join` needs to know.
+#[derive(Clone, Debug, Default)]
+pub struct JoinOptions {
+    pub cluster: String,
+    pub provider: Option<String>,
+    pub region: Option<String>,
+    pub zones: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub extra_kinds: Vec<(String, String)>,
+    /// How long to wait for the member's token controller to fill the token Secret before
+    /// falling back to a TokenRequest.
+    pub token_wait: Duration,
+    /// Lifetime of a TokenRequest token (fallback only).
+    pub token_lifetime: Duration,
+}
+
+/// The member's API endpoint and trust as its kubeconfig gives them.
+#[derive(Clone)]
+pub struct MemberEndpoint {
+    pub server: String,
+    pub ca_pem: Option<Vec<u8>>,
+    pub insecure: bool,
+    pub proxy_url: Option<String>,
+}
+
+impl std::fmt::Debug for MemberEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberEndpoint").field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+impl MemberEndpoint {
+    /// From a resolved kubeconfig (`kube::Config`).
+    pub fn from_config(config: &kube::Config) -> MemberEndpoint {
+        let ca_pem = config.root_cert.as_ref().map(|certs| certs.iter().map(|der| der_to_pem(der)).collect::<String>().into_bytes());
+        MemberEndpoint {
+            server: config.cluster_url.to_string().trim_end_matches('/').to_string(),
+            ca_pem,
+            insecure: config.accept_invalid_certs,
+            proxy_url: config.proxy_url.as_ref().map(|u| u.to_string()),
+        }
+    }
+}
+
+fn der_to_pem(der: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+fn api_err(cluster: &str, step: impl Into<String>) -> impl FnOnce(kube::Error) -> MemberError {
+    let cluster = cluster.to_string();
+    let step = step.into();
+    move |source| MemberError::Api { cluster, step, source }
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(MANAGER).force()
+}
+
+/// Create (or bring up to date) Flotilla's identity in the member; returns its token and the
+/// member's id (the `kube-system` namespace UID).
+pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress: &mut dyn FnMut(&str)) -> Result<(String, Option<String>), MemberError> {
+    let c = opts.cluster.as_str();
+    let namespaces: Api<Namespace> = Api::all(member.clone());
+    let id = namespaces.get_opt("kube-system").await.map_err(api_err(c, "reading namespace kube-system"))?.and_then(|n| n.metadata.uid);
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(CLUSTER_NAMESPACE.into()), labels: Some([(SYSTEM_LABEL.to_string(), "true".to_string())].into()), ..Default::default() },
+        ..Default::default()
+    };
+    namespaces.patch(CLUSTER_NAMESPACE, &apply_params(), &Patch::Apply(&ns)).await.map_err(api_err(c, "creating namespace karmada-cluster"))?;
+    let sa_name = service_account_name(c);
+    let sas: Api<ServiceAccount> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
+    let sa = ServiceAccount { metadata: ObjectMeta { name: Some(sa_name.clone()), ..Default::default() }, ..Default::default() };
+    sas.patch(&sa_name, &apply_params(), &Patch::Apply(&sa)).await.map_err(api_err(c, "creating the service account"))?;
+    progress(&format!("member: service account {CLUSTER_NAMESPACE}/{sa_name}"));
+
+    let role = ClusterRole {
+        metadata: ObjectMeta { name: Some(role_name(c)), ..Default::default() },
+        rules: Some(role_rules(&opts.extra_kinds)),
+        ..Default::default()
+    };
+    let roles: Api<ClusterRole> = Api::all(member.clone());
+    roles.patch(&role_name(c), &apply_params(), &Patch::Apply(&role)).await.map_err(api_err(c, "creating the cluster role"))?;
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta { name: Some(role_name(c)), ..Default::default() },
+        role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: role_name(c) },
+        subjects: Some(vec![Subject { kind: "ServiceAccount".into(), name: sa_name.clone(), namespace: Some(CLUSTER_NAMESPACE.into()), ..Default::default() }]),
+    };
+    let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
+    bindings.patch(&role_name(c), &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the cluster role"))?;
+    progress(&format!("member: cluster role {} ({} rules, no wildcards)", role_name(c), role.rules.as_ref().map_or(0, Vec::len)));
+
+    let token = service_account_token(member, opts, progress).await?;
+    Ok((token, id))
+}
+
+/// A long-lived token: the member's token controller fills a `kubernetes.io/service-account-token`
+/// Secret; without one (no controller manager) a TokenRequest of `token_lifetime`.
+async fn service_account_token(member: &kube::Client, opts: &JoinOptions, progress: &mut dyn FnMut(&str)) -> Result<String, MemberError> {
+    let c = opts.cluster.as_str();
+    let sa_name = service_account_name(c);
+    let secrets: Api<Secret> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
+    let name = token_secret_name(c);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            annotations: Some([("kubernetes.io/service-account.name".to_string(), sa_name.clone())].into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/service-account-token".into()),
+        ..Default::default()
+    };
+    match secrets.create(&PostParams::default(), &secret).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(api_err(c, "creating the token secret")(e)),
+    }
+    let deadline = Instant::now() + opts.token_wait;
+    loop {
+        let s = secrets.get_opt(&name).await.map_err(api_err(c, "reading the token secret"))?;
+        if let Some(token) = s.and_then(|s| s.data).and_then(|d| d.get("token").cloned()).filter(|t| !t.0.is_empty()) {
+            progress(&format!("member: token from secret {CLUSTER_NAMESPACE}/{name}"));
+            return Ok(String::from_utf8_lossy(&token.0).into_owned());
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(opts.token_lifetime.as_secs() as i64), ..Default::default() }),
+        ..Default::default()
+    };
+    let answer = sas
+        .create_token_request(&sa_name, &PostParams::default(), &request)
+        .await
+        .map_err(api_err(c, "requesting a service account token (the member's token controller did not fill the token secret)"))?;
+    let token = answer.status.and_then(|s| s.token).unwrap_or_default();
+    if token.is_empty() {
+        return Err(MemberError::Other { cluster: c.into(), message: "the member returned an empty service account token".into() });
+    }
+    progress(&format!("member: token from a TokenRequest (expires in {}s; re-run join to renew)", opts.token_lifetime.as_secs()));
+    Ok(token)
+}
+
+/// Store the credential and create (or update) the Cluster on the control plane.
+pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint: &MemberEndpoint, token: &str, id: Option<String>) -> Result<Cluster, MemberError> {
+    let c = opts.cluster.as_str();
+    let namespaces: Api<Namespace> = Api::all(control_plane.clone());
+    let ns = Namespace { metadata: ObjectMeta { name: Some(CLUSTER_NAMESPACE.into()), ..Default::default() }, ..Default::default() };
+    namespaces.patch(CLUSTER_NAMESPACE, &apply_params(), &Patch::Apply(&ns)).await.map_err(api_err(c, "creating namespace karmada-cluster on the control plane"))?;
+    let mut data = BTreeMap::new();
+    data.insert("token".to_string(), ByteString(token.as_bytes().to_vec()));
+    if let Some(ca) = &endpoint.ca_pem {
+        data.insert("caBundle".to_string(), ByteString(ca.clone()));
+    }
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some(c.to_string()), namespace: Some(CLUSTER_NAMESPACE.into()), ..Default::default() },
+        type_: Some("Opaque".into()),
+        data: Some(data),
+        ..Default::default()
+    };
+    let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), CLUSTER_NAMESPACE);
+    secrets.patch(c, &apply_params(), &Patch::Apply(&secret)).await.map_err(api_err(c, "storing the member credential"))?;
+    let mut zones = opts.zones.clone();
+    zones.retain(|z| !z.is_empty());
+    let spec = ClusterSpec {
+        id,
+        sync_mode: ClusterSyncMode::Push,
+        api_endpoint: Some(endpoint.server.clone()),
+        secret_ref: Some(LocalSecretReference { namespace: CLUSTER_NAMESPACE.into(), name: c.to_string() }),
+        insecure_skip_tls_verification: endpoint.insecure.then_some(true),
+        proxy_url: endpoint.proxy_url.clone(),
+        provider: opts.provider.clone(),
+        region: opts.region.clone(),
+        zones: (!zones.is_empty()).then_some(zones),
+        ..Default::default()
+    };
+    let mut cluster = Cluster::new(c, spec);
+    cluster.metadata.labels = (!opts.labels.is_empty()).then(|| opts.labels.clone());
+    let clusters: Api<Cluster> = Api::all(control_plane.clone());
+    let mut value = serde_json::to_value(&cluster).map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
+    value["apiVersion"] = "cluster.karmada.io/v1alpha1".into();
+    value["kind"] = "Cluster".into();
+    clusters.patch(c, &apply_params(), &Patch::Apply(&value)).await.map_err(api_err(c, "creating the Cluster object"))
+}
+
+/// Remove Flotilla's identity from the member (service account, role, binding, token secret).
+/// The `karmada-cluster` namespace stays when anything else lives in it.
+pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), MemberError> {
+    let ignore_404 = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    };
+    let dp = DeleteParams::default();
+    let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
+    ignore_404(bindings.delete(&role_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the cluster role binding"))?;
+    let roles: Api<ClusterRole> = Api::all(member.clone());
+    ignore_404(roles.delete(&role_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the cluster role"))?;
+    let secrets: Api<Secret> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
+    ignore_404(secrets.delete(&token_secret_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the token secret"))?;
+    let sas: Api<ServiceAccount> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
+    ignore_404(sas.delete(&service_account_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the service account"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_has_no_wildcards_and_reads_nodes_and_pods_only() {
+        let rules = role_rules(&[("example.com".into(), "widgets".into())]);
+        for r in &rules {
+            assert!(!r.verbs.iter().any(|v| v.contains('*')), "{r:?}");
+            assert!(!r.resources.iter().flatten().any(|x| x.contains('*')), "{r:?}");
+            assert!(!r.api_groups.iter().flatten().any(|x| x.contains('*')), "{r:?}");
+        }
+        let pods = rules.iter().find(|r| r.resources.as_ref().is_some_and(|x| x.contains(&"pods".to_string()))).unwrap();
+        assert_eq!(pods.verbs, vec!["get", "list", "watch"]);
+        assert!(rules.iter().any(|r| r.api_groups == Some(vec!["example.com".into()]) && r.resources == Some(vec!["widgets".into()])));
+        let apps = rules.iter().find(|r| r.api_groups == Some(vec!["apps".into()])).unwrap();
+        assert!(apps.resources.as_ref().unwrap().contains(&"deployments".to_string()));
+    }
+
+    #[test]
+    fn kinds_parse_as_resource_dot_group() {
+        assert_eq!(parse_kind("widgets.example.com").unwrap(), ("example.com".into(), "widgets".into()));
+        assert_eq!(parse_kind("events").unwrap(), ("".into(), "events".into()));
+        assert!(parse_kind("*").is_err());
+        assert!(parse_kind("Widgets.example.com").is_err());
+    }
+
+    #[test]
+    fn pem_round_trips() {
+        let pem = der_to_pem(&[1, 2, 3, 4]);
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----\nAQIDBA==\n"));
+    }
+}

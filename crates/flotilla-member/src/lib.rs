@@ -1,0 +1,19 @@
+//! Everything about reaching a member cluster. The only crate that builds member-cluster
+//! clients.
+//!
+//! - [`access`]: a `kube::Client` for a member from its `Cluster` object and the Secret it
+//!   references (`token`, `caBundle`), as Karmada stores them.
+//! - [`discovery`]: per-member discovery, cached, refreshed on a miss.
+//! - [`apply`]: applying a Work's manifest to a member with Karmada's rules: refuse to take over
+//!   an object Karmada does not manage unless told to overwrite, retain member-owned fields,
+//!   skip writes that change nothing; deleting (or releasing) it when the Work goes.
+//!
+//! Invariant: errors name the step and the member (`ApplyToMember { cluster, gvk, source }`),
+//! and a missing permission is reported with the verb and resource the member refused.
+
+pub mod access;
+pub mod apply;
+pub mod discovery;
+pub mod join;
+
+pub use access::{MemberAccess, MemberError};
