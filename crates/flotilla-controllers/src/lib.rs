@@ -6,9 +6,11 @@
 //! all-in-one binary over the API server's router in-process, elsewhere over HTTPS — never the
 //! store.
 
+pub mod binding;
 pub mod cluster;
 pub mod cluster_status;
 pub mod detector;
 pub mod namespace;
+pub mod namespace_sync;
 pub mod queue;
 pub mod util;

@@ -13,5 +13,17 @@ pub fn start(api: &ApiServer) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let c = client(api, "system:flotilla:namespace-controller");
     set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
+    start_federation(&mut set, |name| client(api, &format!("system:flotilla:{name}")));
     set
+}
+
+/// The federation controllers (Karmada's controller manager), each with its own client.
+pub fn start_federation(set: &mut JoinSet<()>, client: impl Fn(&str) -> kube::Client) {
+    use flotilla_controllers as c;
+    let members = std::sync::Arc::new(flotilla_member::access::Clients::default());
+    set.spawn(c::cluster::run(client(c::cluster::NAME), Default::default()));
+    set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), Default::default(), members.clone()));
+    set.spawn(c::detector::run(client(c::detector::NAME), Default::default()));
+    set.spawn(c::binding::run(client(c::binding::NAME), Default::default()));
+    set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
 }

@@ -3,6 +3,7 @@
 
 mod certs_cmd;
 mod controllers;
+mod join_cmd;
 mod store_cmd;
 mod up;
 
@@ -33,6 +34,11 @@ enum Command {
     /// Such a host lacks Flotilla's built-in admission chain (permanent-id labels, Weighted and
     /// spread defaults, the 48-character Cluster name limit) unless it is served as a webhook.
     Crds,
+    /// Join a member cluster in Push mode: creates a least-privilege identity in the member and
+    /// registers it (Secret karmada-cluster/NAME, Cluster NAME) on the control plane.
+    Join(join_cmd::JoinArgs),
+    /// Remove a member cluster. Its workloads keep running unless --delete-workloads.
+    Unjoin(join_cmd::UnjoinArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +59,8 @@ fn main() -> std::process::ExitCode {
             Command::Up(args) => up::run(args).await,
             Command::Store(cmd) => store_cmd::run(cmd).await,
             Command::Certs(cmd) => certs_cmd::run(cmd),
+            Command::Join(args) => join_cmd::join(args).await,
+            Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Crds => {
                 print!("{}", flotilla_api::federation::crds_yaml());
                 Ok(())

@@ -512,6 +512,15 @@ fn remove_annotation(manifest: &mut Value, key: &str) {
 
 /// `SetLabelsAndAnnotationsForWorkload`: record the annotation keys, add the Work's permanent
 /// id label, then record the label keys.
+/// What Karmada's Work webhook does to each manifest: prunes what a manifest never carries,
+/// copies the Work's permanent id into its labels and records the managed label and annotation
+/// keys. Controllers writing Works to a host without Flotilla's admission call it themselves;
+/// it is idempotent. `manifest` must be a JSON object.
+pub fn prepare_work_manifest(manifest: &mut Value, work_id: Option<&str>) {
+    prune_irrelevant_fields(manifest);
+    label_workload(manifest, work_id);
+}
+
 fn label_workload(manifest: &mut Value, work_id: Option<&str>) {
     let object = manifest.as_object_mut().expect("manifest is an object");
     let meta = object.entry("metadata").or_insert_with(|| json!({}));

@@ -1,0 +1,802 @@
+//! The binding controller, with Karmada's binding-status duties: every scheduled
+//! ResourceBinding / ClusterResourceBinding becomes one Work per target cluster, and the Works'
+//! status flows back into the binding and the resource template.
+//!
+//! Per target cluster (`spec.clusters` ∪ the clusters of `spec.requiredBy`) the template is
+//! pruned, its replicas revised to the cluster's share (when the binding carries replicas),
+//! ClusterOverridePolicies then OverridePolicies applied, Karmada's labels and annotations added,
+//! and the Work `<name>-<hash>` written in `karmada-es-<cluster>`. Works of clusters no longer
+//! targeted are deleted, except clusters a graceful eviction still keeps.
+//!
+//! Status: `status.aggregatedStatus` (one item per target cluster with a Work, sorted by cluster)
+//! and the `FullyApplied` condition on the binding; the template's `.status` from the
+//! interpreter's AggregateStatus, for the kinds that have one.
+//!
+//! Deletion: the binding's finalizer stays until its Works are gone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::admission::karmada::prepare_work_manifest;
+use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::names::work_name;
+use flotilla_api::federation::karmada::policy::{ClusterOverridePolicy, ConflictResolution, OverridePolicy, PurgeMode};
+use flotilla_api::federation::karmada::work::{
+    AggregatedStatusItem, BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
+    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CONFLICT_RESOLUTION_ANNOTATION, ClusterResourceBinding, EXECUTION_FINALIZER, MANAGED_LABEL,
+    RESOURCE_BINDING_NAME_ANNOTATION, RESOURCE_BINDING_NAMESPACE_ANNOTATION, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding,
+    ResourceBindingSpec, ResourceBindingStatus, TEMPLATE_GENERATION_ANNOTATION, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION,
+    WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate,
+};
+use flotilla_api::interpreter::{self, Health};
+use flotilla_api::overrides::{self, AppliedOverrides};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::cluster::{cluster_of_execution_space, execution_space};
+use crate::queue::{Next, WorkQueue, run_workers};
+use crate::util::{Events, condition, condition_status, finalizer_patch, set_condition, watch_into_store, with_finalizer, without_finalizer};
+
+pub const NAME: &str = "binding-controller";
+
+/// Event reasons (Karmada's).
+pub const REASON_SYNC_WORK_SUCCEED: &str = "SyncWorkSucceed";
+pub const REASON_SYNC_WORK_FAILED: &str = "SyncWorkFailed";
+pub const REASON_AGGREGATE_STATUS_SUCCEED: &str = "AggregateStatusSucceed";
+pub const REASON_AGGREGATE_STATUS_FAILED: &str = "AggregateStatusFailed";
+
+/// The binding condition saying whether every target cluster applied its Work.
+pub const CONDITION_FULLY_APPLIED: &str = "FullyApplied";
+pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
+pub const REASON_FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
+pub const MESSAGE_FULLY_APPLIED_SUCCESS: &str = "All works have been successfully applied";
+pub const MESSAGE_FULLY_APPLIED_FAILED: &str = "Failed to apply all works, see status.aggregatedStatus for details";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workers: usize,
+    /// How soon to look again while Works are still being deleted or a template kind is
+    /// not served yet.
+    pub retry: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { workers: 4, retry: Duration::from_secs(2) }
+    }
+}
+
+/// A ResourceBinding (`namespace` set) or a ClusterResourceBinding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for BindingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "resourceBinding({ns}/{})", self.name),
+            None => write!(f, "clusterResourceBinding({})", self.name),
+        }
+    }
+}
+
+/// A binding of either scope, as this controller needs it.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub key: BindingKey,
+    pub meta: ObjectMeta,
+    pub spec: ResourceBindingSpec,
+    pub status: ResourceBindingStatus,
+}
+
+impl Binding {
+    fn of_rb(rb: &ResourceBinding) -> Binding {
+        Binding {
+            key: BindingKey { namespace: rb.metadata.namespace.clone(), name: rb.name_any() },
+            meta: rb.metadata.clone(),
+            spec: rb.spec.clone(),
+            status: rb.status.clone().unwrap_or_default(),
+        }
+    }
+
+    fn of_crb(crb: &ClusterResourceBinding) -> Binding {
+        Binding {
+            key: BindingKey { namespace: None, name: crb.name_any() },
+            meta: crb.metadata.clone(),
+            spec: crb.spec.0.clone(),
+            status: crb.status.clone().unwrap_or_default(),
+        }
+    }
+
+    fn is_cluster_scoped(&self) -> bool {
+        self.key.namespace.is_none()
+    }
+
+    /// The permanent-id label key of this binding's kind.
+    pub fn id_label(&self) -> &'static str {
+        if self.is_cluster_scoped() { CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL } else { RESOURCE_BINDING_PERMANENT_ID_LABEL }
+    }
+
+    pub fn permanent_id(&self) -> Option<&str> {
+        self.meta.labels.as_ref()?.get(self.id_label()).map(String::as_str)
+    }
+
+    fn finalizer(&self) -> &'static str {
+        if self.is_cluster_scoped() { CLUSTER_RESOURCE_BINDING_FINALIZER } else { BINDING_FINALIZER }
+    }
+
+    /// The annotations naming this binding, on its Works and their manifests.
+    fn reference_annotations(&self) -> Vec<(&'static str, String)> {
+        match &self.key.namespace {
+            Some(ns) => vec![(RESOURCE_BINDING_NAMESPACE_ANNOTATION, ns.clone()), (RESOURCE_BINDING_NAME_ANNOTATION, self.key.name.clone())],
+            None => vec![(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION, self.key.name.clone())],
+        }
+    }
+}
+
+/// The clusters a binding's Works go to, with each one's replicas: the scheduling result,
+/// plus the clusters of the bindings that depend on it (`spec.requiredBy`).
+pub fn target_clusters(spec: &ResourceBindingSpec) -> BTreeMap<String, Option<i32>> {
+    let mut out = BTreeMap::new();
+    for c in spec.clusters.iter().flatten() {
+        out.insert(c.name.clone(), c.replicas);
+    }
+    for snapshot in spec.required_by.iter().flatten() {
+        for c in snapshot.clusters.iter().flatten() {
+            out.entry(c.name.clone()).or_insert(None);
+        }
+    }
+    out
+}
+
+/// Clusters whose Works stay although they are no longer targeted: graceful evictions that
+/// have not finished (any purge mode but `Directly`).
+fn evicting_clusters(spec: &ResourceBindingSpec) -> Vec<&str> {
+    spec.graceful_eviction_tasks
+        .iter()
+        .flatten()
+        .filter(|t| t.purge_mode != Some(PurgeMode::Directly))
+        .map(|t| t.from_cluster.as_str())
+        .collect()
+}
+
+/// Why a Work could not be rendered for a cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{0}")]
+    Interpret(String),
+    #[error("{}", .0.event_message(.1))]
+    Override(overrides::OverrideError, String),
+}
+
+/// The manifest a cluster's Work carries, and the overrides applied to it.
+pub fn render_manifest(
+    template: &Value,
+    binding: &Binding,
+    cluster: &Cluster,
+    replicas: Option<i32>,
+    cops: &[ClusterOverridePolicy],
+    ops: &[OverridePolicy],
+    work: (&str, &str, &str),
+) -> Result<(Value, AppliedOverrides), RenderError> {
+    let (work_namespace, work_name, work_id) = work;
+    let mut manifest = interpreter::prune_for_work(template).map_err(|e| RenderError::Interpret(e.to_string()))?;
+    let binding_replicas = binding.spec.replicas.unwrap_or(0);
+    if let (true, Some(share)) = (binding_replicas > 0, replicas) {
+        if let Some(revised) = interpreter::revise_replicas(&manifest, i64::from(share)).map_err(|e| RenderError::Interpret(e.to_string()))? {
+            manifest = revised;
+        }
+    }
+    let chosen = overrides::applicable(&manifest, cluster, cops, ops);
+    let applied = overrides::apply(&mut manifest, &chosen).map_err(|e| RenderError::Override(e, cluster.name_any()))?;
+
+    let meta = manifest.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
+    let Some(meta) = meta else {
+        return Err(RenderError::Interpret("the template has no metadata".into()));
+    };
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(MANAGED_LABEL.into(), json!("true"));
+        if let Some(id) = binding.permanent_id() {
+            labels.insert(binding.id_label().into(), json!(id));
+        }
+    }
+    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+    if let Some(annotations) = annotations.as_object_mut() {
+        for (k, v) in binding.reference_annotations() {
+            annotations.insert(k.into(), json!(v));
+        }
+        annotations.insert(WORK_NAMESPACE_ANNOTATION.into(), json!(work_namespace));
+        annotations.insert(WORK_NAME_ANNOTATION.into(), json!(work_name));
+        if let Some(uid) = template.pointer("/metadata/uid").and_then(Value::as_str) {
+            annotations.insert(TEMPLATE_UID_ANNOTATION.into(), json!(uid));
+        }
+        let generation = template.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        annotations.insert(TEMPLATE_GENERATION_ANNOTATION.into(), json!(generation.to_string()));
+        // The template's own annotation wins; otherwise the binding's policy decides.
+        if !annotations.contains_key(CONFLICT_RESOLUTION_ANNOTATION) && binding.spec.conflict_resolution == Some(ConflictResolution::Overwrite) {
+            annotations.insert(CONFLICT_RESOLUTION_ANNOTATION.into(), json!("overwrite"));
+        }
+    }
+    prepare_work_manifest(&mut manifest, Some(work_id));
+    Ok((manifest, applied))
+}
+
+/// Whether dispatching to `cluster` is suspended for this binding.
+fn dispatch_suspended(spec: &ResourceBindingSpec, cluster: &str) -> bool {
+    let Some(s) = &spec.suspension else { return false };
+    s.suspension.dispatching == Some(true)
+        || s.suspension.dispatching_on_clusters.as_ref().and_then(|c| c.cluster_names.as_ref()).is_some_and(|names| names.iter().any(|n| n == cluster))
+}
+
+/// The Work a cluster gets.
+fn desired_work(binding: &Binding, namespace: &str, name: &str, work_id: &str, manifest: Value, applied: &AppliedOverrides, cluster: &str) -> Work {
+    let mut labels = BTreeMap::from([(WORK_PERMANENT_ID_LABEL.to_string(), work_id.to_string())]);
+    if let Some(id) = binding.permanent_id() {
+        labels.insert(binding.id_label().into(), id.into());
+    }
+    let mut annotations: BTreeMap<String, String> = binding.reference_annotations().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    for (k, v) in applied.annotations() {
+        annotations.insert(k.into(), v);
+    }
+    if let Some(v) = manifest.pointer(&format!("/metadata/annotations/{}", CONFLICT_RESOLUTION_ANNOTATION.replace('/', "~1"))).and_then(Value::as_str) {
+        annotations.insert(CONFLICT_RESOLUTION_ANNOTATION.into(), v.into());
+    }
+    let mut work = Work::new(
+        name,
+        WorkSpec {
+            workload: Some(WorkloadTemplate { manifests: Some(vec![manifest]) }),
+            suspend_dispatching: dispatch_suspended(&binding.spec, cluster).then_some(true),
+            preserve_resources_on_deletion: binding.spec.preserve_resources_on_deletion,
+        },
+    );
+    work.metadata.namespace = Some(namespace.into());
+    work.metadata.labels = Some(labels);
+    work.metadata.annotations = Some(annotations);
+    work.metadata.finalizers = Some(vec![EXECUTION_FINALIZER.into()]);
+    work
+}
+
+/// Whether `have` already is `want` in everything the binding controller owns.
+fn work_matches(have: &Work, want: &Work) -> bool {
+    let subset = |want: &Option<BTreeMap<String, String>>, have: &Option<BTreeMap<String, String>>| {
+        want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    have.spec == want.spec && subset(&want.metadata.labels, &have.metadata.labels) && subset(&want.metadata.annotations, &have.metadata.annotations)
+}
+
+/// The aggregated-status item of one cluster's Work.
+pub fn status_item(cluster: &str, work: &Work) -> AggregatedStatusItem {
+    let applied = condition_status(work.status.as_ref().and_then(|s| s.conditions.as_deref()), "Applied");
+    let manifest = work.status.as_ref().and_then(|s| s.manifest_statuses.as_ref()).and_then(|m| m.first());
+    AggregatedStatusItem {
+        cluster_name: cluster.into(),
+        status: manifest.and_then(|m| m.status.clone()),
+        applied: Some(applied.is_some_and(|c| c.status == "True")),
+        applied_message: applied.filter(|c| c.status != "True").map(|c| c.message.clone()).filter(|m| !m.is_empty()),
+        health: Some(manifest.and_then(|m| m.health.clone()).unwrap_or(Health::Unknown)),
+    }
+}
+
+/// The binding's `FullyApplied` condition: every target cluster has an applied Work.
+pub fn fully_applied(targets: usize, items: &[AggregatedStatusItem]) -> (bool, &'static str, &'static str) {
+    let all = targets > 0 && items.len() >= targets && items.iter().all(|i| i.applied == Some(true));
+    if all {
+        (true, REASON_FULLY_APPLIED_SUCCESS, MESSAGE_FULLY_APPLIED_SUCCESS)
+    } else {
+        (false, REASON_FULLY_APPLIED_FAILED, MESSAGE_FULLY_APPLIED_FAILED)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{key}: {step}: {source}")]
+    Api { key: BindingKey, step: String, source: kube::Error },
+    #[error("{key}: syncing works failed for {failed} of {total} clusters: {first}")]
+    Sync { key: BindingKey, failed: usize, total: usize, first: String },
+}
+
+struct Context {
+    client: Client,
+    config: Config,
+    events: Events,
+    rbs: Store<ResourceBinding>,
+    crbs: Store<ClusterResourceBinding>,
+    works: Store<Work>,
+    clusters: Store<Cluster>,
+    ops: Store<OverridePolicy>,
+    cops: Store<ClusterOverridePolicy>,
+    /// Template kinds resolved through discovery, by (apiVersion, kind).
+    kinds: Mutex<HashMap<(String, String), ApiResource>>,
+}
+
+impl Context {
+    fn binding(&self, key: &BindingKey) -> Option<Binding> {
+        match &key.namespace {
+            Some(ns) => self.rbs.get(&ObjectRef::new(&key.name).within(ns)).map(|b| Binding::of_rb(&b)),
+            None => self.crbs.get(&ObjectRef::new(&key.name)).map(|b| Binding::of_crb(&b)),
+        }
+    }
+
+    /// Every Work of a binding, found by the binding's reference annotations (a permanent id
+    /// may be missing on a binding written by hand).
+    fn works_of(&self, key: &BindingKey) -> Vec<Arc<Work>> {
+        self.works.state().into_iter().filter(|w| binding_of_work(w).as_ref() == Some(key)).collect()
+    }
+
+    fn all_bindings(&self) -> Vec<BindingKey> {
+        let rbs = self.rbs.state().into_iter().map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
+        let crbs = self.crbs.state().into_iter().map(|b| BindingKey { namespace: None, name: b.name_any() });
+        rbs.chain(crbs).collect()
+    }
+
+    async fn api_resource(&self, api_version: &str, kind: &str) -> Result<Option<ApiResource>, kube::Error> {
+        let cache_key = (api_version.to_string(), kind.to_string());
+        if let Some(ar) = self.kinds.lock().get(&cache_key) {
+            return Ok(Some(ar.clone()));
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        match kube::discovery::pinned_kind(&self.client, &GroupVersionKind::gvk(group, version, kind)).await {
+            Ok((ar, _)) => {
+                self.kinds.lock().insert(cache_key, ar.clone());
+                Ok(Some(ar))
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(kube::Error::Discovery(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn api_err(&self, key: &BindingKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+        let key = key.clone();
+        let step = step.into();
+        move |source| Error::Api { key, step, source }
+    }
+}
+
+/// The binding a Work belongs to, from its reference annotations.
+pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
+    let a = work.metadata.annotations.as_ref()?;
+    if let (Some(ns), Some(name)) = (a.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION), a.get(RESOURCE_BINDING_NAME_ANNOTATION)) {
+        return Some(BindingKey { namespace: Some(ns.clone()), name: name.clone() });
+    }
+    a.get(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION).map(|name| BindingKey { namespace: None, name: name.clone() })
+}
+
+async fn patch_finalizers(ctx: &Context, b: &Binding, finalizers: Vec<String>) -> Result<(), Error> {
+    let patch = finalizer_patch(finalizers, b.meta.resource_version.as_deref());
+    let r = match &b.key.namespace {
+        Some(ns) => Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns).patch(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+        None => Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+    };
+    match r {
+        // Changed or gone meanwhile: the watch brings the news.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        r => r.map_err(ctx.api_err(&b.key, "updating finalizers")),
+    }
+}
+
+async fn publish_binding_event(ctx: &Context, b: &Binding, warning: bool, reason: &str, note: String) {
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("work.karmada.io/v1alpha2".into()),
+        kind: Some(if b.is_cluster_scoped() { "ClusterResourceBinding" } else { "ResourceBinding" }.into()),
+        name: Some(b.key.name.clone()),
+        namespace: b.key.namespace.clone(),
+        uid: b.meta.uid.clone(),
+        resource_version: None,
+        field_path: None,
+    };
+    ctx.events.publish_ref(&reference, warning, reason, "SyncWork", note).await;
+}
+
+fn template_reference(template: &Value) -> k8s_openapi::api::core::v1::ObjectReference {
+    let s = |p: &str| template.pointer(p).and_then(Value::as_str).map(str::to_string);
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: s("/apiVersion"),
+        kind: s("/kind"),
+        name: s("/metadata/name"),
+        namespace: s("/metadata/namespace"),
+        uid: s("/metadata/uid"),
+        resource_version: None,
+        field_path: None,
+    }
+}
+
+async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    let Some(b) = ctx.binding(&key) else {
+        return Ok(Next::Done);
+    };
+    if b.meta.deletion_timestamp.is_some() {
+        return delete_works(&ctx, &b).await;
+    }
+    if let Some(f) = with_finalizer(b.meta.finalizers.as_ref(), b.finalizer()) {
+        patch_finalizers(&ctx, &b, f).await?;
+        return Ok(Next::Done);
+    }
+    let resource = &b.spec.resource;
+    let Some(ar) = ctx.api_resource(&resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))? else {
+        return Ok(Next::After(ctx.config.retry));
+    };
+    let api: Api<DynamicObject> = match &resource.namespace {
+        Some(ns) if !ns.is_empty() => Api::namespaced_with(ctx.client.clone(), ns, &ar),
+        _ => Api::all_with(ctx.client.clone(), &ar),
+    };
+    let template = match api.get_opt(&resource.name).await.map_err(ctx.api_err(&key, "reading the template"))? {
+        Some(t) => serde_json::to_value(&t).unwrap_or_default(),
+        // The detector deletes the binding of a deleted template.
+        None => return Ok(Next::Done),
+    };
+    let synced = sync_works(&ctx, &b, &template).await?;
+    aggregate(&ctx, &b, &template, &api).await?;
+    Ok(synced)
+}
+
+/// Writes the Work of every target cluster and deletes the orphans.
+async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next, Error> {
+    let targets = target_clusters(&b.spec);
+    let kind = b.spec.resource.kind.as_str();
+    let name = work_name(kind, &b.spec.resource.name, b.spec.resource.namespace.as_deref());
+    let ops: Vec<OverridePolicy> = ctx.ops.state().iter().map(|p| (**p).clone()).collect();
+    let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
+    let mut failures = Vec::new();
+    let mut changed = 0usize;
+    for (cluster_name, replicas) in &targets {
+        let Some(cluster) = ctx.clusters.get(&ObjectRef::new(cluster_name)) else {
+            tracing::debug!(controller = NAME, binding = %b.key, cluster = %cluster_name, "target cluster not found; skipped");
+            continue;
+        };
+        if cluster.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let namespace = execution_space(cluster_name);
+        let existing = ctx.works.get(&ObjectRef::new(&name).within(&namespace));
+        let work_id = existing
+            .as_ref()
+            .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let (manifest, applied) = match render_manifest(template, b, &cluster, *replicas, &cops, &ops, (&namespace, &name, &work_id)) {
+            Ok(r) => r,
+            Err(e) => {
+                if let RenderError::Override(err, cluster) = &e {
+                    ctx.events.publish_ref(&template_reference(template), true, overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_FAILED, "ApplyOverridePolicy", err.event_message(cluster)).await;
+                }
+                failures.push(format!("cluster {cluster_name}: {e}"));
+                continue;
+            }
+        };
+        let want = desired_work(b, &namespace, &name, &work_id, manifest, &applied, cluster_name);
+        if existing.as_ref().is_some_and(|have| work_matches(have, &want)) {
+            continue;
+        }
+        let works: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
+        let result = match &existing {
+            None => works.create(&PostParams::default(), &want).await.map(|_| ()),
+            Some(have) => {
+                let mut next = (**have).clone();
+                next.spec = want.spec.clone();
+                next.metadata.labels.get_or_insert_default().extend(want.metadata.labels.clone().unwrap_or_default());
+                next.metadata.annotations.get_or_insert_default().extend(want.metadata.annotations.clone().unwrap_or_default());
+                works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => {
+                changed += 1;
+                for rule in applied.cluster.iter().chain(&applied.namespaced) {
+                    ctx.events
+                        .publish_ref(&template_reference(template), false, overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_SUCCEED, "ApplyOverridePolicy", rule.policy.event_message(cluster_name, true))
+                        .await;
+                }
+            }
+            // Someone else wrote it first (or the namespace is still being made): next round.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => failures.push(format!("cluster {cluster_name}: {}", s.message)),
+            Err(e) => failures.push(format!("cluster {cluster_name}: {e}")),
+        }
+    }
+
+    // Works of clusters no longer targeted.
+    let keep = evicting_clusters(&b.spec);
+    for w in ctx.works_of(&b.key) {
+        let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+        let Some(cluster) = cluster_of_execution_space(ns) else { continue };
+        if targets.contains_key(cluster) || keep.contains(&cluster) || w.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match Api::<Work>::namespaced(ctx.client.clone(), ns).delete(&w.name_any(), &DeleteParams::default()).await {
+            Ok(_) => changed += 1,
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => failures.push(format!("deleting the work in {ns}: {e}")),
+        }
+    }
+
+    if let Some(first) = failures.first() {
+        let msg = format!("Failed to sync work of {}: {}", b.key, failures.join("; "));
+        publish_binding_event(ctx, b, true, REASON_SYNC_WORK_FAILED, msg).await;
+        return Err(Error::Sync { key: b.key.clone(), failed: failures.len(), total: targets.len(), first: first.clone() });
+    }
+    if changed > 0 {
+        publish_binding_event(ctx, b, false, REASON_SYNC_WORK_SUCCEED, format!("Sync work of {} successful.", b.key)).await;
+    }
+    Ok(Next::Done)
+}
+
+/// `status.aggregatedStatus` and `FullyApplied` on the binding, then the template's status.
+async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<DynamicObject>) -> Result<(), Error> {
+    let targets = target_clusters(&b.spec);
+    let works: HashMap<String, Arc<Work>> = ctx
+        .works_of(&b.key)
+        .into_iter()
+        .filter_map(|w| Some((cluster_of_execution_space(w.metadata.namespace.as_deref()?)?.to_string(), w)))
+        .collect();
+    let items: Vec<AggregatedStatusItem> = targets.keys().filter_map(|c| works.get(c).map(|w| status_item(c, w))).collect();
+    let (ok, reason, message) = fully_applied(targets.len(), &items);
+    let mut conditions: Vec<Condition> = b.status.conditions.clone().unwrap_or_default();
+    let cond_changed = set_condition(&mut conditions, condition(CONDITION_FULLY_APPLIED, ok, reason, message, None));
+    let items_changed = b.status.aggregated_status.clone().unwrap_or_default() != items;
+    if cond_changed || items_changed {
+        let patch = json!({
+            "metadata": {"resourceVersion": b.meta.resource_version},
+            "status": {"aggregatedStatus": items, "conditions": conditions},
+        });
+        let r = match &b.key.namespace {
+            Some(ns) => Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns).patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+            None => Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+        };
+        match r {
+            // A newer binding is on its way through the watch; it is aggregated then.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(()),
+            r => r.map_err(ctx.api_err(&b.key, "writing the aggregated status"))?,
+        }
+    }
+    if items.is_empty() {
+        return Ok(());
+    }
+    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
+    let status = match interpreter::aggregate_status(template, &items, &now) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            let msg = format!("Failed to aggregate status for {}: {e}", b.key);
+            ctx.events.publish_ref(&template_reference(template), true, REASON_AGGREGATE_STATUS_FAILED, "AggregateStatus", msg).await;
+            return Ok(());
+        }
+    };
+    if template.get("status") == Some(&status) || (status.is_null() && template.get("status").is_none()) {
+        return Ok(());
+    }
+    let name = b.spec.resource.name.as_str();
+    let patch = json!({"metadata": {"resourceVersion": template.pointer("/metadata/resourceVersion")}, "status": status});
+    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => {
+            let msg = format!("Update resource({}) with AggregatedStatus successfully.", b.spec.resource.name);
+            ctx.events.publish_ref(&template_reference(template), false, REASON_AGGREGATE_STATUS_SUCCEED, "AggregateStatus", msg).await;
+            Ok(())
+        }
+        // A kind without a status subresource keeps no aggregated status; a conflict means a
+        // newer template, which brings a new round.
+        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 405 | 409) => Ok(()),
+        Err(e) => Err(ctx.api_err(&b.key, "writing the template status")(e)),
+    }
+}
+
+/// Deleting binding: delete its Works; drop the finalizer once they are gone.
+async fn delete_works(ctx: &Context, b: &Binding) -> Result<Next, Error> {
+    let works = ctx.works_of(&b.key);
+    for w in &works {
+        if w.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let ns = w.metadata.namespace.clone().unwrap_or_default();
+        match Api::<Work>::namespaced(ctx.client.clone(), &ns).delete(&w.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(ctx.api_err(&b.key, format!("deleting work {ns}/{}", w.name_any()))(e)),
+        }
+    }
+    if works.is_empty() {
+        if let Some(f) = without_finalizer(b.meta.finalizers.as_ref(), b.finalizer()) {
+            patch_finalizers(ctx, b, f).await?;
+        }
+        return Ok(Next::Done);
+    }
+    Ok(Next::After(ctx.config.retry))
+}
+
+/// Run the binding controller until its watches end.
+pub async fn run(client: Client, config: Config) {
+    let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let q = queue.clone();
+    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ResourceBinding, _| {
+        q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
+    });
+    let q = queue.clone();
+    let (crbs, crb_task) = watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, _| {
+        q.add(BindingKey { namespace: None, name: b.name_any() });
+    });
+    let q = queue.clone();
+    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
+        if let Some(key) = binding_of_work(w) {
+            q.add(key);
+        }
+    });
+    // Cluster and override-policy changes may change any binding's Works.
+    let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
+    let wake_all = |everything: Arc<Mutex<Option<Arc<Context>>>>, queue: Arc<WorkQueue<BindingKey>>| {
+        move || {
+            if let Some(ctx) = everything.lock().as_ref() {
+                for k in ctx.all_bindings() {
+                    queue.add(k);
+                }
+            }
+        }
+    };
+    let wake = wake_all(everything.clone(), queue.clone());
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| wake());
+    let wake = wake_all(everything.clone(), queue.clone());
+    let (ops, op_task) = watch_into_store(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &OverridePolicy, _| wake());
+    let wake = wake_all(everything.clone(), queue.clone());
+    let (cops, cop_task) = watch_into_store(Api::<ClusterOverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &ClusterOverridePolicy, _| wake());
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), NAME),
+        client,
+        config: config.clone(),
+        rbs,
+        crbs,
+        works,
+        clusters,
+        ops,
+        cops,
+        kinds: Mutex::new(HashMap::new()),
+    });
+    *everything.lock() = Some(ctx.clone());
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
+    tokio::select! {
+        _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
+        _ = crb_task => tracing::warn!(controller = NAME, "cluster binding watch ended"),
+        _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
+        _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
+        _ = op_task => tracing::warn!(controller = NAME, "override policy watch ended"),
+        _ = cop_task => tracing::warn!(controller = NAME, "cluster override policy watch ended"),
+        _ = workers => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::federation::karmada::work::{BindingSnapshot, ManifestStatus, ResourceIdentifier, TargetCluster, WorkStatus};
+
+    fn binding(spec: Value) -> Binding {
+        let mut rb = ResourceBinding::new("nginx-deployment", serde_json::from_value(spec).unwrap());
+        rb.metadata.namespace = Some("default".into());
+        rb.metadata.labels = Some(BTreeMap::from([(RESOURCE_BINDING_PERMANENT_ID_LABEL.to_string(), "rb-id".to_string())]));
+        Binding::of_rb(&rb)
+    }
+
+    fn deployment() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "nginx", "namespace": "default", "uid": "tmpl-uid", "generation": 3, "resourceVersion": "9",
+                         "labels": {"app": "nginx"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "nginx"}},
+                     "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1.25"}]}}},
+            "status": {"replicas": 5}
+        })
+    }
+
+    fn cluster(name: &str) -> Cluster {
+        serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}})).unwrap()
+    }
+
+    #[test]
+    fn targets_join_the_schedule_and_dependents() {
+        let spec: ResourceBindingSpec = ResourceBindingSpec {
+            clusters: Some(vec![TargetCluster { name: "b".into(), replicas: Some(2), ..Default::default() }]),
+            required_by: Some(vec![BindingSnapshot {
+                name: "x".into(),
+                clusters: Some(vec![TargetCluster { name: "a".into(), ..Default::default() }, TargetCluster { name: "b".into(), ..Default::default() }]),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let t = target_clusters(&spec);
+        assert_eq!(t.into_iter().collect::<Vec<_>>(), vec![("a".into(), None), ("b".into(), Some(2))]);
+    }
+
+    #[test]
+    fn manifest_gets_the_cluster_share_and_karmada_metadata() {
+        let b = binding(json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"}, "replicas": 5,
+                               "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}, "conflictResolution": "Overwrite"}));
+        let (m, applied) = render_manifest(&deployment(), &b, &cluster("member1"), Some(2), &[], &[], ("karmada-es-member1", "nginx-687f7fb96f", "work-id")).unwrap();
+        assert_eq!(m["spec"]["replicas"], 2);
+        assert!(m.get("status").is_none());
+        assert!(m["metadata"].get("uid").is_none() && m["metadata"].get("resourceVersion").is_none());
+        let labels = &m["metadata"]["labels"];
+        assert_eq!(labels[MANAGED_LABEL], "true");
+        assert_eq!(labels[RESOURCE_BINDING_PERMANENT_ID_LABEL], "rb-id");
+        assert_eq!(labels[WORK_PERMANENT_ID_LABEL], "work-id");
+        assert_eq!(labels["app"], "nginx");
+        let ann = &m["metadata"]["annotations"];
+        assert_eq!(ann[RESOURCE_BINDING_NAMESPACE_ANNOTATION], "default");
+        assert_eq!(ann[RESOURCE_BINDING_NAME_ANNOTATION], "nginx-deployment");
+        assert_eq!(ann[WORK_NAME_ANNOTATION], "nginx-687f7fb96f");
+        assert_eq!(ann[TEMPLATE_UID_ANNOTATION], "tmpl-uid");
+        assert_eq!(ann[TEMPLATE_GENERATION_ANNOTATION], "3");
+        assert_eq!(ann[CONFLICT_RESOLUTION_ANNOTATION], "overwrite");
+        assert!(applied.cluster.is_empty() && applied.namespaced.is_empty());
+        let w = desired_work(&b, "karmada-es-member1", "nginx-687f7fb96f", "work-id", m, &applied, "member1");
+        assert_eq!(w.metadata.annotations.as_ref().unwrap()[CONFLICT_RESOLUTION_ANNOTATION], "overwrite");
+        assert_eq!(w.metadata.labels.as_ref().unwrap()[WORK_PERMANENT_ID_LABEL], "work-id");
+        assert_eq!(binding_of_work(&w), Some(b.key.clone()));
+    }
+
+    #[test]
+    fn no_replicas_on_the_binding_leaves_the_template_count() {
+        let b = binding(json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"}}));
+        let (m, _) = render_manifest(&deployment(), &b, &cluster("m"), Some(2), &[], &[], ("ns", "n", "id")).unwrap();
+        assert_eq!(m["spec"]["replicas"], 5);
+        assert!(m["metadata"]["annotations"].get(CONFLICT_RESOLUTION_ANNOTATION).is_none());
+    }
+
+    #[test]
+    fn overrides_apply_per_cluster() {
+        let b = binding(json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"}}));
+        let mut op: OverridePolicy = serde_json::from_value(json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy", "metadata": {"name": "img", "namespace": "default"},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+                     "overrideRules": [{"targetCluster": {"clusterNames": ["member1"]},
+                                        "overriders": {"imageOverrider": [{"component": "Registry", "operator": "replace", "value": "registry.example"}]}}]}
+        }))
+        .unwrap();
+        op.metadata.namespace = Some("default".into());
+        let (m1, a1) = render_manifest(&deployment(), &b, &cluster("member1"), None, &[], std::slice::from_ref(&op), ("ns", "n", "id")).unwrap();
+        assert_eq!(m1["spec"]["template"]["spec"]["containers"][0]["image"], "registry.example/nginx:1.25");
+        assert_eq!(a1.namespaced.len(), 1);
+        let (m2, a2) = render_manifest(&deployment(), &b, &cluster("member2"), None, &[], &[op], ("ns", "n", "id")).unwrap();
+        assert_eq!(m2["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.25");
+        assert!(a2.namespaced.is_empty());
+    }
+
+    #[test]
+    fn suspension_by_cluster_name() {
+        let spec: ResourceBindingSpec = serde_json::from_value(json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"},
+            "suspension": {"dispatchingOnClusters": {"clusterNames": ["m2"]}}})).unwrap();
+        assert!(!dispatch_suspended(&spec, "m1"));
+        assert!(dispatch_suspended(&spec, "m2"));
+    }
+
+    #[test]
+    fn status_items_and_fully_applied() {
+        let mut w = Work::new("n", WorkSpec::default());
+        let applied_cond = condition("Applied", true, "AppliedSuccessful", "Manifest has been successfully applied", None);
+        w.status = Some(WorkStatus {
+            conditions: Some(vec![applied_cond]),
+            manifest_statuses: Some(vec![ManifestStatus {
+                identifier: ResourceIdentifier { ordinal: 0, version: "v1".into(), kind: "ConfigMap".into(), name: "c".into(), ..Default::default() },
+                status: Some(json!({"replicas": 1})),
+                health: Some(Health::Healthy),
+            }]),
+        });
+        let item = status_item("m1", &w);
+        assert_eq!(item.applied, Some(true));
+        assert_eq!(item.applied_message, None);
+        assert_eq!(item.health, Some(Health::Healthy));
+        assert_eq!(fully_applied(1, std::slice::from_ref(&item)).0, true);
+        assert_eq!(fully_applied(2, std::slice::from_ref(&item)).1, REASON_FULLY_APPLIED_FAILED);
+        let failed = condition("Applied", false, "AppliedFailed", "Failed to apply all manifests (0/1): boom", None);
+        w.status.as_mut().unwrap().conditions = Some(vec![failed]);
+        let item = status_item("m1", &w);
+        assert_eq!(item.applied, Some(false));
+        assert_eq!(item.applied_message.as_deref(), Some("Failed to apply all manifests (0/1): boom"));
+        assert_eq!(fully_applied(1, &[item]).2, MESSAGE_FULLY_APPLIED_FAILED);
+    }
+}

@@ -1,0 +1,203 @@
+//! Namespace auto-propagation (Karmada's `namespace` controller): every namespace on the
+//! control plane reaches every member cluster as a Work of its own, so a propagated object
+//! always finds its namespace. Skipped: reserved namespaces, `default`, and namespaces labelled
+//! `namespace.karmada.io/skip-auto-propagation: "true"`.
+//!
+//! Deviation, for safety: these Works carry `preserveResourcesOnDeletion: true`. Deleting a
+//! namespace on the control plane (or its label asking to skip it) removes the Works but leaves
+//! the member namespaces — and whatever else lives in them — running; delete them in the member
+//! if that is what you want.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::admission::karmada::prepare_work_manifest;
+use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::names::work_name;
+use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::cluster::execution_space;
+use crate::detector::is_reserved_namespace;
+use crate::queue::{Next, WorkQueue, run_workers};
+use crate::util::watch_into_store;
+
+pub const NAME: &str = "namespace-sync";
+
+/// Label on a namespace that keeps it on the control plane only.
+pub const SKIP_AUTO_PROPAGATION_LABEL: &str = "namespace.karmada.io/skip-auto-propagation";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workers: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { workers: 1 }
+    }
+}
+
+/// Whether namespace `ns` is propagated to the members.
+pub fn propagates(ns: &Namespace) -> bool {
+    let name = ns.name_any();
+    let skipped = ns.labels().get(SKIP_AUTO_PROPAGATION_LABEL).is_some_and(|v| v == "true");
+    !(name == "default" || is_reserved_namespace(&name) || skipped || ns.metadata.deletion_timestamp.is_some())
+}
+
+/// The Work that carries namespace `ns` to the cluster whose execution space is `space`.
+pub fn namespace_work(ns: &Namespace, space: &str, work_id: &str) -> Result<Work, String> {
+    let name = work_name("Namespace", &ns.name_any(), None);
+    let template = serde_json::to_value(ns).map_err(|e| e.to_string())?;
+    let mut manifest = flotilla_api::interpreter::prune_for_work(&template).map_err(|e| e.to_string())?;
+    if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(labels) = meta.entry("labels").or_insert_with(|| json!({})).as_object_mut() {
+            labels.insert(MANAGED_LABEL.into(), json!("true"));
+        }
+        if let Some(annotations) = meta.entry("annotations").or_insert_with(|| json!({})).as_object_mut() {
+            annotations.insert(WORK_NAMESPACE_ANNOTATION.into(), json!(space));
+            annotations.insert(WORK_NAME_ANNOTATION.into(), json!(name));
+        }
+    }
+    prepare_work_manifest(&mut manifest, Some(work_id));
+    let mut work = Work::new(
+        &name,
+        WorkSpec { workload: Some(WorkloadTemplate { manifests: Some(vec![manifest]) }), suspend_dispatching: None, preserve_resources_on_deletion: Some(true) },
+    );
+    work.metadata.namespace = Some(space.into());
+    work.metadata.labels = Some(BTreeMap::from([(WORK_PERMANENT_ID_LABEL.to_string(), work_id.to_string())]));
+    work.metadata.finalizers = Some(vec![EXECUTION_FINALIZER.into()]);
+    Ok(work)
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("namespace {namespace}: {message}")]
+pub struct Error {
+    namespace: String,
+    message: String,
+}
+
+struct Context {
+    client: Client,
+    namespaces: Store<Namespace>,
+    clusters: Store<Cluster>,
+    works: Store<Work>,
+}
+
+async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> {
+    let err = |message: String| Error { namespace: namespace.clone(), message };
+    let ns = ctx.namespaces.get(&ObjectRef::new(&namespace));
+    let wanted = ns.as_deref().is_some_and(propagates);
+    let name = work_name("Namespace", &namespace, None);
+    for cluster in ctx.clusters.state() {
+        let space = execution_space(&cluster.name_any());
+        let works: Api<Work> = Api::namespaced(ctx.client.clone(), &space);
+        let existing = ctx.works.get(&ObjectRef::new(&name).within(&space));
+        if !wanted || cluster.metadata.deletion_timestamp.is_some() {
+            if existing.is_some_and(|w| w.metadata.deletion_timestamp.is_none()) {
+                match works.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Err(e) => return Err(err(e.to_string())),
+                }
+            }
+            continue;
+        }
+        let Some(ns) = ns.as_deref() else { continue };
+        let work_id = existing
+            .as_ref()
+            .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let want = namespace_work(ns, &space, &work_id).map_err(err)?;
+        let result = match existing {
+            None => works.create(&PostParams::default(), &want).await.map(|_| ()),
+            Some(have) if have.spec == want.spec => Ok(()),
+            Some(have) => {
+                let mut next = (*have).clone();
+                next.spec = want.spec;
+                works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => {}
+            // The execution space is being made, or someone wrote first: next round.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::After(Duration::from_secs(1))),
+            Err(e) => return Err(err(format!("writing the work for cluster {}: {e}", cluster.name_any()))),
+        }
+    }
+    Ok(Next::Done)
+}
+
+/// Run namespace auto-propagation until its watches end.
+pub async fn run(client: Client, config: Config) {
+    let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let q = queue.clone();
+    let (namespaces, ns_task) = watch_into_store(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |n: &Namespace, _| q.add(n.name_any()));
+    // A cluster joining needs every namespace; found through the namespace store once it exists.
+    let all: Arc<Mutex<Option<Store<Namespace>>>> = Arc::new(Mutex::new(None));
+    let (q, a) = (queue.clone(), all.clone());
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+        if let Some(store) = a.lock().as_ref() {
+            for n in store.state() {
+                q.add(n.name_any());
+            }
+        }
+    });
+    let q = queue.clone();
+    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+        // A namespace Work deleted by hand comes back.
+        if deleted {
+            if let Some(ns) = w.spec.workload.as_ref().and_then(|wl| wl.manifests.as_ref()).and_then(|m| m.first()).filter(|m| m["kind"] == "Namespace") {
+                if let Some(n) = ns.pointer("/metadata/name").and_then(Value::as_str) {
+                    q.add(n.to_string());
+                }
+            }
+        }
+    });
+    *all.lock() = Some(namespaces.clone());
+    let ctx = Arc::new(Context { client, namespaces, clusters, works });
+    let workers = run_workers(queue, config.workers, NAME, move |ns| reconcile(ns, ctx.clone()));
+    tokio::select! {
+        _ = ns_task => tracing::warn!(controller = NAME, "namespace watch ended"),
+        _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
+        _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
+        _ = workers => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(name: &str, labels: Value) -> Namespace {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels, "uid": "u", "resourceVersion": "3"}})).unwrap()
+    }
+
+    #[test]
+    fn which_namespaces_propagate() {
+        assert!(propagates(&ns("shop", json!({}))));
+        assert!(!propagates(&ns("default", json!({}))));
+        assert!(!propagates(&ns("kube-system", json!({}))));
+        assert!(!propagates(&ns("karmada-es-member1", json!({}))));
+        assert!(!propagates(&ns("quiet", json!({SKIP_AUTO_PROPAGATION_LABEL: "true"}))));
+    }
+
+    #[test]
+    fn namespace_work_is_pruned_labelled_and_preserving() {
+        let w = namespace_work(&ns("shop", json!({"team": "a"})), "karmada-es-m1", "id-1").unwrap();
+        assert_eq!(w.metadata.name.as_deref(), Some(work_name("Namespace", "shop", None).as_str()));
+        assert_eq!(w.spec.preserve_resources_on_deletion, Some(true));
+        let m = &w.spec.workload.as_ref().unwrap().manifests.as_ref().unwrap()[0];
+        assert_eq!(m["kind"], "Namespace");
+        assert!(m["metadata"].get("uid").is_none() && m["metadata"].get("resourceVersion").is_none());
+        assert_eq!(m["metadata"]["labels"][MANAGED_LABEL], "true");
+        assert_eq!(m["metadata"]["labels"][WORK_PERMANENT_ID_LABEL], "id-1");
+        assert_eq!(m["metadata"]["labels"]["team"], "a");
+    }
+}
