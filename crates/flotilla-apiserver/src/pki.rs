@@ -19,6 +19,8 @@ pub enum PkiError {
     Io { what: &'static str, path: String, source: std::io::Error },
     #[error("cannot issue the {what} certificate: {source}")]
     Issue { what: String, source: rcgen::Error },
+    #[error("cannot issue a client certificate for {user} with groups {groups:?}: at most one group (the certificate library keeps one Organization)")]
+    TooManyGroups { user: String, groups: Vec<String> },
 }
 
 /// A CA with its key, able to issue certificates.
@@ -101,7 +103,12 @@ impl Authority {
     }
 
     /// A client certificate: CN is the user name, each O a group.
+    /// A client certificate for `user` in at most one group (the Organization); more than one
+    /// is refused rather than silently keeping the last.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<Issued, PkiError> {
+        if groups.len() > 1 {
+            return Err(PkiError::TooManyGroups { user: user.into(), groups: groups.iter().map(|g| g.to_string()).collect() });
+        }
         let key = KeyPair::generate().map_err(issue_err("client key"))?;
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, user);

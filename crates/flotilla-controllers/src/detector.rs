@@ -353,6 +353,7 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
             }
         };
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+        tracing::debug!(controller = NAME, kind = ?kind, "watching templates");
         let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
@@ -376,6 +377,7 @@ fn kinds_of(selectors: &[ResourceSelector]) -> HashSet<Kind> {
 }
 
 async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    tracing::debug!(controller = NAME, template = %describe(&key), "reconciling");
     let Some(watched) = ctx.watched(&key.kind) else { return Ok(Next::After(ctx.config.missing_kind_retry)) };
     let obj_ref = match &key.namespace {
         Some(ns) => reflector::ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
@@ -388,7 +390,10 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if obj.metadata.deletion_timestamp.is_some() || key.namespace.as_deref().is_some_and(is_reserved_namespace) {
         return Ok(Next::Done);
     }
-    let template = serde_json::to_value(&*obj).map_err(|e| Error::Template(e.to_string()))?;
+    let mut template = serde_json::to_value(&*obj).map_err(|e| Error::Template(e.to_string()))?;
+    // Items of a LIST carry no apiVersion and kind (a real server leaves them out): the watch says.
+    template["apiVersion"] = json!(watched.resource.api_version);
+    template["kind"] = json!(watched.resource.kind);
     let api: Api<DynamicObject> = match &key.namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &watched.resource),
         None => Api::all_with(ctx.client.clone(), &watched.resource),

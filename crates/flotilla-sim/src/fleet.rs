@@ -5,8 +5,9 @@
 //! endpoint (`admin`) lives on the shared listener under `/sim/v1/`.
 //!
 //! Certificates: one CA in `<data_dir>/pki` signs the serving certificate and every client
-//! certificate. A member's kubeconfig carries a certificate in the group
-//! `flotilla.io/member:<name>`; the fleet admin's in `flotilla.io/fleet-admin`. A request
+//! certificate. A member's kubeconfig carries a certificate of the user
+//! `flotilla.io/member:<name>` in `system:masters`; the fleet admin's is in the group
+//! `flotilla.io/fleet-admin`. A request
 //! reaches a member only with a certificate of that member (or of the fleet admin): the
 //! members share a CA but not their credentials.
 
@@ -28,9 +29,10 @@ use parking_lot::Mutex;
 use crate::config::MemberConfig;
 use crate::member::{Member, MemberError};
 
-pub const MEMBER_GROUP_PREFIX: &str = "flotilla.io/member:";
+/// A member's administrator certificate names the member in its user (`flotilla.io/member:<name>`,
+/// in the group `system:masters`).
+pub const MEMBER_USER_PREFIX: &str = "flotilla.io/member:";
 pub const FLEET_ADMIN_GROUP: &str = "flotilla.io/fleet-admin";
-const CLIENT_USER: &str = "flotilla-admin";
 
 /// How to run a fleet.
 #[derive(Clone, Debug)]
@@ -155,18 +157,18 @@ fn write_kubeconfig(path: &Path, name: &str, server: &str, ca: &str, cert: &pki:
 }
 
 /// The groups of the client certificate a request came with, if any.
-fn cert_groups(req: &Request<Body>) -> Option<Vec<String>> {
+fn cert_identity(req: &Request<Body>) -> Option<Identity> {
     let tls = req.extensions().get::<Arc<axum_server::tls::TlsInfo>>()?;
     let der = tls.peer_certificates.first()?;
-    flotilla_apiserver::auth::identity_from_cert(der).map(|id| id.groups)
+    flotilla_apiserver::auth::identity_from_cert(der)
 }
 
 /// Whether a request may reach `member`: a client certificate of that member or of the fleet
 /// admin, or no certificate at all (a bearer token or an in-process identity decides then).
 fn may_reach(req: &Request<Body>, member: &str) -> bool {
-    match cert_groups(req) {
+    match cert_identity(req) {
         None => true,
-        Some(groups) => groups.iter().any(|g| g == FLEET_ADMIN_GROUP || g.strip_prefix(MEMBER_GROUP_PREFIX) == Some(member)),
+        Some(id) => id.groups.iter().any(|g| g == FLEET_ADMIN_GROUP) || id.user.strip_prefix(MEMBER_USER_PREFIX) == Some(member),
     }
 }
 
@@ -175,7 +177,7 @@ pub fn is_fleet_admin(req: &Request<Body>) -> bool {
     if let Some(id) = req.extensions().get::<Identity>() {
         return id.groups.iter().any(|g| g == FLEET_ADMIN_GROUP);
     }
-    cert_groups(req).is_some_and(|g| g.iter().any(|x| x == FLEET_ADMIN_GROUP))
+    cert_identity(req).is_some_and(|id| id.groups.iter().any(|x| x == FLEET_ADMIN_GROUP))
 }
 
 /// Hand a request to a member: refuse a certificate of another member (the request goes on
@@ -329,7 +331,7 @@ impl Fleet {
         let mut members = BTreeMap::new();
         for (name, member) in started {
             let cert = ca
-                .issue_client(CLIENT_USER, &["system:masters", &format!("{MEMBER_GROUP_PREFIX}{name}")])
+                .issue_client(&format!("{MEMBER_USER_PREFIX}{name}"), &["system:masters"])
                 .map_err(|source| FleetError::Pki { dir: config.data_dir.display().to_string(), source })?;
             let kubeconfig = config.data_dir.join(format!("{name}.kubeconfig"));
             let entry = Arc::new(Entry {

@@ -3,6 +3,7 @@
 
 mod certs_cmd;
 mod controllers;
+mod demo;
 mod join_cmd;
 mod store_cmd;
 mod up;

@@ -45,6 +45,9 @@ pub struct UpArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_request_body_bytes: usize,
+    /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
+    pub demo: Option<usize>,
 }
 
 impl UpArgs {
@@ -59,6 +62,7 @@ impl UpArgs {
             max_requests_inflight: 400,
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
+            demo: None,
         }
     }
 }
@@ -140,12 +144,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
     let mut controllers = crate::controllers::start(&api);
+    let demo = match args.demo.filter(|n| *n > 0) {
+        Some(n) => {
+            let cp = crate::controllers::client(&api, "system:flotilla:demo");
+            let fleet = crate::demo::start(n, &args.data_dir.join("demo"), &cp).await?;
+            println!("demo: {n} members joined; try:");
+            println!("  kubectl --kubeconfig {} get clusters", kubeconfig_path.display());
+            println!("  kubectl --kubeconfig {} apply -f examples/karmada/nginx.yaml", kubeconfig_path.display());
+            Some(fleet)
+        }
+        None => None,
+    };
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
     eprintln!("flotilla: shutting down");
     controllers.abort_all();
+    if let Some(fleet) = demo {
+        if let Err(e) = fleet.shutdown().await {
+            eprintln!("flotilla: stopping the demo members: {e}");
+        }
+    }
     serving.shutdown().await?;
     drop(api);
     drop(store);

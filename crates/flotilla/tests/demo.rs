@@ -1,0 +1,64 @@
+//! `flotilla up --demo 2`: simulated members start in-process, join in Push mode with a
+//! least-privilege identity, turn Ready through the health probe, and Karmada's quick-start
+//! sample is claimed by its policy and bound.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{Flotilla, kubectls};
+
+fn get_json(kc: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
+    let bin = kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl");
+    let out = Command::new(bin).arg("--kubeconfig").arg(kc).args(args).args(["-o", "json"]).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("timed out waiting for {what}; last: {last}");
+}
+
+#[test]
+fn demo_members_join_and_the_quick_start_sample_is_bound() {
+    let cp = Flotilla::start_with(&["--demo", "2"]);
+    let kc = cp.kubeconfig.clone();
+    for name in ["member1", "member2"] {
+        let c = wait_for(&format!("cluster {name} Ready"), Duration::from_secs(120), || {
+            let c = get_json(&kc, &["get", "cluster", name])?;
+            let ready = c["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True");
+            if ready { Ok(c) } else { Err(c["status"].to_string()) }
+        });
+        assert_eq!(c["spec"]["syncMode"], "Push");
+        assert_eq!(c["spec"]["secretRef"]["namespace"], "karmada-cluster");
+        assert_eq!(c["spec"]["region"], format!("region-{name}"));
+        // The health probe fills in what the scheduler needs.
+        assert!(c["status"]["apiEnablements"].as_array().is_some_and(|a| !a.is_empty()), "{}", c["status"]);
+        assert_eq!(c["status"]["nodeSummary"]["readyNum"], 2, "{}", c["status"]);
+    }
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/karmada/nginx.yaml");
+    let bin = kubectls().into_iter().map(|(_, p)| p).last().unwrap();
+    let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(&sample).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The detector claims the template and binds it.
+    let rb = wait_for("the binding", Duration::from_secs(60), || get_json(&kc, &["-n", "default", "get", "resourcebinding", "nginx-deployment"]));
+    assert_eq!(rb["spec"]["resource"]["kind"], "Deployment");
+    assert_eq!(rb["spec"]["replicas"], 2);
+    assert!(rb["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"].is_string(), "{}", rb["metadata"]);
+    let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"]).unwrap();
+    assert_eq!(d["metadata"]["annotations"]["propagationpolicy.karmada.io/name"], "nginx-propagation");
+    drop(cp);
+}
