@@ -8,9 +8,13 @@
 //! estimator over `status.resourceSummary` ([`estimator`]). Each pass records why in an
 //! [`Explanation`], which [`explain_text`] prints for `flotilla explain`.
 //!
-//! [`runner`] is the only part with I/O: it watches ResourceBindings, ClusterResourceBindings
-//! and Clusters through `kube::Client`, decides when a binding needs scheduling as Karmada does,
-//! and writes `spec.clusters`, the `Scheduled` condition and Events.
+//! [`runner`] is the only part with I/O: [`runner::run`] (or [`runner::Scheduler`]) watches
+//! ResourceBindings, ClusterResourceBindings and Clusters through `kube::Client` (reflectors),
+//! queues bindings on the events Karmada reacts to, decides per binding whether it needs
+//! scheduling as Karmada's `doScheduleBinding` does ([`runner::decision`]), calls [`schedule`]
+//! on a snapshot of the cluster store, and writes `spec.clusters` with the applied-placement
+//! annotation, the `Scheduled` condition, the observed generation and `lastScheduledTime`, and
+//! `ScheduleBindingSucceed`/`ScheduleBindingFailed` Events ([`runner::writeback`]).
 //!
 //! Invariant: outside [`runner`], nothing reads a clock, a random source or the network — the
 //! same binding and snapshot always give the same result.

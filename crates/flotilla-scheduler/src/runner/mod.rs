@@ -1,1 +1,373 @@
-//! placeholder
+//! The scheduler's I/O: watches ResourceBindings, ClusterResourceBindings and Clusters through
+//! `kube::Client` (reflectors, [`watch`]), queues the bindings whose events matter
+//! ([`queue`]), decides per binding whether it needs scheduling as Karmada's
+//! `doScheduleBinding` does ([`decision`]), runs the pure [`crate::schedule`] over a snapshot of
+//! the cluster store, and writes the outcome back ([`writeback`]).
+//!
+//! Start with [`run`] (or [`Scheduler`] for a shutdown signal and [`metrics`]). What happens to
+//! a failed pass follows Karmada's `getConditionByError`:
+//!
+//! | outcome | `Scheduled` | `spec.clusters` | retried |
+//! |---|---|---|---|
+//! | scheduled | True / `Success` | the result | — |
+//! | no cluster fits | False / `NoClusterFit` | emptied (cleanup) | no: the next change retries |
+//! | replicas do not fit | False / `Unschedulable` | kept | after `unschedulable_retry` |
+//! | any other error | False / `SchedulerError` | kept | with backoff |
+//!
+//! Only this module reads a clock or the network.
+
+pub mod decision;
+pub mod metrics;
+pub mod queue;
+mod watch;
+pub mod writeback;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::policy::DEFAULT_SCHEDULER_NAME;
+use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use serde_json::json;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use self::decision::{Decision, Trigger, decide, is_ours};
+use self::metrics::Metrics;
+use self::queue::{Backoff, SchedulingQueue};
+use self::writeback::{AnyBinding, SCHEDULED_MESSAGE, StatusUpdate, Writer, is_conflict, is_not_found, success_message};
+use crate::binding::BindingKind;
+use crate::schedule::{ConditionReason, ScheduleOptions, schedule};
+use crate::snapshot::Snapshot;
+
+/// Settings of the runner. Every wait is here so tests can shorten them.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Bindings scheduled at once (Karmada runs one worker).
+    pub workers: usize,
+    /// The `spec.schedulerName` this scheduler serves (empty in a binding means
+    /// `default-scheduler`).
+    pub scheduler_name: String,
+    /// First wait before retrying a binding whose pass failed (Karmada: 1 s).
+    pub initial_backoff: Duration,
+    /// Longest such wait (Karmada: 10 s).
+    pub max_backoff: Duration,
+    /// How long an unschedulable binding waits before it is tried again unless a change queues
+    /// it sooner (Karmada's unschedulable pool: 5 min).
+    pub unschedulable_retry: Duration,
+    /// Keep selected clusters that get no replicas (`--enable-empty-workload-propagation`).
+    pub enable_empty_workload_propagation: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workers: 1,
+            scheduler_name: DEFAULT_SCHEDULER_NAME.to_string(),
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+            unschedulable_retry: Duration::from_secs(5 * 60),
+            enable_empty_workload_propagation: false,
+        }
+    }
+}
+
+/// A setting [`Config::validate`] refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid scheduler configuration: {0}")]
+pub struct ConfigError(String);
+
+impl Config {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |what: &str| Err(ConfigError(what.to_string()));
+        if self.workers == 0 {
+            return fail("workers must be at least 1");
+        }
+        if self.scheduler_name.is_empty() {
+            return fail("scheduler_name must not be empty");
+        }
+        if self.initial_backoff.is_zero() || self.max_backoff < self.initial_backoff {
+            return fail("backoff must be positive, initial_backoff <= max_backoff");
+        }
+        if self.unschedulable_retry.is_zero() {
+            return fail("unschedulable_retry must be positive");
+        }
+        Ok(())
+    }
+}
+
+/// Why scheduling one binding failed; all are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading {binding} failed: {source}")]
+    Read { binding: BindingKey, source: kube::Error },
+    #[error("writing the scheduling result of {binding} failed: {source}")]
+    WriteResult { binding: BindingKey, source: kube::Error },
+    #[error("writing the scheduling status of {binding} failed: {source}")]
+    WriteStatus { binding: BindingKey, source: kube::Error },
+    /// `schedule` failed with an error that is neither unfitting clusters nor replicas.
+    #[error("scheduling {binding} failed: {message}")]
+    Schedule { binding: BindingKey, message: String },
+}
+
+/// A binding in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingKey {
+    pub kind: BindingKind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl fmt::Display for BindingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{}({ns}/{})", self.kind.as_str(), self.name),
+            None => write!(f, "{}({})", self.kind.as_str(), self.name),
+        }
+    }
+}
+
+/// What becomes of a key after its pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Nothing more until an event queues it again.
+    Done,
+    /// Replicas did not fit: wait in the unschedulable pool.
+    Unschedulable,
+}
+
+/// How many times a pass is recomputed on the fresh binding after its result write conflicted.
+const RESULT_ATTEMPTS: usize = 3;
+
+/// What the handlers and workers share.
+pub(crate) struct Shared {
+    config: Config,
+    options: ScheduleOptions,
+    queue: SchedulingQueue<BindingKey>,
+    writer: Writer,
+    metrics: Metrics,
+    bindings: Store<ResourceBinding>,
+    cluster_bindings: Store<ClusterResourceBinding>,
+    clusters: Store<Cluster>,
+}
+
+/// The scheduler, built from a client and a validated [`Config`].
+pub struct Scheduler {
+    client: kube::Client,
+    config: Config,
+    metrics: Metrics,
+}
+
+impl Scheduler {
+    pub fn new(client: kube::Client, config: Config) -> Result<Scheduler, ConfigError> {
+        config.validate()?;
+        Ok(Scheduler { client, config, metrics: Metrics::default() })
+    }
+
+    /// The runner's metrics; register them once with
+    /// [`Metrics::register`](metrics::Metrics::register) before [`Scheduler::run`].
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Watches and schedules until `shutdown` is cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let Scheduler { client, config, metrics } = self;
+        let (bindings, rb_writer) = reflector::store::<ResourceBinding>();
+        let (cluster_bindings, crb_writer) = reflector::store::<ClusterResourceBinding>();
+        let (clusters, cluster_writer) = reflector::store::<Cluster>();
+        let shared = Arc::new(Shared {
+            options: ScheduleOptions { enable_empty_workload_propagation: config.enable_empty_workload_propagation, ..Default::default() },
+            queue: SchedulingQueue::new(Backoff { initial: config.initial_backoff, max: config.max_backoff }),
+            writer: Writer::new(client.clone(), &config.scheduler_name),
+            metrics,
+            bindings,
+            cluster_bindings,
+            clusters,
+            config,
+        });
+
+        let mut tasks = JoinSet::new();
+        tasks.spawn(watch::watch_bindings(Api::<ResourceBinding>::all(client.clone()), rb_writer, shared.clone(), "binding"));
+        tasks.spawn(watch::watch_bindings(Api::<ClusterResourceBinding>::all(client.clone()), crb_writer, shared.clone(), "cluster_binding"));
+        tasks.spawn(watch::watch_clusters(Api::<Cluster>::all(client), cluster_writer, shared.clone()));
+
+        // Schedule nothing against a cluster store that is still empty for want of a first list.
+        let synced = async {
+            let _ = shared.bindings.wait_until_ready().await;
+            let _ = shared.cluster_bindings.wait_until_ready().await;
+            let _ = shared.clusters.wait_until_ready().await;
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = synced => {
+                tracing::info!(workers = shared.config.workers, "scheduler caches synced; scheduling");
+                for _ in 0..shared.config.workers {
+                    tasks.spawn(work(shared.clone()));
+                }
+                shutdown.cancelled().await;
+            }
+        }
+        shared.queue.shut_down();
+        tasks.shutdown().await;
+    }
+}
+
+/// Runs the scheduler with `config` until the task is dropped. An invalid `config` is logged
+/// and nothing runs.
+pub async fn run(client: kube::Client, config: Config) {
+    match Scheduler::new(client, config) {
+        Ok(scheduler) => scheduler.run(CancellationToken::new()).await,
+        Err(error) => tracing::error!(%error, "the scheduler does not start"),
+    }
+}
+
+/// One worker: takes keys until the queue shuts down.
+async fn work(shared: Arc<Shared>) {
+    while let Some(key) = shared.queue.next().await {
+        let span = tracing::info_span!("schedule", binding = %key);
+        let started = Instant::now();
+        let priority = shared.lookup(&key).map(|b| watch::priority_of(&b.view())).unwrap_or(0);
+        match shared.schedule_key(&key).instrument(span).await {
+            Ok(Next::Done) => shared.queue.forget(&key),
+            Ok(Next::Unschedulable) => {
+                shared.queue.forget(&key);
+                shared.queue.add_after(key.clone(), priority, shared.config.unschedulable_retry);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "scheduling failed; retrying with backoff");
+                shared.queue.add_backoff(key.clone(), priority);
+            }
+        }
+        shared.metrics.e2e_duration.observe(started.elapsed().as_secs_f64());
+        shared.queue.done(&key);
+    }
+}
+
+impl Shared {
+    /// The binding as the reflector has it.
+    fn lookup(&self, key: &BindingKey) -> Option<AnyBinding> {
+        match key.kind {
+            BindingKind::ResourceBinding => {
+                let reference = ObjectRef::new(&key.name).within(key.namespace.as_deref().unwrap_or_default());
+                self.bindings.get(&reference).map(AnyBinding::Namespaced)
+            }
+            BindingKind::ClusterResourceBinding => self.cluster_bindings.get(&ObjectRef::new(&key.name)).map(AnyBinding::Cluster),
+        }
+    }
+
+    /// One key: the pass, recomputed on the binding as stored when the result write conflicted.
+    async fn schedule_key(&self, key: &BindingKey) -> Result<Next, Error> {
+        let Some(mut binding) = self.lookup(key) else { return Ok(Next::Done) };
+        for attempt in 1..=RESULT_ATTEMPTS {
+            match self.pass(key, &binding).await {
+                Err(Error::WriteResult { source, .. }) if is_conflict(&source) && attempt < RESULT_ATTEMPTS => {
+                    binding = match binding.refetch(self.writer.client()).await {
+                        Ok(fresh) => fresh,
+                        Err(source) if is_not_found(&source) => return Ok(Next::Done),
+                        Err(source) => return Err(Error::Read { binding: key.clone(), source }),
+                    };
+                }
+                outcome => return outcome,
+            }
+        }
+        Ok(Next::Done)
+    }
+
+    /// `doScheduleBinding`: skip what is not ours, decide, and schedule if needed.
+    async fn pass(&self, key: &BindingKey, binding: &AnyBinding) -> Result<Next, Error> {
+        let view = binding.view();
+        let meta = binding.metadata();
+        if meta.deletion_timestamp.is_some() || !is_ours(meta.labels.as_ref(), view.spec, &self.config.scheduler_name) {
+            return Ok(Next::Done);
+        }
+        let snapshot = Snapshot::from_shared(self.clusters.state());
+        match decide(&view, meta.generation, binding.applied_placement(), &snapshot) {
+            Decision::Nothing => Ok(Next::Done),
+            Decision::ObserveGeneration => {
+                tracing::debug!("nothing to schedule; recording the observed generation");
+                self.observe_generation(key, binding).await.map(|()| Next::Done)
+            }
+            Decision::Schedule(trigger) => {
+                tracing::info!(?trigger, "scheduling");
+                self.schedule_binding(key, binding, &snapshot, trigger).await
+            }
+        }
+    }
+
+    async fn observe_generation(&self, key: &BindingKey, binding: &AnyBinding) -> Result<(), Error> {
+        let Some(generation) = binding.metadata().generation else { return Ok(()) };
+        let patch = json!({ "status": { "schedulerObservedGeneration": generation } });
+        let name = &key.name;
+        let params = PatchParams::default();
+        let client = self.writer.client().clone();
+        let written = match key.kind {
+            BindingKind::ResourceBinding => {
+                let api: Api<ResourceBinding> = Api::namespaced(client, key.namespace.as_deref().unwrap_or_default());
+                api.patch_status(name, &params, &Patch::Merge(&patch)).await.map(drop)
+            }
+            BindingKind::ClusterResourceBinding => {
+                Api::<ClusterResourceBinding>::all(client).patch_status(name, &params, &Patch::Merge(&patch)).await.map(drop)
+            }
+        };
+        match written {
+            Err(source) if !is_not_found(&source) => Err(Error::WriteStatus { binding: key.clone(), source }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the algorithm and writes its outcome: result, status, Events, metrics.
+    async fn schedule_binding(&self, key: &BindingKey, binding: &AnyBinding, snapshot: &Snapshot, trigger: Trigger) -> Result<Next, Error> {
+        let view = binding.view();
+        let started = Instant::now();
+        let outcome = schedule(&view, snapshot, &self.options);
+        self.metrics.algorithm_duration.observe(started.elapsed().as_secs_f64());
+        let placement_json = view.placement().and_then(|p| serde_json::to_string(p).ok());
+        let write_result = |source| Error::WriteResult { binding: key.clone(), source };
+        let write_status = |source| Error::WriteStatus { binding: key.clone(), source };
+
+        let result = match outcome {
+            Ok(result) => result,
+            Err(error) => {
+                let reason = error.failure.reason();
+                let message = error.failure.to_string();
+                tracing::info!(reason = reason.as_str(), %message, "binding not scheduled");
+                // Karmada writes the empty result when no cluster fits, so a placement that
+                // excludes every cluster withdraws the workload.
+                let stored = match (reason, &placement_json) {
+                    (ConditionReason::NoClusterFit, Some(placement)) => {
+                        self.writer.write_result(binding, placement, &[]).await.map_err(write_result)?
+                    }
+                    _ => binding.clone(),
+                };
+                let update = StatusUpdate { reason: reason.as_str(), message: message.clone(), success: false, affinity_name: None };
+                self.writer.write_status(&stored, &update).await.map_err(write_status)?;
+                self.writer.event(&stored, false, &message).await;
+                let result_label = if reason == ConditionReason::SchedulerError { "error" } else { "unschedulable" };
+                self.metrics.attempt(result_label, trigger.schedule_type());
+                return match reason {
+                    ConditionReason::NoClusterFit => Ok(Next::Done),
+                    ConditionReason::Unschedulable => Ok(Next::Unschedulable),
+                    _ => Err(Error::Schedule { binding: key.clone(), message }),
+                };
+            }
+        };
+        let placement = placement_json.unwrap_or_default();
+        let stored = self.writer.write_result(binding, &placement, &result.clusters).await.map_err(write_result)?;
+        let update = StatusUpdate {
+            reason: ConditionReason::Success.as_str(),
+            message: SCHEDULED_MESSAGE.to_string(),
+            success: true,
+            affinity_name: result.affinity_name.clone(),
+        };
+        self.writer.write_status(&stored, &update).await.map_err(write_status)?;
+        self.writer.event(&stored, true, &success_message(view.kind, &result.clusters)).await;
+        self.metrics.attempt("scheduled", trigger.schedule_type());
+        tracing::info!(clusters = %writeback::clusters_text(&result.clusters), "binding scheduled");
+        Ok(Next::Done)
+    }
+}
