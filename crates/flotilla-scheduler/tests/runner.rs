@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use fixtures::{ClusterBuilder, binding, cluster, label_affinity, names_affinity};
 use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Cluster};
+use flotilla_api::federation::karmada::policy::SpreadByField;
 use flotilla_api::federation::karmada::work::{
     BindingSuspension, ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, ResourceBinding,
     ResourceBindingSpec, TargetCluster,
@@ -315,4 +316,78 @@ async fn cluster_resource_binding_for_a_non_workload() {
     assert!(crb.status.unwrap().last_scheduled_time.is_some());
     let events = events(&env.client, "ScheduleBindingSucceed", "ClusterResourceBinding", "team-a-namespace").await;
     assert_eq!(events[0].note.as_deref(), Some("Binding has been scheduled successfully. Result {m1:0, m2:0, m3:0}"));
+}
+
+async fn set_room(client: &kube::Client, cluster: &str, pods: i64) {
+    let patch = json!({ "status": { "resourceSummary": { "allocatable": { "pods": pods.to_string() } } } });
+    Api::<Cluster>::all(client.clone()).patch_status(cluster, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unschedulable_replicas_wait_in_the_pool_and_are_retried() {
+    let env = start().await;
+    for name in ["m1", "m2", "m3"] {
+        create_cluster(&env.client, cluster(name).room(1)).await;
+    }
+    let rb = binding().name("big-deployment").replicas(12).dynamic().build();
+    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    let rb = condition_reason(&env.client, "big-deployment", "Unschedulable").await;
+    assert_eq!(
+        scheduled_condition(&rb).unwrap().message,
+        "failed to assign replicas: failed to scale up: Clusters available replicas 3 are not enough to schedule."
+    );
+    assert_eq!(rb.spec.clusters, None);
+
+    // Room is status: no event queues the binding, the unschedulable pool's retry does.
+    set_room(&env.client, "m1", 100).await;
+    scheduled_onto(&env.client, "big-deployment", &[("m1", Some(12))]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reschedule_triggered_at_divides_afresh() {
+    let env = start().await;
+    for (name, room) in [("m1", 0), ("m2", 8), ("m3", 10)] {
+        create_cluster(&env.client, cluster(name).room(room)).await;
+    }
+    // Scheduled onto m1 before its room ran out: steady scheduling keeps it there.
+    let rb = binding().name("steady-deployment").replicas(12).dynamic().scheduled(&[("m1", 12)]).build();
+    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    scheduled_onto(&env.client, "steady-deployment", &[("m1", Some(12))]).await;
+
+    // A rebalance asked for after the last schedule (what a WorkloadRebalancer writes).
+    let last = json!({ "status": { "lastScheduledTime": "2025-01-01T00:00:00Z" } });
+    rbs(&env.client).patch_status("steady-deployment", &PatchParams::default(), &Patch::Merge(&last)).await.unwrap();
+    let trigger = json!({ "spec": { "rescheduleTriggeredAt": "2025-01-02T00:00:00Z" } });
+    rbs(&env.client).patch("steady-deployment", &PatchParams::default(), &Patch::Merge(&trigger)).await.unwrap();
+    let rb = scheduled_onto(&env.client, "steady-deployment", &[("m1", Some(5)), ("m2", Some(3)), ("m3", Some(4))]).await;
+    let last = rb.status.unwrap().last_scheduled_time.unwrap();
+    assert!(last.0 > "2025-01-02T00:00:00Z".parse().unwrap(), "lastScheduledTime moves past the trigger");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_affinities_fall_through_and_record_the_term() {
+    let env = start().await;
+    three_clusters(&env.client).await;
+    let rb = binding()
+        .name("failover-deployment")
+        .replicas(2)
+        .duplicated()
+        .affinity_terms(&[("primary", names_affinity(&["nowhere"])), ("backup", names_affinity(&["m2"]))])
+        .build();
+    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    let rb = scheduled_onto(&env.client, "failover-deployment", &[("m2", Some(2))]).await;
+    assert_eq!(rb.status.unwrap().scheduler_observing_affinity_name.as_deref(), Some("backup"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmeetable_spread_constraint_is_a_scheduler_error() {
+    let env = start().await;
+    three_clusters(&env.client).await;
+    let rb = binding().name("spread-deployment").replicas(3).dynamic().spread(SpreadByField::Cluster, 4, 4).build();
+    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    let rb = condition_reason(&env.client, "spread-deployment", "SchedulerError").await;
+    let condition = scheduled_condition(&rb).unwrap();
+    assert_eq!(condition.status, "False");
+    assert_eq!(condition.message, "failed to select clusters: the number of feasible clusters is less than spreadConstraint.MinGroups");
+    assert_eq!(rb.spec.clusters, None);
 }
