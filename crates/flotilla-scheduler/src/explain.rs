@@ -7,7 +7,7 @@ use crate::binding::BindingView;
 use crate::plugins::Verdict;
 use crate::schedule::{Attempt, ClusterExplanation, Explanation, Outcome, ScheduleError, ScheduleResult};
 
-/// Renders the outcome of [`crate::schedule`] for `binding` as text.
+/// Renders the outcome of [`crate::schedule()`] for `binding` as text.
 pub fn explain_text(binding: &BindingView<'_>, outcome: &Result<ScheduleResult, ScheduleError>) -> String {
     let mut out = String::new();
     let resource = &binding.spec.resource;

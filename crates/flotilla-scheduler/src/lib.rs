@@ -1,6 +1,6 @@
 //! The Karmada-compatible scheduler (target: Karmada v1.16 with its default feature gates).
 //!
-//! Start at [`schedule`]: a pure function from a binding ([`BindingView`]) and a [`Snapshot`] of
+//! Start at [`schedule()`]: a pure function from a binding ([`BindingView`]) and a [`Snapshot`] of
 //! clusters to the binding's new `spec.clusters` ([`ScheduleResult`]) or a [`ScheduleError`]
 //! carrying Karmada's message and condition reason. The pipeline is Karmada's: filter plugins
 //! and score plugins ([`plugins::registry`]) → selection under spread constraints ([`select`])
@@ -11,7 +11,7 @@
 //! [`runner`] is the only part with I/O: [`runner::run`] (or [`runner::Scheduler`]) watches
 //! ResourceBindings, ClusterResourceBindings and Clusters through `kube::Client` (reflectors),
 //! queues bindings on the events Karmada reacts to, decides per binding whether it needs
-//! scheduling as Karmada's `doScheduleBinding` does ([`runner::decision`]), calls [`schedule`]
+//! scheduling as Karmada's `doScheduleBinding` does ([`runner::decision`]), calls [`schedule()`]
 //! on a snapshot of the cluster store, and writes `spec.clusters` with the applied-placement
 //! annotation, the `Scheduled` condition, the observed generation and `lastScheduledTime`, and
 //! `ScheduleBindingSucceed`/`ScheduleBindingFailed` Events ([`runner::writeback`]).

@@ -43,12 +43,17 @@ impl Drop for Env {
     }
 }
 
-async fn start() -> Env {
+/// Creates `clusters` (status included), then starts the scheduler: its first list holds them
+/// whole, so no test depends on how soon the scheduler's cache catches up with a write.
+async fn start(clusters: impl IntoIterator<Item = ClusterBuilder>) -> Env {
     let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
     let api = ApiServer::new(store, ApiServerConfig::default());
     api.bootstrap().await.unwrap();
     api.install_crds(flotilla_api::federation::crds()).await.unwrap();
     let client = kube::Client::new(InProcess::new(api.router(), Identity::user("system:flotilla:scheduler", &["system:masters"])), "default");
+    for builder in clusters {
+        create_cluster(&client, builder).await;
+    }
     let config = Config {
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(500),
@@ -100,14 +105,17 @@ async fn create_cluster(client: &kube::Client, builder: ClusterBuilder) {
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 }
 
-async fn three_clusters(client: &kube::Client) {
-    for (name, region) in [("m1", "eu"), ("m2", "eu"), ("m3", "us")] {
-        create_cluster(client, cluster(name).region(region).label("env", "prod")).await;
-    }
+/// m1 and m2 in eu, m3 in us, all labelled env=prod.
+fn three_clusters() -> Vec<ClusterBuilder> {
+    [("m1", "eu"), ("m2", "eu"), ("m3", "us")].map(|(name, region)| cluster(name).region(region).label("env", "prod")).into()
 }
 
 fn rbs(client: &kube::Client) -> Api<ResourceBinding> {
     Api::namespaced(client.clone(), "default")
+}
+
+async fn create(client: &kube::Client, rb: &ResourceBinding) {
+    rbs(client).create(&PostParams::default(), rb).await.unwrap();
 }
 
 fn targets(clusters: Option<&Vec<TargetCluster>>) -> Vec<(String, Option<i32>)> {
@@ -176,10 +184,9 @@ async fn set_replicas(client: &kube::Client, name: &str, replicas: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicated_binding_goes_to_every_cluster_with_status_and_events() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding().name("web-deployment").replicas(2).duplicated().build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
 
     let rb = scheduled_onto(&env.client, "web-deployment", &[("m1", Some(2)), ("m2", Some(2)), ("m3", Some(2))]).await;
     let condition = scheduled_condition(&rb).unwrap();
@@ -196,10 +203,9 @@ async fn duplicated_binding_goes_to_every_cluster_with_status_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn divided_by_static_weights_and_rescheduled_on_scale() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding().name("api-deployment").replicas(12).static_weights(&[("m1", 3), ("m2", 2), ("m3", 1)]).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     scheduled_onto(&env.client, "api-deployment", &[("m1", Some(6)), ("m2", Some(4)), ("m3", Some(2))]).await;
 
     set_replicas(&env.client, "api-deployment", 14).await;
@@ -211,10 +217,9 @@ async fn divided_by_static_weights_and_rescheduled_on_scale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_cluster_fits_sets_no_cluster_fit_and_a_warning() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding().name("lost-deployment").replicas(3).divided().affinity(names_affinity(&["nowhere"])).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
 
     let rb = condition_reason(&env.client, "lost-deployment", "NoClusterFit").await;
     let condition = scheduled_condition(&rb).unwrap();
@@ -228,10 +233,9 @@ async fn no_cluster_fits_sets_no_cluster_fit_and_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_placement_that_stops_fitting_withdraws_the_result_as_karmada_does() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding().name("moving-deployment").replicas(2).duplicated().affinity(names_affinity(&["m1"])).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     scheduled_onto(&env.client, "moving-deployment", &[("m1", Some(2))]).await;
 
     let patch = json!({ "spec": { "placement": { "clusterAffinity": { "clusterNames": ["nowhere"] } } } });
@@ -247,12 +251,9 @@ async fn a_placement_that_stops_fitting_withdraws_the_result_as_karmada_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_label_changes_reschedule_matching_bindings() {
-    let env = start().await;
-    create_cluster(&env.client, cluster("m1").label("env", "prod")).await;
-    create_cluster(&env.client, cluster("m2").label("env", "prod")).await;
-    create_cluster(&env.client, cluster("m3").label("env", "dev")).await;
+    let env = start([cluster("m1").label("env", "prod"), cluster("m2").label("env", "prod"), cluster("m3").label("env", "dev")]).await;
     let rb = binding().name("prod-deployment").replicas(1).duplicated().affinity(label_affinity("env", "prod")).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     scheduled_onto(&env.client, "prod-deployment", &[("m1", Some(1)), ("m2", Some(1))]).await;
 
     let relabel = json!({ "metadata": { "labels": { "env": "prod" } } });
@@ -269,15 +270,14 @@ async fn cluster_label_changes_reschedule_matching_bindings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_schedulers_and_suspended_bindings_are_left_alone_until_resumed() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let mut foreign = binding().name("foreign-deployment").replicas(1).duplicated().build();
     foreign.spec.scheduler_name = Some("other-scheduler".into());
     let mut suspended = binding().name("suspended-deployment").replicas(1).duplicated().build();
     suspended.spec.suspension = Some(BindingSuspension { scheduling: Some(true), ..Default::default() });
     let ours = binding().name("ours-deployment").replicas(1).duplicated().build();
     for rb in [&foreign, &suspended, &ours] {
-        rbs(&env.client).create(&PostParams::default(), rb).await.unwrap();
+        create(&env.client, rb).await;
     }
     scheduled_onto(&env.client, "ours-deployment", &[("m1", Some(1)), ("m2", Some(1)), ("m3", Some(1))]).await;
     for name in ["foreign-deployment", "suspended-deployment"] {
@@ -292,8 +292,7 @@ async fn other_schedulers_and_suspended_bindings_are_left_alone_until_resumed() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_resource_binding_for_a_non_workload() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let mut crb = ClusterResourceBinding::new(
         "team-a-namespace",
         ClusterResourceBindingSpec(ResourceBindingSpec {
@@ -325,12 +324,9 @@ async fn set_room(client: &kube::Client, cluster: &str, pods: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unschedulable_replicas_wait_in_the_pool_and_are_retried() {
-    let env = start().await;
-    for name in ["m1", "m2", "m3"] {
-        create_cluster(&env.client, cluster(name).room(1)).await;
-    }
+    let env = start(["m1", "m2", "m3"].map(|name| cluster(name).room(1))).await;
     let rb = binding().name("big-deployment").replicas(12).dynamic().build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     let rb = condition_reason(&env.client, "big-deployment", "Unschedulable").await;
     assert_eq!(
         scheduled_condition(&rb).unwrap().message,
@@ -345,13 +341,10 @@ async fn unschedulable_replicas_wait_in_the_pool_and_are_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reschedule_triggered_at_divides_afresh() {
-    let env = start().await;
-    for (name, room) in [("m1", 0), ("m2", 8), ("m3", 10)] {
-        create_cluster(&env.client, cluster(name).room(room)).await;
-    }
+    let env = start([("m1", 0), ("m2", 8), ("m3", 10)].map(|(name, room)| cluster(name).room(room))).await;
     // Scheduled onto m1 before its room ran out: steady scheduling keeps it there.
     let rb = binding().name("steady-deployment").replicas(12).dynamic().scheduled(&[("m1", 12)]).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     scheduled_onto(&env.client, "steady-deployment", &[("m1", Some(12))]).await;
 
     // A rebalance asked for after the last schedule (what a WorkloadRebalancer writes).
@@ -366,28 +359,37 @@ async fn reschedule_triggered_at_divides_afresh() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_affinities_fall_through_and_record_the_term() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding()
         .name("failover-deployment")
         .replicas(2)
         .duplicated()
         .affinity_terms(&[("primary", names_affinity(&["nowhere"])), ("backup", names_affinity(&["m2"]))])
         .build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     let rb = scheduled_onto(&env.client, "failover-deployment", &[("m2", Some(2))]).await;
     assert_eq!(rb.status.unwrap().scheduler_observing_affinity_name.as_deref(), Some("backup"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unmeetable_spread_constraint_is_a_scheduler_error() {
-    let env = start().await;
-    three_clusters(&env.client).await;
+    let env = start(three_clusters()).await;
     let rb = binding().name("spread-deployment").replicas(3).dynamic().spread(SpreadByField::Cluster, 4, 4).build();
-    rbs(&env.client).create(&PostParams::default(), &rb).await.unwrap();
+    create(&env.client, &rb).await;
     let rb = condition_reason(&env.client, "spread-deployment", "SchedulerError").await;
     let condition = scheduled_condition(&rb).unwrap();
     assert_eq!(condition.status, "False");
     assert_eq!(condition.message, "failed to select clusters: the number of feasible clusters is less than spreadConstraint.MinGroups");
     assert_eq!(rb.spec.clusters, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_target_cluster_hands_its_replicas_to_the_rest() {
+    let env = start(three_clusters()).await;
+    let rb = binding().name("shared-deployment").replicas(12).static_weights(&[("m1", 3), ("m2", 2), ("m3", 1)]).build();
+    create(&env.client, &rb).await;
+    scheduled_onto(&env.client, "shared-deployment", &[("m1", Some(6)), ("m2", Some(4)), ("m3", Some(2))]).await;
+
+    Api::<Cluster>::all(env.client.clone()).delete("m3", &Default::default()).await.unwrap();
+    scheduled_onto(&env.client, "shared-deployment", &[("m1", Some(7)), ("m2", Some(5))]).await;
 }

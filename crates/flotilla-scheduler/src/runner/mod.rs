@@ -1,7 +1,7 @@
 //! The scheduler's I/O: watches ResourceBindings, ClusterResourceBindings and Clusters through
-//! `kube::Client` (reflectors, [`watch`]), queues the bindings whose events matter
+//! `kube::Client` (reflectors, `watch`), queues the bindings whose events matter
 //! ([`queue`]), decides per binding whether it needs scheduling as Karmada's
-//! `doScheduleBinding` does ([`decision`]), runs the pure [`crate::schedule`] over a snapshot of
+//! `doScheduleBinding` does ([`decision`]), runs the pure [`schedule()`](crate::schedule()) over a snapshot of
 //! the cluster store, and writes the outcome back ([`writeback`]).
 //!
 //! Start with [`run`] (or [`Scheduler`] for a shutdown signal and [`metrics`]). What happens to

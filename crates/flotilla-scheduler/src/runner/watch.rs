@@ -164,3 +164,30 @@ fn queue_concerned(shared: &Shared, change: &ClusterChange) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::federation::karmada::policy::PROPAGATION_POLICY_PERMANENT_ID_LABEL;
+    use flotilla_api::federation::karmada::work::{ResourceBindingSpec, ResourceBindingStatus};
+
+    fn rb(generation: i64, observed: Option<i64>) -> ResourceBinding {
+        let mut rb = ResourceBinding::new("b", ResourceBindingSpec::default());
+        rb.metadata.labels = Some([(PROPAGATION_POLICY_PERMANENT_ID_LABEL.to_string(), "id".to_string())].into());
+        rb.metadata.generation = Some(generation);
+        rb.status = observed.map(|g| ResourceBindingStatus { scheduler_observed_generation: Some(g), ..Default::default() });
+        rb
+    }
+
+    #[test]
+    fn bindings_are_queued_when_new_or_their_generation_moves() {
+        let ours = "default-scheduler";
+        assert!(binding_needs_queueing(None, &rb(1, None), ours), "added");
+        assert!(binding_needs_queueing(Some(&rb(1, None)), &rb(2, None), ours), "spec changed");
+        assert!(!binding_needs_queueing(Some(&rb(2, None)), &rb(2, Some(2)), ours), "status only");
+        assert!(!binding_needs_queueing(None, &rb(1, None), "other-scheduler"), "not ours");
+        let mut unclaimed = rb(1, None);
+        unclaimed.metadata.labels = None;
+        assert!(!binding_needs_queueing(None, &unclaimed, ours), "claimed by no policy");
+    }
+}
