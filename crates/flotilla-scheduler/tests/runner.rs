@@ -19,6 +19,7 @@ use flotilla_api::federation::karmada::work::{
 };
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_scheduler::runner::metrics::Metrics;
 use flotilla_scheduler::runner::{self, Config};
 use flotilla_store::Store;
 use k8s_openapi::api::events::v1::Event;
@@ -33,6 +34,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// An API server with the federation CRDs and a running scheduler; cancelling on drop stops it.
 struct Env {
     client: kube::Client,
+    metrics: Metrics,
     stop: CancellationToken,
     _api: ApiServer,
 }
@@ -55,15 +57,17 @@ async fn start(clusters: impl IntoIterator<Item = ClusterBuilder>) -> Env {
         create_cluster(&client, builder).await;
     }
     let config = Config {
+        workers: 2,
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(500),
         unschedulable_retry: Duration::from_millis(500),
         ..Config::default()
     };
     let scheduler = runner::Scheduler::new(client.clone(), config).unwrap();
+    let metrics = scheduler.metrics().clone();
     let stop = CancellationToken::new();
     tokio::spawn(scheduler.run(stop.clone()));
-    Env { client, stop, _api: api }
+    Env { client, metrics, stop, _api: api }
 }
 
 /// Polls `probe` until it yields a value; panics with the last observation after the deadline.
@@ -198,6 +202,12 @@ async fn duplicated_binding_goes_to_every_cluster_with_status_and_events() {
     let on_binding = events(&env.client, "ScheduleBindingSucceed", "ResourceBinding", "web-deployment").await;
     assert_eq!(on_binding[0].note.as_deref(), Some("Binding has been scheduled successfully. Result: {m1:2, m2:2, m3:2}"));
     assert_eq!(on_binding[0].type_.as_deref(), Some("Normal"));
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    env.metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(text.contains(r#"flotilla_scheduler_schedule_attempts_total{result="scheduled",schedule_type="ReconcileSchedule"}"#), "{text}");
     events(&env.client, "ScheduleBindingSucceed", "Deployment", "nginx").await;
 }
 
