@@ -26,4 +26,5 @@ pub fn start_federation(set: &mut JoinSet<()>, client: impl Fn(&str) -> kube::Cl
     set.spawn(c::detector::run(client(c::detector::NAME), Default::default()));
     set.spawn(c::binding::run(client(c::binding::NAME), Default::default()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
+    set.spawn(flotilla_scheduler::runner::run(client("scheduler"), Default::default()));
 }
