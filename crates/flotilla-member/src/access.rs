@@ -8,6 +8,9 @@ use flotilla_api::federation::karmada::cluster::Cluster;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
+use crate::apply::Member;
+use crate::discovery::MemberDiscovery;
+
 /// Why a member could not be reached or used.
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
@@ -117,10 +120,18 @@ fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         .collect()
 }
 
-/// A shared cache of member clients by cluster name (rebuilt when the access data changes).
+/// A shared cache of member clients by cluster name and request timeout (rebuilt when the
+/// access data changes), each with its discovery cache. Callers that need different timeouts (a
+/// health probe, applies, long-running watches) get different clients.
 #[derive(Default)]
 pub struct Clients {
-    inner: parking_lot::Mutex<std::collections::HashMap<String, (Arc<MemberAccessKey>, kube::Client)>>,
+    inner: parking_lot::Mutex<std::collections::HashMap<(String, Duration), Cached>>,
+}
+
+struct Cached {
+    key: Arc<MemberAccessKey>,
+    client: kube::Client,
+    discovery: Arc<MemberDiscovery>,
 }
 
 #[derive(PartialEq, Eq)]
@@ -137,21 +148,55 @@ impl std::fmt::Debug for Clients {
     }
 }
 
+/// A member client with its discovery cache: what [`crate::apply`] needs.
+#[derive(Clone)]
+pub struct Connection {
+    pub cluster: String,
+    pub client: kube::Client,
+    pub discovery: Arc<MemberDiscovery>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("cluster", &self.cluster).finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    pub fn member(&self) -> Member<'_> {
+        Member { cluster: &self.cluster, client: &self.client, discovery: &self.discovery }
+    }
+}
+
 impl Clients {
     pub fn get(&self, access: &MemberAccess, timeout: Duration) -> Result<kube::Client, MemberError> {
+        self.connection(access, timeout).map(|c| c.client)
+    }
+
+    /// The cached connection for `access` with `timeout`, built on first use or when the access
+    /// data changed.
+    pub fn connection(&self, access: &MemberAccess, timeout: Duration) -> Result<Connection, MemberError> {
         let key = Arc::new(MemberAccessKey { endpoint: access.endpoint.clone(), token: access.token.clone(), ca: access.ca_bundle.clone(), insecure: access.insecure });
         let mut map = self.inner.lock();
-        if let Some((k, c)) = map.get(&access.cluster) {
-            if **k == *key {
-                return Ok(c.clone());
-            }
+        let slot = (access.cluster.clone(), timeout);
+        if let Some(c) = map.get(&slot)
+            && *c.key == *key
+        {
+            return Ok(Connection { cluster: access.cluster.clone(), client: c.client.clone(), discovery: c.discovery.clone() });
         }
         let client = access.client(timeout)?;
-        map.insert(access.cluster.clone(), (key, client.clone()));
-        Ok(client)
+        let discovery = Arc::new(MemberDiscovery::default());
+        map.insert(slot, Cached { key, client: client.clone(), discovery: discovery.clone() });
+        Ok(Connection { cluster: access.cluster.clone(), client, discovery })
+    }
+
+    /// Read `cluster`'s access data from the control plane and connect.
+    pub async fn connect(&self, control_plane: &kube::Client, cluster: &Cluster, timeout: Duration) -> Result<Connection, MemberError> {
+        let access = MemberAccess::from_cluster(control_plane, cluster).await?;
+        self.connection(&access, timeout)
     }
 
     pub fn forget(&self, cluster: &str) {
-        self.inner.lock().remove(cluster);
+        self.inner.lock().retain(|(c, _), _| c != cluster);
     }
 }

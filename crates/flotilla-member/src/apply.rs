@@ -228,9 +228,7 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
         if !is_managed(&observed) && !opts.overwrite {
             return Err(ApplyError::Conflict { cluster: m.cluster.into(), kind: r.gvk.kind.clone(), object: r.display() });
         }
-        // Karmada's Retain: the member's resourceVersion, finalizers, owner references and
-        // labels/annotations, then the kind's own member-owned fields.
-        let next = flotilla_api::interpreter::retain(&desired, &observed).map_err(|e| ApplyError::Manifest(e.to_string()))?;
+        let next = retained(&desired, &observed)?;
         if !opts.force && is_derivative(&next, &observed) {
             return Ok(Applied::Unchanged(observed));
         }
@@ -248,6 +246,23 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
         reason: "Conflict".into(),
         message: "the object kept changing while it was applied".into(),
     })
+}
+
+/// Karmada's Retain: `desired` with the member's resourceVersion, finalizers, owner references
+/// and member-owned labels/annotations, then the kind's own member-owned fields.
+fn retained(desired: &Value, observed: &Value) -> Result<Value, ApplyError> {
+    flotilla_api::interpreter::retain(desired, observed).map_err(|e| ApplyError::Manifest(e.to_string()))
+}
+
+/// True when applying `desired` (a manifest as [`apply`] takes it) would change the member's
+/// `observed` copy: the decision [`apply`] makes after its read, for a caller that already holds
+/// the member object (a watch) and wants to spend no request when nothing drifted.
+pub fn needs_update(desired: &Value, observed: &Value) -> bool {
+    match retained(desired, observed) {
+        Ok(next) => !is_derivative(&next, observed),
+        // Apply will report what is wrong with the manifest.
+        Err(_) => true,
+    }
 }
 
 /// Remove (or, with `preserve`, release) the member's copy of `r`, but only when it is managed
@@ -424,6 +439,22 @@ mod tests {
         let mut float = same;
         float["spec"]["replicas"] = json!(3.0);
         assert!(is_derivative(&float, &observed));
+    }
+
+    #[test]
+    fn drift_is_a_change_to_what_the_manifest_says_not_to_what_the_member_adds() {
+        let desired = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "d",
+            "labels": {"karmada.io/managed": "true"}}, "data": {"x": "1"}});
+        let observed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "d", "uid": "u",
+            "resourceVersion": "5", "labels": {"karmada.io/managed": "true"}, "annotations": {"member.example/seen": "yes"}},
+            "data": {"x": "1"}});
+        assert!(!needs_update(&desired, &observed), "member-owned annotations are retained, not drift");
+        let mut edited = observed.clone();
+        edited["data"]["x"] = json!("2");
+        assert!(needs_update(&desired, &edited));
+        let mut unlabelled = observed;
+        unlabelled["metadata"]["labels"] = json!({});
+        assert!(needs_update(&desired, &unlabelled));
     }
 
     #[test]

@@ -16,4 +16,4 @@ pub mod apply;
 pub mod discovery;
 pub mod join;
 
-pub use access::{MemberAccess, MemberError};
+pub use access::{Clients, Connection, MemberAccess, MemberError};

@@ -1,0 +1,288 @@
+//! The execution and work-status controllers end to end: an in-process control plane (API
+//! server on a memory store) and, for everything that touches a member, a real member of the
+//! shared testenv joined with Flotilla's least-privilege identity.
+//!
+//! Tests that need the testenv skip (or, with `FLOTILLA_REQUIRE_TESTENV=1`, fail) without it.
+//! Each test uses its own cluster name and member namespace and removes both afterwards.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, LocalSecretReference};
+use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, ResourceHealth, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate};
+use flotilla_apiserver::inproc::InProcess;
+use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_controllers::{cluster, cluster_status, execution, work_status};
+use flotilla_member::access::Clients;
+use flotilla_member::join::{JoinOptions, MemberEndpoint, clean_member, prepare_member, register};
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// An in-process control plane with the federation CRDs. Keep the value alive: dropping it
+/// stops nothing by itself, but the router lives in it.
+struct ControlPlane {
+    _api: ApiServer,
+    client: Client,
+    controllers: JoinSet<()>,
+}
+
+async fn control_plane() -> ControlPlane {
+    let store: Arc<dyn flotilla_store::Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
+    let api = ApiServer::new(store, ApiServerConfig::default());
+    api.bootstrap().await.unwrap();
+    api.install_crds(flotilla_api::federation::crds()).await.unwrap();
+    let client = Client::new(InProcess::new(api.router(), Identity::user("flotilla-test", &["system:masters"])), "default");
+    ControlPlane { _api: api, client, controllers: JoinSet::new() }
+}
+
+fn execution_config() -> execution::Config {
+    execution::Config { not_ready_requeue: Duration::from_secs(1), retry_base: Duration::from_millis(200), retry_max: Duration::from_secs(5), ..Default::default() }
+}
+
+/// Poll `check` until it returns Some, failing with `what` after the deadline.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn condition<'a>(work: &'a Work, type_: &str) -> Option<&'a Condition> {
+    work.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+}
+
+fn work(name: &str, namespace: &str, manifests: Vec<Value>) -> Work {
+    let mut w = Work::new(name, WorkSpec { workload: Some(WorkloadTemplate { manifests: Some(manifests) }), ..Default::default() });
+    w.metadata.namespace = Some(namespace.into());
+    w
+}
+
+fn unique() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+async fn events_for(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    list.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)).filter_map(|e| e.reason).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_works() {
+    let mut cp = control_plane().await;
+    let client = cp.client.clone();
+    cp.controllers.spawn(execution::run(client.clone(), execution_config(), Arc::new(Clients::default())));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "karmada-es-ghost"}})).unwrap()).await.unwrap();
+    // A Push cluster that never becomes Ready (nothing probes it here).
+    let clusters: Api<Cluster> = Api::all(client.clone());
+    let spec = ClusterSpec {
+        api_endpoint: Some("https://127.0.0.1:1".into()),
+        secret_ref: Some(LocalSecretReference { namespace: "karmada-cluster".into(), name: "ghost".into() }),
+        ..Default::default()
+    };
+    clusters.create(&PostParams::default(), &Cluster::new("ghost", spec)).await.unwrap();
+
+    let works: Api<Work> = Api::namespaced(client.clone(), "karmada-es-ghost");
+    let mut w = work("cm", "karmada-es-ghost", vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}})]);
+    w.spec.suspend_dispatching = Some(true);
+    works.create(&PostParams::default(), &w).await.unwrap();
+    let suspended = eventually("Dispatching=False on the suspended Work", || async {
+        let w = works.get("cm").await.ok()?;
+        condition(&w, "Dispatching").filter(|c| c.status == "False").cloned().map(|c| (c, w))
+    })
+    .await;
+    assert_eq!((suspended.0.reason.as_str(), suspended.0.message.as_str()), ("SuspendDispatching", "Work dispatching is in a suspended state."));
+    assert!(suspended.1.finalizers().iter().any(|f| f == EXECUTION_FINALIZER));
+    assert!(condition(&suspended.1, "Applied").is_none(), "a suspended Work is never applied");
+    eventually("a WorkDispatching event", || async { events_for(&client, "karmada-es-ghost", "cm").await.contains(&"WorkDispatching".to_string()).then_some(()) }).await;
+
+    works.patch("cm", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspendDispatching": false}}))).await.unwrap();
+    let dispatching = eventually("Dispatching=True once resumed", || async {
+        let w = works.get("cm").await.ok()?;
+        condition(&w, "Dispatching").filter(|c| c.status == "True").cloned()
+    })
+    .await;
+    assert_eq!((dispatching.reason.as_str(), dispatching.message.as_str()), ("Dispatching", "Work is being dispatched to member clusters."));
+
+    // The cluster goes (no cluster controller holds it here): the Work is released without
+    // anyone contacting the member.
+    works.delete("cm", &DeleteParams::default()).await.unwrap();
+    clusters.delete("ghost", &DeleteParams::default()).await.unwrap();
+    eventually("the Work to be gone", || async { works.get_opt("cm").await.ok()?.is_none().then_some(()) }).await;
+    cp.controllers.abort_all();
+}
+
+/// Everything the joined-member scenario needs to clean up.
+struct Joined {
+    member: Client,
+    cluster: String,
+    namespace: String,
+}
+
+impl Joined {
+    async fn clean(&self) {
+        let namespaces: Api<Namespace> = Api::all(self.member.clone());
+        let _ = namespaces.delete(&self.namespace, &DeleteParams::background()).await;
+        let _ = clean_member(&self.member, &self.cluster).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_reach_a_joined_member_report_status_and_come_back_when_tampered_with() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let m = env.member("member1");
+    let member = m.client().await;
+    let id = unique();
+    let joined = Joined { member: member.clone(), cluster: format!("exec-{id}"), namespace: format!("exec-{id}") };
+    let outcome = std::panic::AssertUnwindSafe(scenario(m, &joined)).catch_unwind().await;
+    joined.clean().await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
+    let mut cp = control_plane().await;
+    let client = cp.client.clone();
+    let member = joined.member.clone();
+    let name = joined.cluster.as_str();
+    let ns = joined.namespace.as_str();
+
+    // Join with the least-privilege identity.
+    let opts = JoinOptions { cluster: name.into(), token_wait: Duration::from_secs(10), token_lifetime: Duration::from_secs(3600), ..Default::default() };
+    let (token, member_id) = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&m.kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    register(&client, &opts, &MemberEndpoint::from_config(&config), &token, member_id).await.unwrap();
+
+    let clients = Arc::new(Clients::default());
+    cp.controllers.spawn(cluster::run(client.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
+    let status_config = cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
+    cp.controllers.spawn(cluster_status::run(client.clone(), status_config, clients.clone()));
+    cp.controllers.spawn(execution::run(client.clone(), execution_config(), clients.clone()));
+    let ws_config = work_status::Config { watch_retry: Duration::from_secs(2), retry_base: Duration::from_millis(200), retry_max: Duration::from_secs(5), ..Default::default() };
+    let (ws, ws_run) = work_status::start(client.clone(), ws_config, clients.clone());
+    cp.controllers.spawn(ws_run);
+
+    let clusters: Api<Cluster> = Api::all(client.clone());
+    eventually("the cluster to be Ready", || async {
+        let c = clusters.get(name).await.ok()?;
+        c.status?.conditions?.iter().any(|c| c.type_ == "Ready" && c.status == "True").then_some(())
+    })
+    .await;
+    let es = format!("karmada-es-{name}");
+    let cp_namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually("the execution space", || async { cp_namespaces.get_opt(&es).await.ok()?.map(|_| ()) }).await;
+    let member_namespaces: Api<Namespace> = Api::all(member.clone());
+    member_namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap()).await.unwrap();
+
+    // A Work with a ConfigMap and a Deployment, as the binding controller would write it.
+    let works: Api<Work> = Api::namespaced(client.clone(), &es);
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": ns}, "data": {"mode": "blue"}});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns, "annotations": {"resourcetemplate.karmada.io/generation": "1"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    works.create(&PostParams::default(), &work("web", &es, vec![config_map, deployment])).await.unwrap();
+
+    let applied = eventually("Applied=True", || async {
+        let w = works.get("web").await.ok()?;
+        condition(&w, "Applied").filter(|c| c.status == "True").cloned().map(|c| (c, w))
+    })
+    .await;
+    assert_eq!((applied.0.reason.as_str(), applied.0.message.as_str()), ("AppliedSuccessful", "Manifest has been successfully applied"));
+    let w = applied.1;
+    assert!(w.finalizers().iter().any(|f| f == EXECUTION_FINALIZER), "{:?}", w.finalizers());
+    let work_id = w.labels().get(WORK_PERMANENT_ID_LABEL).cloned().expect("admission gives the Work its permanent id");
+
+    // Both objects are in the member with Karmada's labels and annotations.
+    let cms: Api<ConfigMap> = Api::namespaced(member.clone(), ns);
+    let deployments: Api<Deployment> = Api::namespaced(member.clone(), ns);
+    let cm = cms.get("settings").await.unwrap();
+    let d = deployments.get("web").await.unwrap();
+    for (labels, annotations) in [(cm.labels(), cm.annotations()), (d.labels(), d.annotations())] {
+        assert_eq!(labels.get("karmada.io/managed").map(String::as_str), Some("true"));
+        assert_eq!(labels.get(WORK_PERMANENT_ID_LABEL), Some(&work_id));
+        assert_eq!(annotations.get("work.karmada.io/namespace"), Some(&es));
+        assert_eq!(annotations.get("work.karmada.io/name").map(String::as_str), Some("web"));
+    }
+    assert!(events_for(&client, &es, "web").await.contains(&"SyncSucceed".to_string()));
+
+    // The Deployment's status comes back, healthy once its pods run on the fake kubelet.
+    let statuses = eventually("a healthy Deployment in manifestStatuses", || async {
+        let w = works.get("web").await.ok()?;
+        let statuses = w.status?.manifest_statuses?;
+        let d = statuses.iter().find(|s| s.identifier.kind == "Deployment")?;
+        (d.health == Some(ResourceHealth::Healthy) && d.status.as_ref()?.get("readyReplicas") == Some(&json!(2))).then_some(statuses)
+    })
+    .await;
+    let d = &statuses[1].identifier;
+    assert_eq!((d.ordinal, d.group.as_deref(), d.version.as_str(), d.namespace.as_deref(), d.name.as_str()), (1, Some("apps"), "v1", Some(ns), "web"));
+    let c = &statuses[0];
+    assert_eq!((c.identifier.ordinal, c.identifier.kind.as_str(), c.health), (0, "ConfigMap", Some(ResourceHealth::Healthy)));
+    let watched = ws.watched();
+    assert!(watched.get(name).is_some_and(|k| k.contains(&"apps/v1/Deployment".to_string()) && k.contains(&"/v1/ConfigMap".to_string())), "{watched:?}");
+
+    // Deleted in the member: re-created.
+    let old_uid = cms.get("settings").await.unwrap().uid();
+    cms.delete("settings", &DeleteParams::default()).await.unwrap();
+    eventually("the ConfigMap to come back", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) }).await;
+    // Changed in the member: changed back; what the member adds is kept.
+    cms.patch("settings", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"member.example/note": "kept"}}, "data": {"mode": "green"}})))
+        .await
+        .unwrap();
+    let reverted = eventually("the ConfigMap's data to be reverted", || async {
+        cms.get("settings").await.ok().filter(|c| c.data.as_ref().and_then(|d| d.get("mode")).map(String::as_str) == Some("blue"))
+    })
+    .await;
+    assert_eq!(reverted.annotations().get("member.example/note").map(String::as_str), Some("kept"));
+    let applied = condition(&works.get("web").await.unwrap(), "Applied").cloned().unwrap();
+    assert_eq!(applied.status, "True", "{applied:?}");
+
+    // A kind outside the member role: Applied=False naming the verb and resource refused.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "reader", "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
+    works.create(&PostParams::default(), &work("reader", &es, vec![role])).await.unwrap();
+    let failed = eventually("Applied=False for the Role", || async {
+        let w = works.get("reader").await.ok()?;
+        condition(&w, "Applied").filter(|c| c.status == "False").cloned()
+    })
+    .await;
+    assert_eq!(failed.reason, "AppliedFailed");
+    assert!(failed.message.starts_with("Failed to apply all manifests (0/1): "), "{}", failed.message);
+    assert!(failed.message.contains("roles.rbac.authorization.k8s.io"), "{}", failed.message);
+    assert!(failed.message.contains(&format!("the cluster {name} refused to get ")) || failed.message.contains(&format!("the cluster {name} refused to create ")), "{}", failed.message);
+    eventually("a SyncFailed event", || async { events_for(&client, &es, "reader").await.contains(&"SyncFailed".to_string()).then_some(()) }).await;
+    works.delete("reader", &DeleteParams::default()).await.unwrap();
+    eventually("the Role Work to be gone", || async { works.get_opt("reader").await.ok()?.is_none().then_some(()) }).await;
+
+    // Deleting the Work deletes its objects, then the Work.
+    works.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("the Work to be gone", || async { works.get_opt("web").await.ok()?.is_none().then_some(()) }).await;
+    assert!(cms.get_opt("settings").await.unwrap().is_none());
+    eventually("the Deployment to be gone", || async { deployments.get_opt("web").await.ok()?.is_none().then_some(()) }).await;
+
+    // The cluster goes: its watches stop.
+    clusters.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually("the member's watches to stop", || async { (!ws.watched().contains_key(name)).then_some(()) }).await;
+    cp.controllers.abort_all();
+}
