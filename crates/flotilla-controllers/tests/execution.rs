@@ -275,6 +275,39 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     works.delete("reader", &DeleteParams::default()).await.unwrap();
     eventually("the Role Work to be gone", || async { works.get_opt("reader").await.ok()?.is_none().then_some(()) }).await;
 
+    // An object the member already has and Karmada does not manage: refused, until the
+    // manifest says overwrite.
+    cms.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "taken"}, "data": {"owner": "someone"}})).unwrap()).await.unwrap();
+    let taken = |annotations: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "taken", "namespace": ns, "annotations": annotations}, "data": {"owner": "flotilla"}});
+    works.create(&PostParams::default(), &work("taken", &es, vec![taken(json!({}))])).await.unwrap();
+    let refused = eventually("Applied=False for the taken ConfigMap", || async {
+        let w = works.get("taken").await.ok()?;
+        condition(&w, "Applied").filter(|c| c.status == "False").cloned()
+    })
+    .await;
+    assert!(
+        refused.message.contains(&format!("already exists in the cluster {name} and the work.karmada.io/conflict-resolution strategy value is empty, Karmada will not manage this resource")),
+        "{}",
+        refused.message
+    );
+    let overwrite = json!({"spec": {"workload": {"manifests": [taken(json!({"work.karmada.io/conflict-resolution": "overwrite"}))]}}});
+    works.patch("taken", &PatchParams::default(), &Patch::Merge(overwrite)).await.unwrap();
+    eventually("the taken ConfigMap to be adopted", || async {
+        let c = cms.get("taken").await.ok()?;
+        (c.labels().get("karmada.io/managed").map(String::as_str) == Some("true") && c.data?.get("owner").map(String::as_str) == Some("flotilla")).then_some(())
+    })
+    .await;
+
+    // preserveResourcesOnDeletion: the Work goes, the object stays, released.
+    let mut kept = work("kept", &es, vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "namespace": ns}, "data": {"a": "b"}})]);
+    kept.spec.preserve_resources_on_deletion = Some(true);
+    works.create(&PostParams::default(), &kept).await.unwrap();
+    eventually("the kept ConfigMap", || async { cms.get_opt("kept").await.ok()?.map(|_| ()) }).await;
+    works.delete("kept", &DeleteParams::default()).await.unwrap();
+    eventually("the preserving Work to be gone", || async { works.get_opt("kept").await.ok()?.is_none().then_some(()) }).await;
+    let released = cms.get("kept").await.unwrap();
+    assert!(!released.labels().contains_key("karmada.io/managed") && !released.annotations().contains_key("work.karmada.io/name"), "{:?}", released.metadata);
+
     // Deleting the Work deletes its objects, then the Work.
     works.delete("web", &DeleteParams::default()).await.unwrap();
     eventually("the Work to be gone", || async { works.get_opt("web").await.ok()?.is_none().then_some(()) }).await;
