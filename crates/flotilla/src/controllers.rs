@@ -25,6 +25,8 @@ pub fn start_federation(set: &mut JoinSet<()>, client: impl Fn(&str) -> kube::Cl
     set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), Default::default(), members.clone()));
     set.spawn(c::detector::run(client(c::detector::NAME), Default::default()));
     set.spawn(c::binding::run(client(c::binding::NAME), Default::default()));
+    set.spawn(c::execution::run(client(c::execution::NAME), Default::default(), members.clone()));
+    set.spawn(c::work_status::run(client(c::work_status::NAME), Default::default(), members.clone()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
     set.spawn(flotilla_scheduler::runner::run(client("scheduler"), Default::default()));
 }

@@ -60,5 +60,22 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
     assert!(rb["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"].is_string(), "{}", rb["metadata"]);
     let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"]).unwrap();
     assert_eq!(d["metadata"]["annotations"]["propagationpolicy.karmada.io/name"], "nginx-propagation");
+    // Scheduled 1:1, applied in both simulated members, status aggregated back.
+    let rb = wait_for("the binding fully applied", Duration::from_secs(120), || {
+        let rb = get_json(&kc, &["-n", "default", "get", "resourcebinding", "nginx-deployment"])?;
+        let ok = rb["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        if ok { Ok(rb) } else { Err(rb["status"].to_string()) }
+    });
+    assert_eq!(rb["spec"]["clusters"], serde_json::json!([{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]));
+    for m in ["member1", "member2"] {
+        let mk = cp.dir.path().join(format!("data/demo/{m}.kubeconfig"));
+        let md = wait_for(&format!("nginx in {m}"), Duration::from_secs(60), || get_json(&mk, &["-n", "default", "get", "deployment", "nginx"]));
+        assert_eq!(md["spec"]["replicas"], 1);
+        assert_eq!(md["metadata"]["labels"]["karmada.io/managed"], "true");
+    }
+    wait_for("aggregated ready replicas", Duration::from_secs(120), || {
+        let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"])?;
+        if d["status"]["readyReplicas"] == 2 && d["status"]["observedGeneration"] == d["metadata"]["generation"] { Ok(()) } else { Err(d["status"].to_string()) }
+    });
     drop(cp);
 }
