@@ -1,0 +1,244 @@
+//! Push-mode federation end to end, against real kube-apiservers (the shared testenv):
+//! `flotilla join` two members with a least-privilege identity, apply an ordinary Deployment
+//! and ConfigMap plus a PropagationPolicy and an OverridePolicy with kubectl, and watch them
+//! run in the members — divided, overridden per cluster, with status flowing back — then
+//! delete and unjoin.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{Flotilla, kubectl, kubectls, unique};
+
+fn kubectl_bin() -> std::path::PathBuf {
+    kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl")
+}
+
+/// Poll `f` until it returns `Some`, or panic with `what` and the last observation.
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("timed out waiting for {what}; last: {last}");
+}
+
+fn get_json(kc: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
+    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kc).args(args).args(["-o", "json"]).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+fn flotilla(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla")).args(args).output().expect("run flotilla");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn apply(kc: &Path, yaml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    kubectl(&kubectl_bin(), kc, &["apply", "-f", f.to_str().unwrap()]);
+}
+
+#[test]
+fn deployment_propagates_divided_and_overridden_with_status_back() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let cp = Flotilla::start();
+    let kc = cp.kubeconfig.clone();
+    let kc_s = kc.to_str().unwrap();
+    let m1 = env.member("member1").kubeconfig.clone();
+    let m2 = env.member("member2").kubeconfig.clone();
+
+    for (name, member, region) in [("member1", &m1, "region-a"), ("member2", &m2, "region-b")] {
+        let (ok, out) = flotilla(&["join", name, "--kubeconfig", member.to_str().unwrap(), "--control-plane-kubeconfig", kc_s, "--region", region]);
+        assert!(ok, "join {name} failed:\n{out}");
+        assert!(out.contains("joined"), "{out}");
+    }
+    // Both clusters become Ready through the health probe.
+    for name in ["member1", "member2"] {
+        wait_for(&format!("cluster {name} Ready"), Duration::from_secs(120), || {
+            let c = get_json(&kc, &["get", "cluster", name])?;
+            let ready = c["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True");
+            if ready { Ok(()) } else { Err(c["status"].to_string()) }
+        });
+    }
+    // Least privilege: the credential stored on the control plane (Karmada's Secret layout)
+    // manages Deployments in the member but cannot touch RBAC or exec into pods.
+    let secret = get_json(&kc, &["-n", "karmada-cluster", "get", "secret", "member1"]).unwrap();
+    let decode = |k: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(secret["data"][k].as_str().unwrap_or_else(|| panic!("no {k} in {secret}"))).unwrap()
+    };
+    let token = String::from_utf8(decode("token")).unwrap();
+    let ca = cp.dir.path().join("member1-ca.crt");
+    std::fs::write(&ca, decode("caBundle")).unwrap();
+    let can_i = |args: &[&str]| {
+        let out = Command::new(kubectl_bin())
+            .args(["--server", &env.member("member1").server, "--token", &token, "--certificate-authority", ca.to_str().unwrap(), "auth", "can-i"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(can_i(&["create", "deployments.apps", "-n", "anywhere"]), "yes");
+    assert_eq!(can_i(&["list", "pods", "-A"]), "yes");
+    assert_eq!(can_i(&["create", "clusterroles.rbac.authorization.k8s.io"]), "no");
+    assert_eq!(can_i(&["create", "pods/exec", "-n", "kube-system"]), "no");
+    assert_eq!(can_i(&["delete", "nodes"]), "no");
+
+    let ns = unique("fed");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+  namespace: {ns}
+  labels:
+    app: nginx
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: {ns}
+data:
+  mode: federated
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: {ns}
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+    - apiVersion: v1
+      kind: ConfigMap
+      name: settings
+  placement:
+    clusterAffinity:
+      clusterNames:
+        - member1
+        - member2
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - targetCluster:
+              clusterNames:
+                - member1
+            weight: 1
+          - targetCluster:
+              clusterNames:
+                - member2
+            weight: 1
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: mirror-registry
+  namespace: {ns}
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  overrideRules:
+    - targetCluster:
+        clusterNames:
+          - member2
+      overriders:
+        imageOverrider:
+          - component: Registry
+            operator: replace
+            value: mirror.example.com
+"#
+    );
+    apply(&kc, &yaml);
+
+    // Each member runs its half, member2 with the overridden image, both carrying Karmada's labels.
+    for (member, image) in [(&m1, "nginx:1.25"), (&m2, "mirror.example.com/nginx:1.25")] {
+        let d = wait_for(&format!("deployment in {}", member.display()), Duration::from_secs(180), || {
+            let d = get_json(member, &["-n", &ns, "get", "deployment", "nginx"])?;
+            if d["spec"]["replicas"] == 2 { Ok(d) } else { Err(d["spec"].to_string()) }
+        });
+        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], image);
+        assert_eq!(d["metadata"]["labels"]["karmada.io/managed"], "true");
+        assert_eq!(d["metadata"]["annotations"]["resourcebinding.karmada.io/name"], "nginx-deployment");
+        let cm = wait_for("configmap in member", Duration::from_secs(120), || get_json(member, &["-n", &ns, "get", "configmap", "settings"]));
+        assert_eq!(cm["data"]["mode"], "federated");
+    }
+    // The binding says where it went and that everything applied.
+    let rb = wait_for("binding fully applied", Duration::from_secs(120), || {
+        let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
+        let ok = rb["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        if ok { Ok(rb) } else { Err(rb["status"].to_string()) }
+    });
+    let clusters: Vec<(String, i64)> = rb["spec"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0)))
+        .collect();
+    assert_eq!(clusters, vec![("member1".to_string(), 2), ("member2".to_string(), 2)]);
+    // Status flows back: the members' fake kubelets make the pods ready; the template sums them.
+    wait_for("aggregated ready replicas on the template", Duration::from_secs(240), || {
+        let d = get_json(&kc, &["-n", &ns, "get", "deployment", "nginx"])?;
+        if d["status"]["readyReplicas"] == 4 { Ok(()) } else { Err(d["status"].to_string()) }
+    });
+
+    // Deleting the template deletes it from every member.
+    kubectl(&kubectl_bin(), &kc, &["-n", &ns, "delete", "deployment", "nginx"]);
+    for member in [&m1, &m2] {
+        wait_for("deployment removed from member", Duration::from_secs(120), || match get_json(member, &["-n", &ns, "get", "deployment", "nginx"]) {
+            Err(e) if e.contains("NotFound") => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => Err("still there".into()),
+        });
+    }
+
+    // Unjoin keeps what runs in the member by default.
+    let (ok, out) = flotilla(&["unjoin", "member2", "--control-plane-kubeconfig", kc_s, "--wait-seconds", "120"]);
+    assert!(ok, "unjoin failed:\n{out}");
+    let gone = get_json(&kc, &["get", "cluster", "member2"]);
+    assert!(gone.is_err_and(|e| e.contains("NotFound")));
+    let cm = get_json(&m2, &["-n", &ns, "get", "configmap", "settings"]).expect("the ConfigMap keeps running in member2");
+    assert_eq!(cm["data"]["mode"], "federated");
+
+    // Clean the members for the next run.
+    for member in [&m1, &m2] {
+        let _ = Command::new(kubectl_bin()).arg("--kubeconfig").arg(member).args(["delete", "namespace", &ns, "--wait=false"]).output();
+    }
+    drop(cp);
+}
