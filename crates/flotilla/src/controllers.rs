@@ -9,24 +9,24 @@ pub fn client(api: &ApiServer, user: &str) -> kube::Client {
     kube::Client::new(InProcess::new(api.router(), Identity::user(user, &["system:masters"])), "default")
 }
 
-pub fn start(api: &ApiServer) -> JoinSet<()> {
+pub fn start(api: &ApiServer, settings: &crate::federation_args::FederationArgs) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let c = client(api, "system:flotilla:namespace-controller");
     set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
-    start_federation(&mut set, |name| client(api, &format!("system:flotilla:{name}")));
+    start_federation(&mut set, settings, |name| client(api, &format!("system:flotilla:{name}")));
     set
 }
 
 /// The federation controllers (Karmada's controller manager), each with its own client.
-pub fn start_federation(set: &mut JoinSet<()>, client: impl Fn(&str) -> kube::Client) {
+pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args::FederationArgs, client: impl Fn(&str) -> kube::Client) {
     use flotilla_controllers as c;
     let members = std::sync::Arc::new(flotilla_member::access::Clients::default());
     set.spawn(c::cluster::run(client(c::cluster::NAME), Default::default()));
-    set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), Default::default(), members.clone()));
+    set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), settings.cluster_status(), members.clone()));
     set.spawn(c::detector::run(client(c::detector::NAME), Default::default()));
     set.spawn(c::binding::run(client(c::binding::NAME), Default::default()));
-    set.spawn(c::execution::run(client(c::execution::NAME), Default::default(), members.clone()));
-    set.spawn(c::work_status::run(client(c::work_status::NAME), Default::default(), members.clone()));
+    set.spawn(c::execution::run(client(c::execution::NAME), settings.execution(), members.clone()));
+    set.spawn(c::work_status::run(client(c::work_status::NAME), settings.work_status(), members.clone()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
-    set.spawn(flotilla_scheduler::runner::run(client("scheduler"), Default::default()));
+    set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
 }

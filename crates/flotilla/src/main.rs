@@ -4,6 +4,7 @@
 mod certs_cmd;
 mod controllers;
 mod demo;
+mod federation_args;
 mod join_cmd;
 mod store_cmd;
 mod up;

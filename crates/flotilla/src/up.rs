@@ -48,6 +48,8 @@ pub struct UpArgs {
     /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
+    #[command(flatten)]
+    pub federation: crate::federation_args::FederationArgs,
 }
 
 impl UpArgs {
@@ -63,6 +65,7 @@ impl UpArgs {
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
             demo: None,
+            federation: Default::default(),
         }
     }
 }
@@ -143,7 +146,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
-    let mut controllers = crate::controllers::start(&api);
+    let mut controllers = crate::controllers::start(&api, &args.federation);
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {
             let cp = crate::controllers::client(&api, "system:flotilla:demo");

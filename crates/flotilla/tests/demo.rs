@@ -6,31 +6,9 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Flotilla, kubectls};
-
-fn get_json(kc: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
-    let bin = kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl");
-    let out = Command::new(bin).arg("--kubeconfig").arg(kc).args(args).args(["-o", "json"]).output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("timed out waiting for {what}; last: {last}");
-}
+use support::{Flotilla, get_json, kubectl_bin, wait_for};
 
 #[test]
 fn demo_members_join_and_the_quick_start_sample_is_bound() {
@@ -50,7 +28,7 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         assert_eq!(c["status"]["nodeSummary"]["readyNum"], 2, "{}", c["status"]);
     }
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/karmada/nginx.yaml");
-    let bin = kubectls().into_iter().map(|(_, p)| p).last().unwrap();
+    let bin = kubectl_bin();
     let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(&sample).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // The detector claims the template and binds it.

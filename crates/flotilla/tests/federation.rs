@@ -6,49 +6,10 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Flotilla, kubectl, kubectls, unique};
-
-fn kubectl_bin() -> std::path::PathBuf {
-    kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl")
-}
-
-/// Poll `f` until it returns `Some`, or panic with `what` and the last observation.
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("timed out waiting for {what}; last: {last}");
-}
-
-fn get_json(kc: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
-    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kc).args(args).args(["-o", "json"]).output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
-
-fn flotilla(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_flotilla")).args(args).output().expect("run flotilla");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-fn apply(kc: &Path, yaml: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("m.yaml");
-    std::fs::write(&f, yaml).unwrap();
-    kubectl(&kubectl_bin(), kc, &["apply", "-f", f.to_str().unwrap()]);
-}
+use support::{Flotilla, apply_yaml, flotilla_cmd, get_json, kubectl, kubectl_bin, unique, wait_for};
 
 #[test]
 fn deployment_propagates_divided_and_overridden_with_status_back() {
@@ -60,7 +21,7 @@ fn deployment_propagates_divided_and_overridden_with_status_back() {
     let m2 = env.member("member2").kubeconfig.clone();
 
     for (name, member, region) in [("member1", &m1, "region-a"), ("member2", &m2, "region-b")] {
-        let (ok, out) = flotilla(&["join", name, "--kubeconfig", member.to_str().unwrap(), "--control-plane-kubeconfig", kc_s, "--region", region]);
+        let (ok, out) = flotilla_cmd(&["join", name, "--kubeconfig", member.to_str().unwrap(), "--control-plane-kubeconfig", kc_s, "--region", region]);
         assert!(ok, "join {name} failed:\n{out}");
         assert!(out.contains("joined"), "{out}");
     }
@@ -185,7 +146,7 @@ spec:
             value: mirror.example.com
 "#
     );
-    apply(&kc, &yaml);
+    apply_yaml(&kc, &yaml);
 
     // Each member runs its half, member2 with the overridden image, both carrying Karmada's labels.
     for (member, image) in [(&m1, "nginx:1.25"), (&m2, "mirror.example.com/nginx:1.25")] {
@@ -229,7 +190,7 @@ spec:
     }
 
     // Unjoin keeps what runs in the member by default.
-    let (ok, out) = flotilla(&["unjoin", "member2", "--control-plane-kubeconfig", kc_s, "--wait-seconds", "120"]);
+    let (ok, out) = flotilla_cmd(&["unjoin", "member2", "--control-plane-kubeconfig", kc_s, "--wait-seconds", "120"]);
     assert!(ok, "unjoin failed:\n{out}");
     let gone = get_json(&kc, &["get", "cluster", "member2"]);
     assert!(gone.is_err_and(|e| e.contains("NotFound")));

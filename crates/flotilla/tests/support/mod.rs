@@ -187,3 +187,50 @@ pub fn kubectl_fails(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (i32, Stri
     assert!(!out.status.success(), "{} {:?} should have failed", bin.display(), args);
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// The newest kubectl of the matrix.
+pub fn kubectl_bin() -> PathBuf {
+    kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl")
+}
+
+/// `kubectl get ... -o json`, or kubectl's stderr.
+pub fn get_json(kubeconfig: &Path, args: &[&str]) -> Result<serde_json::Value, String> {
+    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).args(["-o", "json"]).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+/// Poll `f` until it succeeds; panic naming `what` and the last failure after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("timed out waiting for {what}; last: {last}");
+}
+
+/// Run the `flotilla` binary: (success, stdout + stderr).
+pub fn flotilla_cmd(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flotilla")).args(args).output().expect("run flotilla");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Whether a Cluster (or any object) has condition `type_` with `status`.
+pub fn has_condition(obj: &serde_json::Value, type_: &str, status: &str) -> bool {
+    obj["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == type_ && c["status"] == status)
+}
+
+/// `kubectl apply -f` of a YAML text.
+pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    kubectl(&kubectl_bin(), kubeconfig, &["apply", "-f", f.to_str().unwrap()]);
+}

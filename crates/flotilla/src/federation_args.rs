@@ -1,0 +1,114 @@
+//! The federation controllers' settings on `flotilla up`'s command line. Names follow
+//! karmada-controller-manager's flags where one exists; durations are Go-style (`500ms`,
+//! `10s`, `1m`).
+
+use std::time::Duration;
+
+/// A Go-style duration: a number followed by `ms`, `s`, `m` or `h` (`1m30s` is not accepted;
+/// write `90s`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {text:?}: expected e.g. 500ms, 10s, 1m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration {text:?}: the unit must be ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {text:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct FederationArgs {
+    /// How often each member cluster's health is probed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub cluster_status_update_frequency: Duration,
+    /// Timeout of one health probe and of each status collection request.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub cluster_probe_timeout: Duration,
+    /// How long a member must look unhealthy before it is marked Ready=False.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub cluster_failure_threshold: Duration,
+    /// How long a member must look healthy again before it is marked Ready=True.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub cluster_success_threshold: Duration,
+    /// Timeout of each request applying a Work to a member.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub member_request_timeout: Duration,
+    /// How long an unschedulable binding waits before the scheduler tries it again (sooner
+    /// when clusters change).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub unschedulable_retry: Duration,
+}
+
+impl Default for FederationArgs {
+    fn default() -> Self {
+        FederationArgs {
+            cluster_status_update_frequency: Duration::from_secs(10),
+            cluster_probe_timeout: Duration::from_secs(5),
+            cluster_failure_threshold: Duration::from_secs(30),
+            cluster_success_threshold: Duration::from_secs(30),
+            member_request_timeout: Duration::from_secs(30),
+            unschedulable_retry: Duration::from_secs(300),
+        }
+    }
+}
+
+impl FederationArgs {
+    pub fn cluster_status(&self) -> flotilla_controllers::cluster_status::Config {
+        flotilla_controllers::cluster_status::Config {
+            interval: self.cluster_status_update_frequency,
+            probe_timeout: self.cluster_probe_timeout,
+            failure_threshold: self.cluster_failure_threshold,
+            success_threshold: self.cluster_success_threshold,
+        }
+    }
+
+    pub fn execution(&self) -> flotilla_controllers::execution::Config {
+        flotilla_controllers::execution::Config { member_timeout: self.member_request_timeout, ..Default::default() }
+    }
+
+    pub fn work_status(&self) -> flotilla_controllers::work_status::Config {
+        flotilla_controllers::work_status::Config { member_timeout: self.member_request_timeout, ..Default::default() }
+    }
+
+    pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
+        flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, ..Default::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10").unwrap_err().contains("unit"));
+        assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn defaults_match_the_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            f: FederationArgs,
+        }
+        let parsed = T::parse_from(["t"]).f;
+        let d = FederationArgs::default();
+        assert_eq!(parsed.cluster_status_update_frequency, d.cluster_status_update_frequency);
+        assert_eq!(parsed.cluster_failure_threshold, d.cluster_failure_threshold);
+        assert_eq!(parsed.unschedulable_retry, d.unschedulable_retry);
+    }
+}
