@@ -360,12 +360,19 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
         ctx.kinds.lock().insert(kind.clone(), Some(Arc::new(Watched { store, resource, namespaced })));
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
         let mut stream = std::pin::pin!(stream);
+        let key = |o: &DynamicObject| TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
+        // Listed objects reach the store only at InitDone; queue them then.
+        let mut listed = Vec::new();
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o)) => {
-                    ctx.queue.add(TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => ctx.queue.add(key(&o)),
+                Ok(watcher::Event::Init) => listed.clear(),
+                Ok(watcher::Event::InitApply(o)) => listed.push(key(&o)),
+                Ok(watcher::Event::InitDone) => {
+                    for k in listed.drain(..) {
+                        ctx.queue.add(k);
+                    }
                 }
-                Ok(_) => {}
                 Err(e) => tracing::debug!(controller = NAME, kind = ?kind, error = %e, "template watch error"),
             }
         }
@@ -405,6 +412,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         choose_policy(&template, &pps, &cpps, claimed.as_ref().map(|(ns, n)| (ns.as_deref(), n.as_str())))
     };
     let Some(chosen) = chosen else {
+        tracing::debug!(controller = NAME, template = %describe(&key), policies = ctx.pps.state().len(), "no policy selects it");
         if claimed.is_some() {
             // Its policy is gone or no longer selects it: release the claim, keep what runs.
             let (labels, annotations) = unclaim();
@@ -415,6 +423,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         }
         return Ok(Next::Done);
     };
+    tracing::debug!(controller = NAME, template = %describe(&key), policy = %chosen.display(), id = ?chosen.permanent_id, "chosen");
     if chosen.permanent_id.is_none() {
         // The policy has not been given its permanent id yet (admission does it on Flotilla; a
         // plain kube-apiserver host needs the policy watcher to): look again shortly.
@@ -430,7 +439,10 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
             // Changed meanwhile: the watch brings the new version.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::Done),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                tracing::debug!(controller = NAME, template = %describe(&key), code = s.code, "claim raced a change; waiting for the watch");
+                return Ok(Next::Done);
+            }
             Err(e) => return Err(api_err(format!("claiming {}", describe(&key)))(e)),
         }
         return Ok(Next::Done);

@@ -155,7 +155,9 @@ where
         let reconcile = reconcile.clone();
         set.spawn(async move {
             while let Some(key) = queue.get().await {
-                match reconcile(key.clone()).await {
+                let result = reconcile(key.clone()).await;
+                tracing::trace!(controller = name, key = ?key, ok = result.is_ok(), "reconciled");
+                match result {
                     Ok(next) => {
                         queue.forget(&key);
                         if let Next::After(d) = next {

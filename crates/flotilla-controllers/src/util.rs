@@ -128,8 +128,8 @@ mod tests {
     }
 }
 
-/// Watch `api` into a store, calling `on_event` for every object applied or deleted (after the
-/// store saw it). The future runs until the watch ends; the store is filled as it runs.
+/// Watch `api` into a store, calling `on_event` for every object applied or deleted once the
+/// store has it (objects of a (re)list when the whole list is in). The future runs until the watch ends; the store is filled as it runs.
 pub fn watch_into_store<K, F>(api: kube::Api<K>, config: kube::runtime::watcher::Config, on_event: F) -> (kube::runtime::reflector::Store<K>, impl std::future::Future<Output = ()> + Send)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -143,11 +143,20 @@ where
     let fut = async move {
         let stream = kube::runtime::reflector(writer, kube::runtime::watcher(api, config).default_backoff());
         let mut stream = std::pin::pin!(stream);
+        // The reflector fills the store with a (re)list only at InitDone: announcing the listed
+        // objects earlier would send readers to a store that does not have them yet.
+        let mut listed: Vec<K> = Vec::new();
         while let Some(event) = stream.next().await {
             match event {
-                Ok(E::Apply(o) | E::InitApply(o)) => on_event(&o, false),
+                Ok(E::Apply(o)) => on_event(&o, false),
                 Ok(E::Delete(o)) => on_event(&o, true),
-                Ok(_) => {}
+                Ok(E::Init) => listed.clear(),
+                Ok(E::InitApply(o)) => listed.push(o),
+                Ok(E::InitDone) => {
+                    for o in listed.drain(..) {
+                        on_event(&o, false);
+                    }
+                }
                 Err(e) => tracing::debug!(error = %e, "watch error; retrying"),
             }
         }

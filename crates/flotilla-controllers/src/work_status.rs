@@ -318,20 +318,26 @@ async fn watch_kind(
     let config = watcher::Config::default().labels(WORK_PERMANENT_ID_LABEL);
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let mut stream = std::pin::pin!(stream);
+    // Listed objects reach the store only at InitDone: their Works are queued then.
+    let mut listed = Vec::new();
     while let Some(event) = stream.next().await {
         let Some(ctx) = ctx.upgrade() else { return };
         match event {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
                 if let Some(key) = work_of(&o, &cluster) {
                     ctx.queue.add(key);
                 }
             }
+            Ok(watcher::Event::InitApply(o)) => listed.extend(work_of(&o, &cluster)),
             Ok(watcher::Event::InitDone) => {
+                for key in listed.drain(..) {
+                    ctx.queue.add(key);
+                }
                 if !synced.swap(true, Ordering::SeqCst) {
                     enqueue_cluster(&ctx.works, &ctx.queue, &cluster);
                 }
             }
-            Ok(watcher::Event::Init) => {}
+            Ok(watcher::Event::Init) => listed.clear(),
             Err(e) => match refused(&e) {
                 Some(reason) => {
                     tracing::info!(controller = NAME, cluster = %cluster, kind = %gvk.kind, %reason, "the member refuses this watch; trying again later");
