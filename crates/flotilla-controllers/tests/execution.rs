@@ -37,6 +37,8 @@ struct ControlPlane {
 }
 
 async fn control_plane() -> ControlPlane {
+    // RUST_LOG=flotilla_controllers=debug shows what the controllers did.
+    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
     let store: Arc<dyn flotilla_store::Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
     let api = ApiServer::new(store, ApiServerConfig::default());
     api.bootstrap().await.unwrap();
