@@ -68,7 +68,10 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
     let discovery = Discovery::new(ctx.client.clone()).run().await.map_err(Error::Discovery)?;
     let mut remaining = Vec::new();
     for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
+        // Every resource at its most stable version, not only the preferred version's: a kind
+        // served only by another version of its group (Karmada's Work is v1alpha1 while
+        // work.karmada.io prefers v1alpha2) would otherwise outlive its namespace.
+        for (ar, caps) in group.resources_by_stability() {
             if caps.scope != Scope::Namespaced || !caps.supports_operation(verbs::DELETE_COLLECTION) || !caps.supports_operation(verbs::LIST) {
                 continue;
             }

@@ -13,7 +13,7 @@ use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, LocalSecr
 use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, ResourceHealth, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate};
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
-use flotilla_controllers::{cluster, cluster_status, execution, work_status};
+use flotilla_controllers::{cluster, cluster_status, execution, namespace, work_status};
 use flotilla_member::access::Clients;
 use flotilla_member::join::{JoinOptions, MemberEndpoint, clean_member, prepare_member, register};
 use futures::FutureExt;
@@ -319,5 +319,21 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     // The cluster goes: its watches stop.
     clusters.delete(name, &DeleteParams::default()).await.unwrap();
     eventually("the member's watches to stop", || async { (!ws.watched().contains_key(name)).then_some(()) }).await;
+    cp.controllers.abort_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_execution_space_deletes_its_works() {
+    // work.karmada.io prefers v1alpha2 (bindings) and serves Work only in v1alpha1.
+    let mut cp = control_plane().await;
+    let client = cp.client.clone();
+    cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "karmada-es-gone"}})).unwrap()).await.unwrap();
+    let works: Api<Work> = Api::namespaced(client.clone(), "karmada-es-gone");
+    works.create(&PostParams::default(), &work("w", "karmada-es-gone", vec![])).await.unwrap();
+    namespaces.delete("karmada-es-gone", &DeleteParams::default()).await.unwrap();
+    eventually("the namespace to be gone", || async { namespaces.get_opt("karmada-es-gone").await.ok()?.is_none().then_some(()) }).await;
+    assert!(works.get_opt("w").await.unwrap().is_none(), "a Work outlived its namespace");
     cp.controllers.abort_all();
 }
