@@ -178,6 +178,7 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
 
     let clients = Arc::new(Clients::default());
     cp.controllers.spawn(cluster::run(client.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
+    cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
     let status_config = cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
     cp.controllers.spawn(cluster_status::run(client.clone(), status_config, clients.clone()));
     cp.controllers.spawn(execution::run(client.clone(), execution_config(), clients.clone()));
@@ -316,8 +317,15 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     assert!(cms.get_opt("settings").await.unwrap().is_none());
     eventually("the Deployment to be gone", || async { deployments.get_opt("web").await.ok()?.is_none().then_some(()) }).await;
 
-    // The cluster goes: its watches stop.
+    // Unjoin keeping the workloads: the execution space and its Works go, the objects stay
+    // (released), the Cluster goes, and so do its watches.
+    works.create(&PostParams::default(), &work("left", &es, vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "left", "namespace": ns}})])).await.unwrap();
+    eventually("the left ConfigMap", || async { cms.get_opt("left").await.ok()?.map(|_| ()) }).await;
+    clusters.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {cluster::UNJOIN_ANNOTATION: "keep"}}}))).await.unwrap();
     clusters.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually("the Cluster to be gone", || async { clusters.get_opt(name).await.ok()?.is_none().then_some(()) }).await;
+    let left = cms.get("left").await.unwrap();
+    assert!(!left.labels().contains_key("karmada.io/managed"), "{:?}", left.metadata);
     eventually("the member's watches to stop", || async { (!ws.watched().contains_key(name)).then_some(()) }).await;
     cp.controllers.abort_all();
 }
