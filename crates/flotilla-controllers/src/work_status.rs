@@ -341,8 +341,11 @@ async fn watch_kind(
             Err(e) => match refused(&e) {
                 Some(reason) => {
                     tracing::info!(controller = NAME, cluster = %cluster, kind = %gvk.kind, %reason, "the member refuses this watch; trying again later");
+                    // The Works look again: with a rotated credential they restart the watches,
+                    // otherwise those needing this kind wait `watch_retry`. Queued first: the
+                    // entry replaced below is what runs this task, and dropping it aborts it.
+                    enqueue_cluster(&ctx.works, &ctx.queue, &cluster);
                     if let Some(cw) = ctx.watches.lock().get_mut(&cluster) {
-                        // Replacing the entry drops it, which aborts this task.
                         cw.kinds.insert(gvk.clone(), KindState::Failed { since: Instant::now(), reason });
                     }
                     return;

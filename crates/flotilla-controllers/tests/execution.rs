@@ -311,6 +311,19 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     let released = cms.get("kept").await.unwrap();
     assert!(!released.labels().contains_key("karmada.io/managed") && !released.annotations().contains_key("work.karmada.io/name"), "{:?}", released.metadata);
 
+    // Re-joined with a new credential (the old token revoked): corrections go on with it.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(member.clone(), "karmada-cluster");
+    accounts.delete(&format!("karmada-{name}"), &DeleteParams::default()).await.unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(member.clone(), "karmada-cluster");
+    eventually("the old token to be revoked", || async { secrets.get_opt(&format!("karmada-{name}-token")).await.ok()?.is_none().then_some(()) }).await;
+    let (new_token, member_id) = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    assert_ne!(new_token, token);
+    register(&client, &opts, &MemberEndpoint::from_config(&config), &new_token, member_id).await.unwrap();
+    let old_uid = cms.get("settings").await.unwrap().uid();
+    cms.delete("settings", &DeleteParams::default()).await.unwrap();
+    eventually("the ConfigMap to come back after the re-join", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) }).await;
+    eventually("the watches to run again", || async { ws.watched().get(name).is_some_and(|k| k.contains(&"/v1/ConfigMap".to_string())).then_some(()) }).await;
+
     // Deleting the Work deletes its objects, then the Work.
     works.delete("web", &DeleteParams::default()).await.unwrap();
     eventually("the Work to be gone", || async { works.get_opt("web").await.ok()?.is_none().then_some(()) }).await;
