@@ -23,7 +23,11 @@
 //! entry, its Works having one manifest); watches are label-selected and a drift check compares
 //! content ([`apply::needs_update`]) rather than recorded resourceVersions, so a status-only
 //! change of a member object costs no request; success Events (`ReflectStatusSucceed`,
-//! `InterpretHealthSucceed` on every change) are not published — failures are.
+//! `InterpretHealthSucceed` on every change) are not published — failures are; a correction's
+//! `SyncSucceed`/`SyncFailed` goes to the resource template as Karmada's does, and to the Work
+//! when the manifest names no template (Karmada drops it). A Deployment whose manifest lacks
+//! `resourcetemplate.karmada.io/generation` has no reflected status (Karmada's interpreter
+//! refuses it), only its health.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
