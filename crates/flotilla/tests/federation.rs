@@ -203,3 +203,161 @@ spec:
     }
     drop(cp);
 }
+
+/// Conflict Abort vs Overwrite, template updates, drift revert, and a CRD with its custom
+/// objects — on one real member joined under a name of this test's own.
+#[test]
+fn conflicts_updates_drift_and_custom_resources() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let cp = Flotilla::start();
+    let kc = cp.kubeconfig.clone();
+    let m = env.member("member1").kubeconfig.clone();
+    let ns = unique("drift");
+    let group = format!("f{}.example.com", std::process::id());
+    let allow = format!("gadgets.{group}");
+    let (ok, out) = flotilla_cmd(&["join", "drift1", "--kubeconfig", m.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap(), "--allow-kinds", &allow]);
+    assert!(ok, "join failed:\n{out}");
+
+    // An object already in the member, not Flotilla's.
+    apply_yaml(&m, &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: preexisting\n  namespace: {ns}\ndata:\n  owner: member\n"));
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: preexisting
+  namespace: {ns}
+data:
+  owner: federation
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: {ns}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: all
+  namespace: {ns}
+spec:
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+  - apiVersion: v1
+    kind: ConfigMap
+    name: preexisting
+  placement:
+    clusterAffinity:
+      clusterNames: [drift1]
+"#
+        ),
+    );
+    wait_for("web in the member", Duration::from_secs(120), || get_json(&m, &["-n", &ns, "get", "deployment", "web"]));
+
+    // Abort (the default): the member's object is left alone and the binding says why.
+    let item = wait_for("the conflict reported", Duration::from_secs(120), || {
+        let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "preexisting-configmap"])?;
+        let item = rb["status"]["aggregatedStatus"][0].clone();
+        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("Karmada will not manage this resource")) { Ok(item) } else { Err(rb["status"].to_string()) }
+    });
+    assert_eq!(item["clusterName"], "drift1");
+    assert_eq!(get_json(&m, &["-n", &ns, "get", "configmap", "preexisting"]).unwrap()["data"]["owner"], "member");
+
+    // Overwrite: the policy says so, and the member's object is taken over.
+    kubectl(&kubectl_bin(), &kc, &["-n", &ns, "patch", "propagationpolicy", "all", "--type", "merge", "-p", r#"{"spec":{"conflictResolution":"Overwrite"}}"#]);
+    wait_for("the member ConfigMap taken over", Duration::from_secs(120), || {
+        let cm = get_json(&m, &["-n", &ns, "get", "configmap", "preexisting"])?;
+        if cm["data"]["owner"] == "federation" && cm["metadata"]["labels"]["karmada.io/managed"] == "true" { Ok(()) } else { Err(cm.to_string()) }
+    });
+
+    // An update of the template reaches the member.
+    kubectl(&kubectl_bin(), &kc, &["-n", &ns, "set", "image", "deployment/web", "web=nginx:1.26"]);
+    wait_for("the new image in the member", Duration::from_secs(120), || {
+        let d = get_json(&m, &["-n", &ns, "get", "deployment", "web"])?;
+        if d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26" { Ok(()) } else { Err(d["spec"].to_string()) }
+    });
+
+    // Drift made directly in the member is reverted.
+    kubectl(&kubectl_bin(), &m, &["-n", &ns, "scale", "deployment/web", "--replicas=5"]);
+    wait_for("the member's scale reverted", Duration::from_secs(120), || {
+        let d = get_json(&m, &["-n", &ns, "get", "deployment", "web"])?;
+        if d["spec"]["replicas"] == 2 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
+    });
+
+    // A CRD propagated by a ClusterPropagationPolicy, then its custom objects.
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.{group}
+spec:
+  group: {group}
+  names: {{kind: Gadget, plural: gadgets, singular: gadget}}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {{type: integer}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: gadgets-{ns}
+spec:
+  resourceSelectors:
+  - apiVersion: apiextensions.k8s.io/v1
+    kind: CustomResourceDefinition
+    name: gadgets.{group}
+  placement:
+    clusterAffinity:
+      clusterNames: [drift1]
+"#
+        ),
+    );
+    wait_for("the CRD established in the member", Duration::from_secs(120), || {
+        let crd = get_json(&m, &["get", "crd", &format!("gadgets.{group}")])?;
+        if support::has_condition(&crd, "Established", "True") { Ok(()) } else { Err(crd["status"].to_string()) }
+    });
+    apply_yaml(
+        &kc,
+        &format!(
+            "apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n  namespace: {ns}\nspec:\n  size: 3\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: gadgets\n  namespace: {ns}\nspec:\n  resourceSelectors:\n  - apiVersion: {group}/v1\n    kind: Gadget\n  placement:\n    clusterAffinity:\n      clusterNames: [drift1]\n"
+        ),
+    );
+    let g = wait_for("the Gadget in the member", Duration::from_secs(120), || get_json(&m, &["-n", &ns, "get", &format!("gadgets.{group}"), "g1"]));
+    assert_eq!(g["spec"]["size"], 3);
+
+    // Clean the member for the next run.
+    let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(&m).args(["delete", "namespace", &ns, "--wait=false"]).output();
+    let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(&m).args(["delete", "crd", &format!("gadgets.{group}"), "--wait=false"]).output();
+    drop(cp);
+}

@@ -135,12 +135,15 @@ pub fn replicas_changed(spec: &ResourceBindingSpec) -> bool {
 }
 
 /// Whether a cluster changed in a way that can change placement: deletion started, labels
-/// changed, or the spec changed (generation; taints, region, …).
+/// changed, the spec changed (generation; taints, region, …), or the served APIs changed.
 pub fn cluster_changed(old: &Cluster, new: &Cluster) -> bool {
     (old.metadata.deletion_timestamp.is_none() && new.metadata.deletion_timestamp.is_some())
         || old.metadata.labels != new.metadata.labels
         || old.metadata.generation != new.metadata.generation
         || old.spec != new.spec
+        // A kind the member starts (or stops) serving: a binding waiting for a CRD to reach it
+        // fits now (Karmada's APIEnablement filter reads this status).
+        || old.status.as_ref().map(|s| &s.api_enablements) != new.status.as_ref().map(|s| &s.api_enablements)
 }
 
 /// Whether a cluster change concerns a binding: its affinity in force (the `clusterAffinity`,

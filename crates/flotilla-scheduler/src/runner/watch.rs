@@ -10,7 +10,8 @@
 //!   or whose affinity in force matches the cluster before or after ([`concerns`]). Karmada
 //!   reacts to cluster updates only; a Karmada cluster always arrives tainted `not-ready` and its
 //!   first Ready bumps its generation, so reacting to the add reaches the same state sooner.
-//!   Status-only cluster changes (resources, Ready) queue nothing.
+//!   Of status changes only the served APIs (`apiEnablements`) count; resources and Ready
+//!   queue nothing (readiness reaches the spec as taints).
 //!
 //! During a (re)list, keys are held back until the list is complete, so a worker never looks a
 //! queued binding up in a store that does not hold it yet.
