@@ -143,7 +143,7 @@ pub fn cluster_changed(old: &Cluster, new: &Cluster) -> bool {
         || old.spec != new.spec
         // A kind the member starts (or stops) serving: a binding waiting for a CRD to reach it
         // fits now (Karmada's APIEnablement filter reads this status).
-        || old.status.as_ref().map(|s| &s.api_enablements) != new.status.as_ref().map(|s| &s.api_enablements)
+        || old.status.as_ref().and_then(|s| s.api_enablements.as_ref()) != new.status.as_ref().and_then(|s| s.api_enablements.as_ref())
 }
 
 /// Whether a cluster change concerns a binding: its affinity in force (the `clusterAffinity`,
@@ -296,6 +296,9 @@ mod tests {
         let mut status_only = old.clone();
         status_only.status = Some(Default::default());
         assert!(!cluster_changed(&old, &status_only), "status changes do not reschedule");
+        let mut serving = old.clone();
+        serving.status = Some(serde_json::from_value(serde_json::json!({"apiEnablements": [{"groupVersion": "example.com/v1", "resources": [{"name": "gadgets", "kind": "Gadget"}]}]})).unwrap());
+        assert!(cluster_changed(&status_only, &serving), "a newly served kind reschedules");
 
         let elsewhere = rb(Placement { cluster_affinity: Some(names(&["m2"])), ..Default::default() }, 1, &[]);
         let here = rb(Placement { cluster_affinity: Some(names(&["m1"])), ..Default::default() }, 1, &[]);
