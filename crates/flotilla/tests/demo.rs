@@ -51,6 +51,18 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         assert_eq!(md["spec"]["replicas"], 1);
         assert_eq!(md["metadata"]["labels"]["karmada.io/managed"], "true");
     }
+    // The tour's regional override: member2 (region-member2) pulls from the mirror, member1 not.
+    let ov = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/karmada/override-by-region.yaml");
+    let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(&ov).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for (m, image) in [("member1", "nginx"), ("member2", "mirror.example.com/nginx")] {
+        let mk = cp.dir.path().join(format!("data/demo/{m}.kubeconfig"));
+        wait_for(&format!("{m} running {image}"), Duration::from_secs(60), || {
+            let d = get_json(&mk, &["-n", "default", "get", "deployment", "nginx"])?;
+            let got = &d["spec"]["template"]["spec"]["containers"][0]["image"];
+            if got == image { Ok(()) } else { Err(got.to_string()) }
+        });
+    }
     wait_for("aggregated ready replicas", Duration::from_secs(120), || {
         let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"])?;
         if d["status"]["readyReplicas"] == 2 && d["status"]["observedGeneration"] == d["metadata"]["generation"] { Ok(()) } else { Err(d["status"].to_string()) }
