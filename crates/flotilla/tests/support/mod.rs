@@ -14,7 +14,8 @@ pub struct Flotilla {
     pub dir: tempfile::TempDir,
     pub kubeconfig: PathBuf,
     pub server: String,
-    stop: Option<std::sync::mpsc::Sender<()>>,
+    /// `true` asks the keeper to SIGKILL instead of SIGTERM.
+    stop: Option<std::sync::mpsc::Sender<bool>>,
     keeper: Option<std::thread::JoinHandle<Option<std::process::ExitStatus>>>,
 }
 
@@ -66,7 +67,7 @@ impl Flotilla {
         let data = dir.path().join("data");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
-        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<bool>();
         let keeper = std::thread::spawn(move || {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
             cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -83,7 +84,11 @@ impl Flotilla {
                     let _ = line_tx.send(line);
                 }
             });
-            let _ = stop_rx.recv();
+            if stop_rx.recv().unwrap_or(false) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
             terminate(&mut child)
         });
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -116,9 +121,18 @@ impl Flotilla {
         std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
+    /// SIGKILL the process (no shutdown at all) and hand back the data directory.
+    pub fn kill(mut self) -> tempfile::TempDir {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(true);
+        }
+        let _ = self.keeper.take().map(|k| k.join());
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+
     fn shutdown(&mut self) -> Option<std::process::ExitStatus> {
         if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
+            let _ = tx.send(false);
         }
         self.keeper.take().and_then(|k| k.join().ok().flatten())
     }
