@@ -174,7 +174,7 @@ fn evicting_clusters(spec: &ResourceBindingSpec) -> Vec<&str> {
 pub enum RenderError {
     #[error("{0}")]
     Interpret(String),
-    #[error("{}", .0.event_message(.1))]
+    #[error("{} {}", .0.event_message(.1), .0)]
     Override(overrides::OverrideError, String),
 }
 
@@ -435,9 +435,10 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         // The detector deletes the binding of a deleted template.
         None => return Ok(Next::Done),
     };
-    let synced = sync_works(&ctx, &b, &template).await?;
+    // Status is aggregated even when some Work could not be written: FullyApplied then says so.
+    let synced = sync_works(&ctx, &b, &template).await;
     aggregate(&ctx, &b, &template, &api).await?;
-    Ok(synced)
+    synced
 }
 
 /// Writes the Work of every target cluster and deletes the orphans.

@@ -19,7 +19,7 @@ use flotilla_member::join::{JoinOptions, MemberEndpoint, clean_member, prepare_m
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -84,7 +84,7 @@ fn unique() -> String {
 async fn events_for(client: &Client, namespace: &str, name: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let list = events.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
-    list.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)).filter_map(|e| e.reason).collect()
+    list.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)).filter_map(|e| e.reason).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

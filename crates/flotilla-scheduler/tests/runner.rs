@@ -22,7 +22,7 @@ use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
 use flotilla_scheduler::runner::metrics::Metrics;
 use flotilla_scheduler::runner::{self, Config};
 use flotilla_store::Store;
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -173,7 +173,7 @@ async fn events(client: &kube::Client, reason: &str, kind: &str, name: &str) -> 
         let api = api.clone();
         async move {
             let list = api.list(&ListParams::default()).await.map_err(|e| format!("{e}"))?;
-            let about = |e: &Event| e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name));
+            let about = |e: &Event| e.involved_object.kind.as_deref() == Some(kind) && e.involved_object.name.as_deref() == Some(name);
             let found: Vec<Event> = list.items.into_iter().filter(|e| e.reason.as_deref() == Some(reason) && about(e)).collect();
             if found.is_empty() { Err("none yet".to_string()) } else { Ok(found) }
         }
@@ -200,7 +200,7 @@ async fn duplicated_binding_goes_to_every_cluster_with_status_and_events() {
     assert_eq!(serde_json::from_str::<serde_json::Value>(applied).unwrap(), serde_json::to_value(rb.spec.placement.as_ref().unwrap()).unwrap());
 
     let on_binding = events(&env.client, "ScheduleBindingSucceed", "ResourceBinding", "web-deployment").await;
-    assert_eq!(on_binding[0].note.as_deref(), Some("Binding has been scheduled successfully. Result: {m1:2, m2:2, m3:2}"));
+    assert_eq!(on_binding[0].message.as_deref(), Some("Binding has been scheduled successfully. Result: {m1:2, m2:2, m3:2}"));
     assert_eq!(on_binding[0].type_.as_deref(), Some("Normal"));
 
     let mut registry = prometheus_client::registry::Registry::default();
@@ -238,7 +238,7 @@ async fn no_cluster_fits_sets_no_cluster_fit_and_a_warning() {
     assert_eq!(rb.spec.clusters, None, "nothing scheduled");
     let warnings = events(&env.client, "ScheduleBindingFailed", "ResourceBinding", "lost-deployment").await;
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
-    assert_eq!(warnings[0].note.as_deref(), Some(condition.message.as_str()));
+    assert_eq!(warnings[0].message.as_deref(), Some(condition.message.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,7 +324,7 @@ async fn cluster_resource_binding_for_a_non_workload() {
     .await;
     assert!(crb.status.unwrap().last_scheduled_time.is_some());
     let events = events(&env.client, "ScheduleBindingSucceed", "ClusterResourceBinding", "team-a-namespace").await;
-    assert_eq!(events[0].note.as_deref(), Some("Binding has been scheduled successfully. Result {m1:0, m2:0, m3:0}"));
+    assert_eq!(events[0].message.as_deref(), Some("Binding has been scheduled successfully. Result {m1:0, m2:0, m3:0}"));
 }
 
 async fn set_room(client: &kube::Client, cluster: &str, pods: i64) {

@@ -361,3 +361,132 @@ spec:
     let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(&m).args(["delete", "crd", &format!("gadgets.{group}"), "--wait=false"]).output();
     drop(cp);
 }
+
+fn events(kc: &std::path::Path, ns: &str, reason: &str) -> Vec<serde_json::Value> {
+    let list = get_json(kc, &["-n", ns, "get", "events"]).unwrap_or_default();
+    list["items"].as_array().into_iter().flatten().filter(|e| e["reason"] == reason).cloned().collect()
+}
+
+/// Bad input is reported where an operator looks — Events and conditions naming the cause —
+/// and nothing else stalls: a policy selecting nothing, two policies competing for one
+/// template, an override that does not apply, a template the member rejects.
+#[test]
+fn failures_are_reported_and_nothing_else_stalls() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let cp = Flotilla::start();
+    let kc = cp.kubeconfig.clone();
+    let m = env.member("member1").kubeconfig.clone();
+    let (ok, out) = flotilla_cmd(&["join", "fail1", "--kubeconfig", m.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
+    assert!(ok, "join failed:\n{out}");
+    let ns = unique("fail");
+    let policy = |name: &str, kind: &str, api: &str, target: &str| {
+        format!("---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  resourceSelectors:\n  - apiVersion: {api}\n    kind: {kind}\n    name: {target}\n  placement:\n    clusterAffinity:\n      clusterNames: [fail1]\n")
+    };
+    let mut yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+    yaml += &policy("selects-nothing", "ConfigMap", "v1", "does-not-exist");
+    yaml += &policy("a-first", "Deployment", "apps/v1", "web");
+    yaml += &policy("b-second", "Deployment", "apps/v1", "web");
+    yaml += &policy("svc", "Service", "v1", "bad-port");
+    yaml += &policy("ok", "ConfigMap", "v1", "ok");
+    yaml += &format!(
+        r#"---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: broken
+  namespace: {ns}
+spec:
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: web
+  overrideRules:
+  - overriders:
+      plaintext:
+      - path: /spec/nothing/here
+        operator: replace
+        value: 1
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: {ns}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: bad-port
+  namespace: {ns}
+spec:
+  selector: {{app: web}}
+  ports:
+  - port: 80
+    targetPort: 8080
+    nodePort: 80
+  type: NodePort
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ok
+  namespace: {ns}
+data:
+  fine: "yes"
+"#
+    );
+    apply_yaml(&kc, &yaml);
+
+    // Nothing else stalls: the good ConfigMap arrives.
+    wait_for("the good ConfigMap in the member", Duration::from_secs(120), || get_json(&m, &["-n", &ns, "get", "configmap", "ok"]));
+
+    // Competing policies: the smaller name wins and the template says so.
+    let d = wait_for("web claimed", Duration::from_secs(60), || {
+        let d = get_json(&kc, &["-n", &ns, "get", "deployment", "web"])?;
+        if d["metadata"]["annotations"]["propagationpolicy.karmada.io/name"].is_string() { Ok(d) } else { Err(d["metadata"].to_string()) }
+    });
+    assert_eq!(d["metadata"]["annotations"]["propagationpolicy.karmada.io/name"], "a-first");
+    wait_for("ApplyPolicySucceed naming the winner", Duration::from_secs(60), || {
+        let ev = events(&kc, &ns, "ApplyPolicySucceed");
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("a-first"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+    });
+
+    // The override that does not apply: Events on the template and the binding name it.
+    wait_for("ApplyOverridePolicyFailed on web", Duration::from_secs(60), || {
+        let ev = events(&kc, &ns, "ApplyOverridePolicyFailed");
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("broken"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+    });
+    wait_for("SyncWorkFailed on the binding", Duration::from_secs(60), || {
+        let ev = events(&kc, &ns, "SyncWorkFailed");
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web-deployment" && e["message"].as_str().is_some_and(|m| m.contains("/spec/nothing/here"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+    });
+    let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "web-deployment"]).unwrap();
+    assert!(support::has_condition(&rb, "FullyApplied", "False"), "{}", rb["status"]);
+
+    // The member rejects the Service (nodePort 80 is outside its range): the Work's Applied
+    // condition and the binding's aggregated status carry the member's own words.
+    let item = wait_for("the member's rejection reported", Duration::from_secs(120), || {
+        let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "bad-port-service"])?;
+        let item = rb["status"]["aggregatedStatus"][0].clone();
+        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("nodePort")) { Ok(item) } else { Err(rb["status"].to_string()) }
+    });
+    assert!(item["appliedMessage"].as_str().unwrap().starts_with("Failed to apply all manifests (0/1)"), "{item}");
+    wait_for("SyncFailed on the Work", Duration::from_secs(60), || {
+        let ev = events(&kc, "karmada-es-fail1", "SyncFailed");
+        if ev.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("nodePort"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+    });
+
+    let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(&m).args(["delete", "namespace", &ns, "--wait=false"]).output();
+    drop(cp);
+}

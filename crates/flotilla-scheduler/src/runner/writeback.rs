@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use flotilla_controllers::util::Events;
 use serde_json::{Value, json};
 
 use super::decision::APPLIED_PLACEMENT_ANNOTATION;
@@ -237,13 +237,12 @@ const STATUS_ATTEMPTS: usize = 5;
 /// Writes through one client and records Events as the scheduler.
 pub struct Writer {
     client: kube::Client,
-    recorder: Recorder,
+    events: Events,
 }
 
 impl Writer {
     pub fn new(client: kube::Client, scheduler_name: &str) -> Writer {
-        let reporter = Reporter { controller: scheduler_name.to_string(), instance: None };
-        Writer { recorder: Recorder::new(client.clone(), reporter), client }
+        Writer { events: Events::new(client.clone(), scheduler_name), client }
     }
 
     pub fn client(&self) -> &kube::Client {
@@ -280,13 +279,9 @@ impl Writer {
     /// Records the pass as an Event on the binding and on its resource template, as upstream
     /// does. Failures are logged, never fatal: an Event is advice.
     pub async fn event(&self, binding: &AnyBinding, success: bool, message: &str) {
-        let (type_, reason) =
-            if success { (EventType::Normal, REASON_SCHEDULE_SUCCEED) } else { (EventType::Warning, REASON_SCHEDULE_FAILED) };
-        let event = Event { type_, reason: reason.into(), note: Some(truncate(message, NOTE_LIMIT)), action: "Schedule".into(), secondary: None };
+        let reason = if success { REASON_SCHEDULE_SUCCEED } else { REASON_SCHEDULE_FAILED };
         for reference in [binding.reference(), binding.template_reference()] {
-            if let Err(error) = self.recorder.publish(&event, &reference).await {
-                tracing::debug!(%error, object = ?reference.name, "recording the scheduling event failed");
-            }
+            self.events.publish_ref(&reference, !success, reason, "Schedule", truncate(message, NOTE_LIMIT)).await;
         }
     }
 }
