@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_api::admission::karmada::default_propagation_spec;
 use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy,
@@ -152,14 +153,20 @@ fn candidates_cpp<'a>(template: &'a Value, cpps: &'a [Arc<ClusterPropagationPoli
         .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
 }
 
+/// The policy as the detector uses it. Its spec gets Karmada's webhook defaults (spread by
+/// cluster, at least one group, Divided means Weighted, ...): on Flotilla's API server the
+/// admission chain set them already; a plain kube-apiserver host has no such chain, and the
+/// binding and the scheduler must see the same placement either way.
 fn chosen_of(meta: &kube::api::ObjectMeta, namespace: Option<String>, spec: &PropagationSpec, id_label: &str) -> Chosen {
+    let mut spec = spec.clone();
+    default_propagation_spec(&mut spec);
     Chosen {
         namespace,
         name: meta.name.clone().unwrap_or_default(),
         permanent_id: meta.labels.as_ref().and_then(|l| l.get(id_label)).cloned(),
         priority: spec.priority.unwrap_or(0),
         preemption: spec.preemption == Some(PreemptionBehavior::Always),
-        spec: spec.clone(),
+        spec,
     }
 }
 
@@ -778,6 +785,29 @@ mod tests {
         assert_eq!(choose_policy(&t, &pps, &cpps, Some((None, "cluster"))).unwrap().name, "pp");
         // The claimed policy is gone: a fresh choice.
         assert_eq!(choose_policy(&t, &pps[..], &[], Some((Some("default"), "gone"))).unwrap().name, "pp");
+    }
+
+    #[test]
+    fn a_policy_without_webhook_defaults_is_defaulted_for_the_binding() {
+        // As a plain kube-apiserver host stores it: no spreadByField, no minGroups, Divided
+        // without a division preference.
+        let t = deploy("default", "nginx", json!({}));
+        let mut p = pp("default", "p", 0, false, selector(None, None));
+        Arc::make_mut(&mut p).spec.placement = Some(
+            serde_json::from_value(json!({
+                "spreadConstraints": [{"maxGroups": 2}],
+                "replicaScheduling": {"replicaSchedulingType": "Divided"},
+            }))
+            .unwrap(),
+        );
+        let placement = choose_policy(&t, &[p], &[], None).unwrap().spec.placement.unwrap();
+        assert_eq!(
+            serde_json::to_value(&placement).unwrap(),
+            json!({
+                "spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}],
+                "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"},
+            })
+        );
     }
 
     #[test]

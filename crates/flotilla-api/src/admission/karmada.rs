@@ -255,8 +255,10 @@ fn default_selector_namespaces<'a>(
     }
 }
 
-/// Defaults shared by PropagationPolicy and ClusterPropagationPolicy.
-fn default_propagation_spec(spec: &mut PropagationSpec) {
+/// Defaults shared by PropagationPolicy and ClusterPropagationPolicy. Idempotent: the detector
+/// applies it again to the spec it copies into a binding, for hosts without this admission
+/// chain (a plain kube-apiserver serving the federation CRDs).
+pub fn default_propagation_spec(spec: &mut PropagationSpec) {
     if let Some(placement) = spec.placement.as_mut() {
         default_spread_constraints(placement.spread_constraints.iter_mut().flatten());
         default_replica_division_preference(placement);
