@@ -3,6 +3,7 @@
 
 mod certs_cmd;
 mod controllers;
+mod controllers_cmd;
 mod demo;
 mod federation_args;
 mod join_cmd;
@@ -36,6 +37,10 @@ enum Command {
     /// Such a host lacks Flotilla's built-in admission chain (permanent-id labels, Weighted and
     /// spread defaults, the 48-character Cluster name limit) unless it is served as a webhook.
     Crds,
+    /// Run the federation controllers and the scheduler against any API server hosting the
+    /// federation CRDs (`flotilla crds`), e.g. a plain kube-apiserver, until SIGTERM. A plain
+    /// host has no admission chain: the controllers set the permanent ids and defaults themselves.
+    Controllers(controllers_cmd::ControllersArgs),
     /// Join a member cluster in Push mode: creates a least-privilege identity in the member and
     /// registers it (Secret karmada-cluster/NAME, Cluster NAME) on the control plane.
     Join(join_cmd::JoinArgs),
@@ -61,6 +66,7 @@ fn main() -> std::process::ExitCode {
             Command::Up(args) => up::run(args).await,
             Command::Store(cmd) => store_cmd::run(cmd).await,
             Command::Certs(cmd) => certs_cmd::run(cmd),
+            Command::Controllers(args) => controllers_cmd::run(args).await,
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Crds => {

@@ -14,9 +14,7 @@ pub struct Flotilla {
     pub dir: tempfile::TempDir,
     pub kubeconfig: PathBuf,
     pub server: String,
-    /// `true` asks the keeper to SIGKILL instead of SIGTERM.
-    stop: Option<std::sync::mpsc::Sender<bool>>,
-    keeper: Option<std::thread::JoinHandle<Option<std::process::ExitStatus>>>,
+    process: Daemon,
 }
 
 fn die_with_parent(cmd: &mut Command) {
@@ -60,22 +58,68 @@ impl Flotilla {
         Self::start_in(dir, extra)
     }
 
-    /// The process is owned by a keeper thread that lives until the `Flotilla` is dropped:
-    /// the kernel's parent-death signal fires when the *thread* that forked exits, so the fork
-    /// must not happen on a short-lived test thread.
+    /// The process lives until the `Flotilla` is dropped (see [`Daemon`]).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Flotilla {
         let data = dir.path().join("data");
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
+        let mut args: Vec<std::ffi::OsString> = ["up", "--listen", "127.0.0.1:0", "--data-dir"].iter().map(Into::into).collect();
+        args.push(data.into());
+        args.extend(extra.iter().map(Into::into));
+        let mut process = Daemon::start_os(args, "warn");
+        // `flotilla up` prints the address first, then the kubeconfig.
+        let line = process.wait_line("flotilla: serving the Kubernetes API on ", Duration::from_secs(60));
+        let server = line.trim_start_matches("flotilla: serving the Kubernetes API on ").split_whitespace().next().expect("an address").to_string();
+        let line = process.wait_line("flotilla: admin kubeconfig: ", Duration::from_secs(60));
+        let kubeconfig = PathBuf::from(line.trim_start_matches("flotilla: admin kubeconfig: ").trim());
+        Flotilla { dir, kubeconfig, server, process }
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        kube::Client::try_from(cfg).unwrap()
+    }
+
+    /// Stop with SIGTERM, check it exited cleanly within 20 s, and hand back the data
+    /// directory.
+    pub fn stop(self) -> tempfile::TempDir {
+        let status = self.process.stop();
+        assert!(status.is_some_and(|s| s.success()), "flotilla did not exit cleanly on SIGTERM: {status:?}");
+        self.dir
+    }
+
+    /// SIGKILL the process (no shutdown at all) and hand back the data directory.
+    pub fn kill(self) -> tempfile::TempDir {
+        self.process.kill();
+        self.dir
+    }
+}
+
+/// Another long-running `flotilla` command (e.g. `flotilla controllers`), owned like
+/// [`Flotilla`]: SIGTERM when stopped or dropped, SIGKILL if the test process dies. Its stdout
+/// lines are kept for the test to wait on; stderr goes to the test's stderr.
+pub struct Daemon {
+    lines: std::sync::Mutex<std::sync::mpsc::Receiver<String>>,
+    pub output: Vec<String>,
+    /// `true` asks the keeper to SIGKILL instead of SIGTERM.
+    stop: Option<std::sync::mpsc::Sender<bool>>,
+    keeper: Option<std::thread::JoinHandle<Option<std::process::ExitStatus>>>,
+}
+
+impl Daemon {
+    pub fn start(args: &[&str], log: &str) -> Daemon {
+        Self::start_os(args.iter().map(Into::into).collect(), log)
+    }
+
+    /// Start `flotilla ARGS` owned by a keeper thread that lives until the `Daemon` is
+    /// stopped or dropped: the kernel's parent-death signal fires when the *thread* that forked
+    /// exits, so the fork must not happen on a short-lived test thread.
+    pub fn start_os(args: Vec<std::ffi::OsString>, log: &str) -> Daemon {
+        let log = log.to_string();
+        let (line_tx, lines) = std::sync::mpsc::channel::<String>();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<bool>();
         let keeper = std::thread::spawn(move || {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-            cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
-                .arg(&data)
-                .args(&extra)
-                .env("FLOTILLA_LOG", "warn")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
+            cmd.args(&args).env("FLOTILLA_LOG", log).stdout(Stdio::piped()).stderr(Stdio::inherit());
             die_with_parent(&mut cmd);
             let mut child = cmd.spawn().expect("start flotilla");
             let stdout = child.stdout.take().unwrap();
@@ -91,43 +135,38 @@ impl Flotilla {
             }
             terminate(&mut child)
         });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut server = None;
-        let mut kubeconfig = None;
-        while server.is_none() || kubeconfig.is_none() {
+        Daemon { lines: std::sync::Mutex::new(lines), output: Vec::new(), stop: Some(stop_tx), keeper: Some(keeper) }
+    }
+
+    /// Wait for a stdout line containing `marker`; panics with what was printed otherwise.
+    pub fn wait_line(&mut self, marker: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = line_rx.recv_timeout(left).unwrap_or_else(|_| panic!("flotilla up did not report readiness within 60 s"));
-            if let Some(rest) = line.strip_prefix("flotilla: serving the Kubernetes API on ") {
-                server = rest.split_whitespace().next().map(String::from);
-            }
-            if let Some(rest) = line.strip_prefix("flotilla: admin kubeconfig: ") {
-                kubeconfig = Some(PathBuf::from(rest.trim()));
+            let next = self.lines.lock().expect("the line receiver").recv_timeout(left);
+            match next {
+                Ok(line) => {
+                    self.output.push(line.clone());
+                    if line.contains(marker) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("no line containing {marker:?} within {timeout:?}; stdout so far:\n{}", self.output.join("\n")),
             }
         }
-        Flotilla { dir, kubeconfig: kubeconfig.unwrap(), server: server.unwrap(), stop: Some(stop_tx), keeper: Some(keeper) }
     }
 
-    pub async fn client(&self) -> kube::Client {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-        kube::Client::try_from(cfg).unwrap()
+    /// Stop with SIGTERM; the exit status, or `None` when it had to be killed.
+    pub fn stop(mut self) -> Option<std::process::ExitStatus> {
+        self.shutdown()
     }
 
-    /// Stop with SIGTERM, check it exited cleanly within 20 s, and hand back the data
-    /// directory.
-    pub fn stop(mut self) -> tempfile::TempDir {
-        let status = self.shutdown();
-        assert!(status.is_some_and(|s| s.success()), "flotilla did not exit cleanly on SIGTERM: {status:?}");
-        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
-    }
-
-    /// SIGKILL the process (no shutdown at all) and hand back the data directory.
-    pub fn kill(mut self) -> tempfile::TempDir {
+    /// SIGKILL the process: no shutdown at all.
+    pub fn kill(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(true);
         }
         let _ = self.keeper.take().map(|k| k.join());
-        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 
     fn shutdown(&mut self) -> Option<std::process::ExitStatus> {
@@ -138,7 +177,7 @@ impl Flotilla {
     }
 }
 
-impl Drop for Flotilla {
+impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }

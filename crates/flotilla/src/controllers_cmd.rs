@@ -1,0 +1,85 @@
+//! `flotilla controllers`: the federation controllers and the scheduler, out of process,
+//! against any Kubernetes API server that hosts the federation CRDs (`flotilla crds`) — a
+//! Flotilla control plane reached over HTTPS, or a plain kube-apiserver. They run until SIGTERM
+//! or Ctrl-C; a controller that stops on its own stops the process with an error.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[derive(clap::Args, Debug)]
+pub struct ControllersArgs {
+    /// Kubeconfig of the host API server (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    #[command(flatten)]
+    federation: crate::federation_args::FederationArgs,
+}
+
+/// The CRDs the controllers cannot start without: (group/version, plural).
+const REQUIRED: [(&str, &str); 5] = [
+    ("cluster.karmada.io/v1alpha1", "clusters"),
+    ("policy.karmada.io/v1alpha1", "propagationpolicies"),
+    ("policy.karmada.io/v1alpha1", "overridepolicies"),
+    ("work.karmada.io/v1alpha2", "resourcebindings"),
+    ("work.karmada.io/v1alpha1", "works"),
+];
+
+async fn host_config(args: &ControllersArgs) -> anyhow::Result<kube::Config> {
+    let options = KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let path = args.kubeconfig.clone().or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    match path {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(&p).with_context(|| format!("read {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await.with_context(|| format!("use {}", p.display()))
+        }
+        None => kube::Config::from_kubeconfig(&options).await.context("no --kubeconfig and no $KUBECONFIG; reading ~/.kube/config"),
+    }
+}
+
+/// The required CRDs the host does not serve.
+async fn missing_crds(client: &kube::Client) -> anyhow::Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for (group_version, plural) in REQUIRED {
+        let served = match client.list_api_group_resources(group_version).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == plural),
+            Err(kube::Error::Api(s)) if s.code == 404 => false,
+            Err(e) => return Err(e).with_context(|| format!("discovering {group_version}")),
+        };
+        if !served {
+            missing.push(format!("{plural} ({group_version})"));
+        }
+    }
+    Ok(missing)
+}
+
+pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    let config = host_config(&args).await?;
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).context("building the host client")?;
+    let version = client.apiserver_version().await.with_context(|| format!("reaching the host API server at {server}"))?;
+    println!("flotilla controllers: host {server} (Kubernetes {})", version.git_version);
+    let missing = missing_crds(&client).await?;
+    if !missing.is_empty() {
+        bail!("the host does not serve {}; install the federation CRDs first: flotilla crds | kubectl apply --server-side -f -", missing.join(", "));
+    }
+    let mut set = tokio::task::JoinSet::new();
+    crate::controllers::start_federation(&mut set, &args.federation, |_| client.clone());
+    println!("flotilla controllers: {} controllers running (cluster, cluster-status, detector, binding, execution, work-status, namespace-sync, scheduler)", set.len());
+    let outcome = tokio::select! {
+        _ = term.recv() => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        ended = set.join_next() => Err(match ended {
+            Some(Err(e)) if e.is_panic() => anyhow::anyhow!("a controller panicked: {e}"),
+            _ => anyhow::anyhow!("a controller stopped unexpectedly"),
+        }),
+    };
+    eprintln!("flotilla controllers: shutting down");
+    set.shutdown().await;
+    outcome
+}

@@ -1,0 +1,214 @@
+//! The federation controllers out of process against a plain kube-apiserver host: testenv's
+//! member3 gets the federation CRDs (`flotilla crds`) and nothing else of Flotilla — no
+//! admission chain, no Flotilla API server — and `flotilla controllers` propagates a Deployment
+//! divided by static weights to member1 and member2. Proof that the controllers rely on no
+//! Flotilla-only API behaviour.
+//!
+//! The host is a real cluster with kube-controller-manager's deployment controller (Karmada's
+//! host runs none), so the template also runs on member3 itself; the per-cluster status checked
+//! below comes only from the members.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::{Daemon, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl_bin, unique, wait_for};
+
+/// `flotilla crds | kubectl apply --server-side -f -` into the host, then wait until served.
+/// Cluster-scoped and server-side applied: a rerun (or another test doing the same) is a no-op.
+fn install_crds(host: &Path) {
+    let (ok, crds) = flotilla_cmd(&["crds"]);
+    assert!(ok, "flotilla crds failed:\n{crds}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &crds).unwrap();
+    let file = file.path().to_str().unwrap();
+    for args in [
+        vec!["apply", "--server-side", "--force-conflicts", "--field-manager", "flotilla-crds", "-f", file],
+        vec!["wait", "--for", "condition=Established", "--timeout", "60s", "-f", file],
+    ] {
+        let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(host).args(&args).stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "kubectl {args:?} on the host failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+fn label<'a>(obj: &'a serde_json::Value, key: &str) -> &'a str {
+    obj["metadata"]["labels"][key].as_str().unwrap_or_else(|| panic!("no label {key} on {}", obj["metadata"]))
+}
+
+fn annotation<'a>(obj: &'a serde_json::Value, key: &str) -> &'a str {
+    obj["metadata"]["annotations"][key].as_str().unwrap_or_else(|| panic!("no annotation {key} on {}", obj["metadata"]))
+}
+
+#[test]
+fn controllers_out_of_process_on_a_plain_kube_apiserver_host() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let host = env.member("member3").kubeconfig.clone();
+    let host_s = host.to_str().unwrap();
+    let m1 = env.member("member1").kubeconfig.clone();
+    let m2 = env.member("member2").kubeconfig.clone();
+    install_crds(&host);
+
+    let mut controllers = Daemon::start(
+        &["controllers", "--kubeconfig", host_s, "--cluster-status-update-frequency", "1s", "--cluster-success-threshold", "1s", "--unschedulable-retry", "2s"],
+        "warn",
+    );
+    controllers.wait_line("controllers running", Duration::from_secs(60));
+
+    // Cluster names of this test only: member1 and member2 are shared with other tests.
+    let clusters = [("oop-m1", &m1), ("oop-m2", &m2)];
+    for (name, member) in clusters {
+        let (ok, out) = flotilla_cmd(&["join", name, "--kubeconfig", member.to_str().unwrap(), "--control-plane-kubeconfig", host_s]);
+        assert!(ok, "join {name} failed:\n{out}");
+    }
+    for (name, _) in clusters {
+        wait_for(&format!("cluster {name} Ready on the host"), Duration::from_secs(120), || {
+            let c = get_json(&host, &["get", "cluster", name])?;
+            if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
+        });
+    }
+
+    let ns = unique("oop");
+    apply_yaml(
+        &host,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+  namespace: {ns}
+  labels:
+    app: nginx
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: {ns}
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames: [oop-m1, oop-m2]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - targetCluster:
+              clusterNames: [oop-m1]
+            weight: 2
+          - targetCluster:
+              clusterNames: [oop-m2]
+            weight: 1
+"#
+        ),
+    );
+
+    // The policy got its permanent id from the detector (no webhook on this host).
+    let policy_id = wait_for("policy permanent id", Duration::from_secs(60), || {
+        let pp = get_json(&host, &["-n", &ns, "get", "propagationpolicy", "nginx-propagation"])?;
+        pp["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"].as_str().map(String::from).ok_or_else(|| pp["metadata"].to_string())
+    });
+
+    // The binding: claimed by the policy, with its own permanent id, scheduled 2:1, fully applied.
+    let rb = wait_for("binding FullyApplied", Duration::from_secs(180), || {
+        let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
+        if has_condition(&rb, "FullyApplied", "True") { Ok(rb) } else { Err(rb["status"].to_string()) }
+    });
+    assert_eq!(label(&rb, "propagationpolicy.karmada.io/permanent-id"), policy_id);
+    let binding_id = label(&rb, "resourcebinding.karmada.io/permanent-id").to_string();
+    assert!(!binding_id.is_empty());
+    let placed: Vec<(String, i64)> =
+        rb["spec"]["clusters"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0))).collect();
+    assert_eq!(placed, vec![("oop-m1".to_string(), 2), ("oop-m2".to_string(), 1)]);
+
+    // Each member runs its share, labelled and annotated as Karmada does; the Work behind it
+    // carries the same ids.
+    for ((cluster, member), replicas) in clusters.iter().zip([2, 1]) {
+        let d = wait_for(&format!("deployment in {cluster}"), Duration::from_secs(120), || {
+            let d = get_json(member, &["-n", &ns, "get", "deployment", "nginx"])?;
+            if d["spec"]["replicas"] == replicas { Ok(d) } else { Err(d["spec"].to_string()) }
+        });
+        assert_eq!(label(&d, "karmada.io/managed"), "true");
+        assert_eq!(label(&d, "resourcebinding.karmada.io/permanent-id"), binding_id);
+        assert_eq!(annotation(&d, "resourcebinding.karmada.io/namespace"), ns);
+        assert_eq!(annotation(&d, "resourcebinding.karmada.io/name"), "nginx-deployment");
+        let es = format!("karmada-es-{cluster}");
+        assert_eq!(annotation(&d, "work.karmada.io/namespace"), es);
+        let work_name = annotation(&d, "work.karmada.io/name");
+        assert!(work_name.starts_with("nginx-"), "{work_name}");
+        let work = get_json(&host, &["-n", &es, "get", "work", work_name]).unwrap();
+        let work_id = label(&work, "work.karmada.io/permanent-id");
+        assert!(!work_id.is_empty());
+        assert_eq!(label(&d, "work.karmada.io/permanent-id"), work_id);
+        assert_eq!(label(&work, "resourcebinding.karmada.io/permanent-id"), binding_id);
+        let managed = annotation(&d, "resourcetemplate.karmada.io/managed-labels");
+        assert!(managed.contains("work.karmada.io/permanent-id"), "{managed}");
+        annotation(&d, "resourcetemplate.karmada.io/uid");
+    }
+
+    // Status flows back: each member's ready replicas in the binding, their sum on the template.
+    wait_for("per-cluster status in the binding", Duration::from_secs(240), || {
+        let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
+        let items = rb["status"]["aggregatedStatus"].as_array().cloned().unwrap_or_default();
+        let got: Vec<(String, i64, String)> = items
+            .iter()
+            .map(|i| (i["clusterName"].as_str().unwrap_or("").to_string(), i["status"]["readyReplicas"].as_i64().unwrap_or(0), i["health"].as_str().unwrap_or("").to_string()))
+            .collect();
+        let want = vec![("oop-m1".to_string(), 2, "Healthy".to_string()), ("oop-m2".to_string(), 1, "Healthy".to_string())];
+        if got == want { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    wait_for("aggregated status on the template", Duration::from_secs(120), || {
+        let d = get_json(&host, &["-n", &ns, "get", "deployment", "nginx"])?;
+        let s = &d["status"];
+        let ok = s["readyReplicas"] == 3 && s["replicas"] == 3 && s["observedGeneration"] == d["metadata"]["generation"];
+        if ok { Ok(()) } else { Err(s.to_string()) }
+    });
+
+    // Clean up for the next run: the template (its Works and member copies go), the clusters,
+    // the namespaces. The CRDs stay installed in member3.
+    let kubectl = |kc: &Path, args: &[&str]| {
+        let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kc).args(args).output().unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    kubectl(&host, &["-n", &ns, "delete", "deployment", "nginx"]);
+    for (cluster, member) in clusters {
+        wait_for(&format!("deployment removed from {cluster}"), Duration::from_secs(120), || match get_json(member, &["-n", &ns, "get", "deployment", "nginx"]) {
+            Err(e) if e.contains("NotFound") => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => Err("still there".into()),
+        });
+    }
+    for (cluster, member) in clusters {
+        let (ok, out) =
+            flotilla_cmd(&["unjoin", cluster, "--control-plane-kubeconfig", host_s, "--kubeconfig", member.to_str().unwrap(), "--wait-seconds", "120"]);
+        assert!(ok, "unjoin {cluster} failed:\n{out}");
+    }
+    for kc in [&host, &m1, &m2] {
+        kubectl(kc, &["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
+    }
+    let status = controllers.stop();
+    assert!(status.is_some_and(|s| s.success()), "flotilla controllers did not exit cleanly on SIGTERM: {status:?}");
+}
