@@ -41,6 +41,16 @@ async fn host_config(args: &ControllersArgs) -> anyhow::Result<kube::Config> {
     }
 }
 
+/// Logs the `Warning` headers of the host's responses. A plain kube-apiserver accepts an
+/// unknown field in a custom resource with only a warning and drops it (structural pruning),
+/// so a field the controllers write that the CRDs do not declare shows up here and nowhere else.
+fn log_host_warnings<B>(response: http::Response<B>) -> http::Response<B> {
+    for warning in response.headers().get_all(http::header::WARNING) {
+        tracing::warn!(warning = %String::from_utf8_lossy(warning.as_bytes()), "the host API server warned");
+    }
+    response
+}
+
 /// The required CRDs the host does not serve.
 async fn missing_crds(client: &kube::Client) -> anyhow::Result<Vec<String>> {
     let mut missing = Vec::new();
@@ -61,7 +71,10 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
     let config = host_config(&args).await?;
     let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).context("building the host client")?;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context("building the host client")?
+        .with_layer(&tower::util::MapResponseLayer::new(log_host_warnings))
+        .build();
     let version = client.apiserver_version().await.with_context(|| format!("reaching the host API server at {server}"))?;
     println!("flotilla controllers: host {server} (Kubernetes {})", version.git_version);
     let missing = missing_crds(&client).await?;

@@ -122,6 +122,32 @@ spec:
           - targetCluster:
               clusterNames: [oop-m2]
             weight: 1
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: {ns}
+data:
+  mode: federated
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: settings-everywhere
+  namespace: {ns}
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: ConfigMap
+      name: settings
+  placement:
+    clusterAffinity:
+      clusterNames: [oop-m1, oop-m2]
+    spreadConstraints:
+      - maxGroups: 2
+    replicaScheduling:
+      replicaSchedulingType: Duplicated
 "#
         ),
     );
@@ -169,6 +195,19 @@ spec:
         annotation(&d, "resourcetemplate.karmada.io/uid");
     }
 
+    // Webhook defaults the host did not set are the detector's: Weighted for Divided, and a
+    // spread constraint without a field spreads by cluster over at least one group.
+    assert_eq!(rb["spec"]["placement"]["replicaScheduling"]["replicaDivisionPreference"], "Weighted");
+    let cm_rb = wait_for("ConfigMap binding FullyApplied", Duration::from_secs(120), || {
+        let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "settings-configmap"])?;
+        if has_condition(&rb, "FullyApplied", "True") { Ok(rb) } else { Err(rb["status"].to_string()) }
+    });
+    assert_eq!(cm_rb["spec"]["placement"]["spreadConstraints"], serde_json::json!([{"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}]));
+    for (cluster, member) in clusters {
+        let cm = get_json(member, &["-n", &ns, "get", "configmap", "settings"]).unwrap_or_else(|e| panic!("ConfigMap in {cluster}: {e}"));
+        assert_eq!(cm["data"]["mode"], "federated");
+    }
+
     // Status flows back: each member's ready replicas in the binding, their sum on the template.
     wait_for("per-cluster status in the binding", Duration::from_secs(240), || {
         let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
@@ -187,28 +226,34 @@ spec:
         if ok { Ok(()) } else { Err(s.to_string()) }
     });
 
-    // Clean up for the next run: the template (its Works and member copies go), the clusters,
-    // the namespaces. The CRDs stay installed in member3.
+    // Clean up for the next run, controllers still running: deleting the namespace on the host
+    // deletes the templates and their bindings, whose finalizers take the Works and the member
+    // copies with them; then the clusters go, then the (auto-propagated) member namespaces.
+    // The CRDs stay installed in member3.
     let kubectl = |kc: &Path, args: &[&str]| {
         let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kc).args(args).output().unwrap();
         assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    kubectl(&host, &["-n", &ns, "delete", "deployment", "nginx"]);
+    kubectl(&host, &["delete", "namespace", &ns, "--timeout=120s"]);
     for (cluster, member) in clusters {
-        wait_for(&format!("deployment removed from {cluster}"), Duration::from_secs(120), || match get_json(member, &["-n", &ns, "get", "deployment", "nginx"]) {
-            Err(e) if e.contains("NotFound") => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => Err("still there".into()),
-        });
+        for object in ["deployment/nginx", "configmap/settings"] {
+            wait_for(&format!("{object} removed from {cluster}"), Duration::from_secs(120), || match get_json(member, &["-n", &ns, "get", object]) {
+                Err(e) if e.contains("NotFound") => Ok(()),
+                Err(e) => Err(e),
+                Ok(_) => Err("still there".into()),
+            });
+        }
     }
     for (cluster, member) in clusters {
         let (ok, out) =
             flotilla_cmd(&["unjoin", cluster, "--control-plane-kubeconfig", host_s, "--kubeconfig", member.to_str().unwrap(), "--wait-seconds", "120"]);
         assert!(ok, "unjoin {cluster} failed:\n{out}");
+        kubectl(member, &["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
     }
-    for kc in [&host, &m1, &m2] {
-        kubectl(kc, &["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
-    }
+    // Nothing the controllers wrote was unknown to the CRDs (the host would have pruned it and
+    // said so in a Warning header, which the controllers log).
+    let warned: Vec<String> = controllers.stderr().into_iter().filter(|l| l.contains("the host API server warned")).collect();
+    assert!(warned.is_empty(), "the host warned about what the controllers wrote:\n{}", warned.join("\n"));
     let status = controllers.stop();
     assert!(status.is_some_and(|s| s.success()), "flotilla controllers did not exit cleanly on SIGTERM: {status:?}");
 }

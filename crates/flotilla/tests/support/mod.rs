@@ -96,10 +96,11 @@ impl Flotilla {
 
 /// Another long-running `flotilla` command (e.g. `flotilla controllers`), owned like
 /// [`Flotilla`]: SIGTERM when stopped or dropped, SIGKILL if the test process dies. Its stdout
-/// lines are kept for the test to wait on; stderr goes to the test's stderr.
+/// lines are kept for the test to wait on; stderr goes to the test's stderr and is kept too.
 pub struct Daemon {
     lines: std::sync::Mutex<std::sync::mpsc::Receiver<String>>,
     pub output: Vec<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// `true` asks the keeper to SIGKILL instead of SIGTERM.
     stop: Option<std::sync::mpsc::Sender<bool>>,
     keeper: Option<std::thread::JoinHandle<Option<std::process::ExitStatus>>>,
@@ -117,15 +118,24 @@ impl Daemon {
         let log = log.to_string();
         let (line_tx, lines) = std::sync::mpsc::channel::<String>();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<bool>();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = stderr.clone();
         let keeper = std::thread::spawn(move || {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_flotilla"));
-            cmd.args(&args).env("FLOTILLA_LOG", log).stdout(Stdio::piped()).stderr(Stdio::inherit());
+            cmd.args(&args).env("FLOTILLA_LOG", log).stdout(Stdio::piped()).stderr(Stdio::piped());
             die_with_parent(&mut cmd);
             let mut child = cmd.spawn().expect("start flotilla");
             let stdout = child.stdout.take().unwrap();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                     let _ = line_tx.send(line);
+                }
+            });
+            let err = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    eprintln!("{line}");
+                    kept.lock().unwrap().push(line);
                 }
             });
             if stop_rx.recv().unwrap_or(false) {
@@ -135,7 +145,7 @@ impl Daemon {
             }
             terminate(&mut child)
         });
-        Daemon { lines: std::sync::Mutex::new(lines), output: Vec::new(), stop: Some(stop_tx), keeper: Some(keeper) }
+        Daemon { lines: std::sync::Mutex::new(lines), output: Vec::new(), stderr, stop: Some(stop_tx), keeper: Some(keeper) }
     }
 
     /// Wait for a stdout line containing `marker`; panics with what was printed otherwise.
@@ -154,6 +164,11 @@ impl Daemon {
                 Err(_) => panic!("no line containing {marker:?} within {timeout:?}; stdout so far:\n{}", self.output.join("\n")),
             }
         }
+    }
+
+    /// The stderr lines so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// Stop with SIGTERM; the exit status, or `None` when it had to be killed.
