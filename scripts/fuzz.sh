@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz targets of flotilla-api (fuzz/, cargo-fuzz on the stable toolchain, no sanitizer).
+# Fuzz targets of flotilla-api and of the API server's request handling (fuzz/, cargo-fuzz on
+# the stable toolchain, no sanitizer).
 #
 #   scripts/fuzz.sh replay              run every target once over its committed corpus
 #                                       (fuzz/corpus/<target>/): deterministic, a regression test
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/flotilla"
 export CARGO_TARGET_DIR="${FLOTILLA_FUZZ_TARGET_DIR:-$cache/target-fuzz}"
 cargo_fuzz="$root/.tools/bin/cargo-fuzz"
-all_targets=(label_selector field_selector json_patch merge_patch strategic_merge_patch)
+all_targets=(label_selector field_selector json_patch merge_patch strategic_merge_patch api_request)
 
 usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 

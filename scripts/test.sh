@@ -121,6 +121,9 @@ rust_fast_tests() {
     cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
 }
 testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
+# Fuzzing: the committed corpus replayed deterministically, then a short exploration.
+fuzz_replay() { scripts/fuzz.sh replay; }
+fuzz_explore() { scripts/fuzz.sh explore "${FLOTILLA_FUZZ_SECONDS:-20}"; }
 bench_smoke() {
   cargo run --locked -q -p flotilla-store --example store-bench -- --smoke
   "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke
@@ -141,6 +144,8 @@ phase testenv-up testenv_up
 phase rust-tests rust_tests
 phase python-client-tests python_tests
 phase testenv-tests testenv_tests
+phase fuzz-replay fuzz_replay
+phase fuzz-explore fuzz_explore
 phase bench-smoke bench_smoke
 summary
 echo "all tests passed"

@@ -1,11 +1,13 @@
 //! Input: one byte choosing a kind, then the JSON `[document, patch]`. Strategic merge patch
 //! never panics or hangs, and its result is already in decoded form (no directive keys, no
-//! `null` members), so decoding it again changes nothing.
+//! `null` members), so decoding it again changes nothing; and where neither side has a list
+//! nor the patch a `$` directive (nor the document a `null`), it equals a JSON merge patch.
 #![no_main]
 
-use flotilla_api::patch::{PatchSchema, decode_nulls, strategic_merge_patch};
+use flotilla_api::patch::{PatchSchema, decode_nulls, merge_patch, strategic_merge_patch};
 use flotilla_fuzz::doc_and_patch;
 use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
 
 const KINDS: &[(&str, &str)] = &[
     ("apps/v1", "Deployment"),
@@ -26,5 +28,18 @@ fuzz_target!(|data: &[u8]| {
     let Some((doc, patch)) = doc_and_patch(json) else { return };
     if let Ok(out) = strategic_merge_patch(&doc, &patch, Some(schema)) {
         assert_eq!(decode_nulls(out.clone(), schema), out, "{patch} onto {doc}");
+        if patch.is_object() && no_lists_or_directives(&patch, true) && no_lists_or_directives(&doc, false) {
+            assert_eq!(out, merge_patch(&doc, &patch), "a plain {patch} onto {doc}: strategic and merge patch differ");
+        }
     }
 });
+
+/// No arrays and no `$`-keys anywhere below `v`; no `null`s either unless `nulls` allows them.
+fn no_lists_or_directives(v: &Value, nulls: bool) -> bool {
+    match v {
+        Value::Array(_) => false,
+        Value::Null => nulls,
+        Value::Object(m) => m.iter().all(|(k, v)| !k.starts_with('$') && no_lists_or_directives(v, nulls)),
+        _ => true,
+    }
+}

@@ -35,7 +35,15 @@ pub(crate) fn decode(kind: BodyType, bytes: &[u8]) -> ApiResult<Value> {
         BodyType::JsonPatch => PatchType::Json,
         BodyType::MergePatch => PatchType::Merge,
         BodyType::StrategicMergePatch => PatchType::StrategicMerge,
-        BodyType::ApplyYaml => return crate::objects::parse_yaml(bytes),
+        BodyType::ApplyYaml => {
+            // Checked here, before the object is read: an apply to a missing object creates
+            // from this configuration and must not meet a string or a list.
+            let cfg = crate::objects::parse_yaml(bytes)?;
+            if !cfg.is_object() {
+                return Err(ApiError::bad_request("error decoding apply patch: the configuration must be an object"));
+            }
+            return Ok(cfg);
+        }
         _ => return Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"])),
     };
     patch::decode_patch(t, bytes).map_err(patch_error)
@@ -55,9 +63,6 @@ pub(crate) fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Valu
             patch::strategic_merge_patch(current, patch_doc, schema).map_err(patch_error)
         }
         BodyType::ApplyYaml => {
-            if !patch_doc.is_object() {
-                return Err(ApiError::bad_request("error decoding apply patch: the configuration must be an object"));
-            }
             let mut cfg = patch_doc.clone();
             for (k, v) in [("apiVersion", ctx.info.api_version()), ("kind", ctx.info.kind.clone())] {
                 match cfg.get(k).and_then(Value::as_str) {
