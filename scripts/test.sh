@@ -108,25 +108,27 @@ testenv_down() {
 }
 trap testenv_down EXIT
 rust_build() { cargo build --workspace --all-targets --locked; }
+# Phase functions run inside `if`, where bash ignores `set -e`: every step is chained with &&
+# so that a failing step fails its phase.
 rust_tests() {
   # etcd's suite runs its property test in eight I/O-bound shards; give it the threads.
-  cargo test --workspace --locked --exclude flotilla-store
-  cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
-  cargo test --locked -p flotilla-store --test etcd -- --test-threads=8
+  cargo test --workspace --locked --exclude flotilla-store &&
+    cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability &&
+    cargo test --locked -p flotilla-store --test etcd -- --test-threads=8
 }
 rust_fast_tests() {
   FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
-    cargo test --workspace --locked --exclude flotilla-store
-  FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
-    cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
+    cargo test --workspace --locked --exclude flotilla-store &&
+    FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
+      cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
 }
 testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
 # Fuzzing: the committed corpus replayed deterministically, then a short exploration.
 fuzz_replay() { scripts/fuzz.sh replay; }
 fuzz_explore() { scripts/fuzz.sh explore "${FLOTILLA_FUZZ_SECONDS:-20}"; }
 bench_smoke() {
-  cargo run --locked -q -p flotilla-store --example store-bench -- --smoke
-  "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke
+  cargo run --locked -q -p flotilla-store --example store-bench -- --smoke &&
+    "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke
 }
 
 phase toolchain toolchain

@@ -125,6 +125,7 @@ fn sigkill_rounds_keep_every_acknowledged_write() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let kill_after = Duration::from_millis(rng.random_range(150..900));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
             let mut acks = Vec::new();
             let mut started = false;
@@ -132,6 +133,7 @@ fn sigkill_rounds_keep_every_acknowledged_write() {
                 let Ok(line) = line else { break };
                 if line.ends_with("READY") {
                     started = true;
+                    let _ = ready_tx.send(());
                 }
                 if let Some(rest) = line.strip_prefix("ACK ") {
                     if let Some((k, v)) = rest.split_once(' ') {
@@ -141,6 +143,9 @@ fn sigkill_rounds_keep_every_acknowledged_write() {
             }
             (started, acks)
         });
+        // The kill moment counts from the store being open (a loaded machine may take a while
+        // to start the child); a child that never opens is a failure below.
+        let _ = ready_rx.recv_timeout(Duration::from_secs(60));
         std::thread::sleep(kill_after);
         // SIGKILL: no destructor, no flush, no close.
         let _ = child.kill();
