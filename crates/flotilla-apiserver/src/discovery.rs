@@ -4,6 +4,9 @@
 
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
+use crate::connect::ConnectSubresource;
 use crate::resources::{Catalog, ResourceInfo};
 
 fn gv_string(group: &str, version: &str) -> String {
@@ -57,7 +60,7 @@ fn virtual_resources(group: &str, version: &str) -> Vec<Value> {
     }
 }
 
-fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
+fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural,
         "singularName": r.singular,
@@ -81,6 +84,9 @@ fn resource_entries(r: &ResourceInfo) -> Vec<Value> {
     if r.scale.is_some() {
         out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
+    for c in connects {
+        out.push(json!({"name": format!("{}/{}", r.plural, c.subresource), "singularName": "", "namespaced": r.namespaced, "kind": c.kind, "verbs": c.verbs()}));
+    }
     out
 }
 
@@ -89,7 +95,7 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
     if !catalog.has_group_version(group, version) {
         return None;
     }
-    let mut resources: Vec<Value> = catalog.resources(group, version).iter().flat_map(|r| resource_entries(r)).collect();
+    let mut resources: Vec<Value> = catalog.resources(group, version).iter().flat_map(|r| resource_entries(r, &catalog.connects_of(r))).collect();
     resources.extend(virtual_resources(group, version));
     resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let mut doc = json!({"kind": "APIResourceList", "groupVersion": gv_string(group, version), "resources": resources});
@@ -99,7 +105,7 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
     Some(doc)
 }
 
-fn aggregated_resource(r: &ResourceInfo) -> Value {
+fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> Value {
     let mut d = json!({
         "resource": r.plural,
         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
@@ -122,6 +128,9 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     }
     if r.scale.is_some() {
         subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+    }
+    for c in connects {
+        subs.push(json!({"subresource": c.subresource, "responseKind": {"group": r.group, "version": r.version, "kind": c.kind}, "verbs": c.verbs()}));
     }
     if !subs.is_empty() {
         d["subresources"] = Value::Array(subs);
@@ -155,7 +164,7 @@ pub fn aggregated(catalog: &Catalog, core: bool, api_version: &str) -> Value {
                 .versions
                 .iter()
                 .map(|v| {
-                    let mut resources: Vec<Value> = catalog.resources(&g.name, v).iter().map(|r| aggregated_resource(r)).collect();
+                    let mut resources: Vec<Value> = catalog.resources(&g.name, v).iter().map(|r| aggregated_resource(r, &catalog.connects_of(r))).collect();
                     resources.extend(aggregated_virtual(&g.name, v));
                     resources.sort_by(|a, b| a["resource"].as_str().cmp(&b["resource"].as_str()));
                     json!({"version": v, "resources": resources, "freshness": "Current"})

@@ -4,13 +4,15 @@
 //! [`objects`] (the write pipeline for single objects) and [`listwatch`] (lists and watch
 //! streams). [`resources`] is the table of what is served; [`error`] the one place errors
 //! become `Status` objects; [`serve`] puts the router on HTTPS; [`inproc`] lets in-process
-//! controllers use it as a `kube::Client` transport.
+//! controllers use it as a `kube::Client` transport; [`connect`] is the seam through which the
+//! binary installs handlers for connect subresources (Karmada's `clusters/proxy`).
 //!
 //! Invariants: the API server talks only to the store — never to a controller or a member
 //! cluster; every failure reaches the client as a `Status` with the real server's code and
 //! reason; `resourceVersion` is the store revision.
 
 pub mod auth;
+pub mod connect;
 mod crd;
 mod discovery;
 pub mod error;

@@ -107,6 +107,11 @@ async fn read(ctx: &Ctx, name: &str) -> ApiResult<(Value, Revision)> {
     }
 }
 
+/// The object the request names, as stored.
+pub(crate) async fn read_object(ctx: &Ctx) -> ApiResult<Value> {
+    read(ctx, ctx.name()).await.map(|(v, _)| v)
+}
+
 pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
     let (obj, _) = read(ctx, ctx.name()).await?;
     match ctx.path.subresource.as_deref() {

@@ -254,6 +254,8 @@ pub struct Catalog {
     /// Resources per group/version in discovery order.
     by_gv: BTreeMap<(String, String), Vec<Arc<ResourceInfo>>>,
     groups: Vec<GroupEntry>,
+    /// Connect subresources installed from outside (`clusters/proxy`), by (group, plural, sub).
+    connects: HashMap<(String, String, String), Arc<crate::connect::ConnectSubresource>>,
 }
 
 /// Groups in the order the real server lists them (core first, then by registration).
@@ -320,6 +322,18 @@ impl Catalog {
     pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
         self.by_gv.values().flatten()
     }
+
+    /// The installed connect subresource `sub` of a resource.
+    pub fn connect(&self, group: &str, plural: &str, sub: &str) -> Option<Arc<crate::connect::ConnectSubresource>> {
+        self.connects.get(&(group.to_string(), plural.to_string(), sub.to_string())).cloned()
+    }
+
+    /// The connect subresources of a resource, by name.
+    pub fn connects_of(&self, r: &ResourceInfo) -> Vec<Arc<crate::connect::ConnectSubresource>> {
+        let mut v: Vec<_> = self.connects.values().filter(|c| c.group == r.group && c.resource == r.plural).cloned().collect();
+        v.sort_by(|a, b| a.subresource.cmp(&b.subresource));
+        v
+    }
 }
 
 /// The live catalog: built-in resources plus whatever CRDs add.
@@ -330,6 +344,7 @@ pub struct Registry {
     /// Resources taken out of service (group, plural): absent from discovery, 404 when asked.
     hidden: RwLock<Vec<(String, String)>>,
     custom: RwLock<Vec<ResourceInfo>>,
+    connects: RwLock<Vec<Arc<crate::connect::ConnectSubresource>>>,
     current: RwLock<Arc<Catalog>>,
 }
 
@@ -346,15 +361,31 @@ impl Registry {
             GroupEntry { name: "authentication.k8s.io".into(), versions: vec!["v1".into()] },
             GroupEntry { name: "authorization.k8s.io".into(), versions: vec!["v1".into()] },
         ];
-        let catalog = Self::build(&builtin, &virtual_groups, Vec::new(), &[]);
-        Registry { builtin, virtual_groups, hidden: RwLock::new(Vec::new()), custom: RwLock::new(Vec::new()), current: RwLock::new(Arc::new(catalog)) }
+        let catalog = Self::build(&builtin, &virtual_groups, Vec::new(), &[], &[]);
+        Registry {
+            builtin,
+            virtual_groups,
+            hidden: RwLock::new(Vec::new()),
+            custom: RwLock::new(Vec::new()),
+            connects: RwLock::new(Vec::new()),
+            current: RwLock::new(Arc::new(catalog)),
+        }
     }
 
-    fn build(builtin: &[ResourceInfo], virtual_groups: &[GroupEntry], custom: Vec<ResourceInfo>, hidden: &[(String, String)]) -> Catalog {
+    fn build(
+        builtin: &[ResourceInfo],
+        virtual_groups: &[GroupEntry],
+        custom: Vec<ResourceInfo>,
+        hidden: &[(String, String)],
+        connects: &[Arc<crate::connect::ConnectSubresource>],
+    ) -> Catalog {
         let mut all: Vec<ResourceInfo> = builtin.to_vec();
         all.extend(custom);
         all.retain(|r| !hidden.iter().any(|(g, p)| *g == r.group && *p == r.plural));
         let mut c = Catalog::new(all);
+        for x in connects {
+            c.connects.insert((x.group.clone(), x.resource.clone(), x.subresource.clone()), x.clone());
+        }
         for g in virtual_groups {
             if !c.groups.iter().any(|e| e.name == g.name) {
                 c.groups.push(g.clone());
@@ -392,10 +423,22 @@ impl Registry {
         self.rebuild();
     }
 
+    /// Serve a connect subresource (replacing one installed before under the same name). It
+    /// appears in discovery and is routed whenever its resource is served.
+    pub fn install_connect(&self, c: crate::connect::ConnectSubresource) {
+        {
+            let mut all = self.connects.write();
+            all.retain(|x| !(x.group == c.group && x.resource == c.resource && x.subresource == c.subresource));
+            all.push(Arc::new(c));
+        }
+        self.rebuild();
+    }
+
     fn rebuild(&self) {
         let custom = self.custom.read().clone();
         let hidden = self.hidden.read().clone();
-        let c = Self::build(&self.builtin, &self.virtual_groups, custom, &hidden);
+        let connects = self.connects.read().clone();
+        let c = Self::build(&self.builtin, &self.virtual_groups, custom, &hidden, &connects);
         *self.current.write() = Arc::new(c);
     }
 }

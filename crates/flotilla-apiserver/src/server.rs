@@ -184,6 +184,28 @@ impl ApiServer {
         Ok(changed)
     }
 
+    /// Serve a connect subresource with a handler from outside (the binary installs the cluster
+    /// proxy this way; see [`crate::connect`]).
+    pub fn install_connect(&self, c: crate::connect::ConnectSubresource) {
+        self.inner.registry.install_connect(c);
+    }
+
+    /// The router, holding the server only weakly: for clients that the server itself ends up
+    /// holding (a connect handler's in-process client), so they do not keep it alive. Once the
+    /// server is dropped it answers 503.
+    pub fn detached_router(&self) -> axum::Router {
+        let weak = Arc::downgrade(&self.inner);
+        axum::Router::new().fallback(move |req: Request<Body>| {
+            let inner = weak.upgrade();
+            async move {
+                match inner {
+                    Some(inner) => handle(inner, req).await,
+                    None => ApiError::unavailable("the server is shutting down").into_response(),
+                }
+            }
+        })
+    }
+
     /// The whole API as a router. Requests must carry an [`Identity`] extension or arrive over
     /// TLS (client certificate) or with a bearer token; otherwise they are anonymous.
     pub fn router(&self) -> axum::Router {
@@ -247,6 +269,10 @@ async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
     let identity = identify(&inner, &req);
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query());
+    // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
+    if let Some((p, c, tail)) = crate::connect::match_path(&inner.registry.catalog(), &path) {
+        return connect(inner, identity, p, c, tail, query, started, req).await;
+    }
     let route = match parse_path(&path) {
         Ok(r) => r,
         Err(e) => return finish(&inner, "unknown", "", started, e.into_response()),
@@ -300,6 +326,36 @@ async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
             .into_response(),
         }
     };
+    finish(&inner, verb, &resource, started, resp)
+}
+
+/// A connect request: authorized like any subresource (`clusters/proxy`, the verb from the
+/// method), then long-running — no in-flight slot and no deadline, as kube-apiserver treats
+/// proxy requests.
+#[allow(clippy::too_many_arguments)]
+async fn connect(
+    inner: Arc<Inner>,
+    identity: Identity,
+    p: ResourcePath,
+    c: Arc<crate::connect::ConnectSubresource>,
+    tail: String,
+    query: Query,
+    started: Instant,
+    req: Request<Body>,
+) -> Response {
+    let verb = verb_of(req.method(), &p, &query);
+    let resource = p.resource.clone();
+    if identity.is_anonymous() {
+        return finish(&inner, verb, &resource, started, ApiError::unauthorized().into_response());
+    }
+    let route = Route::Resource(p.clone());
+    let attrs = attributes(&route, verb, req.method());
+    if let Decision::Deny(_) = inner.authz.authorize(&identity, &attrs) {
+        let subject = Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") };
+        let e = ApiError::forbidden(&subject, crate::rbac::denial(&identity, &attrs));
+        return finish(&inner, verb, &resource, started, e.into_response());
+    }
+    let resp = crate::connect::serve(inner.clone(), identity, p, c, tail, req).await;
     finish(&inner, verb, &resource, started, resp)
 }
 
