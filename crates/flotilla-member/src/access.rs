@@ -84,12 +84,27 @@ impl MemberAccess {
 
     /// A client with a request timeout.
     pub fn client(&self, timeout: Duration) -> Result<kube::Client, MemberError> {
-        let url: http::Uri = self.endpoint.parse().map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: format!("invalid endpoint {}: {e}", self.endpoint) })?;
-        let mut config = kube::Config::new(url);
-        config.default_namespace = "default".into();
+        let mut config = self.config()?;
         config.read_timeout = Some(timeout);
         config.write_timeout = Some(timeout);
         config.connect_timeout = Some(timeout);
+        self.build(config)
+    }
+
+    /// A client for long-lived streams (proxied watches): only connecting is bounded; the
+    /// caller bounds the wait for an answer.
+    pub fn streaming_client(&self, connect_timeout: Duration) -> Result<kube::Client, MemberError> {
+        let mut config = self.config()?;
+        config.read_timeout = None;
+        config.write_timeout = None;
+        config.connect_timeout = Some(connect_timeout);
+        self.build(config)
+    }
+
+    fn config(&self) -> Result<kube::Config, MemberError> {
+        let url: http::Uri = self.endpoint.parse().map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: format!("invalid endpoint {}: {e}", self.endpoint) })?;
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
         config.accept_invalid_certs = self.insecure;
         if let Some(ca) = &self.ca_bundle {
             config.root_cert = Some(pem_to_der(ca).map_err(|reason| MemberError::Client { cluster: self.cluster.clone(), reason })?);
@@ -98,6 +113,10 @@ impl MemberAccess {
         if let Some(p) = &self.proxy_url {
             config.proxy_url = p.parse().ok();
         }
+        Ok(config)
+    }
+
+    fn build(&self, config: kube::Config) -> Result<kube::Client, MemberError> {
         kube::Client::try_from(config).map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: e.to_string() })
     }
 }
@@ -194,6 +213,23 @@ impl Clients {
     pub async fn connect(&self, control_plane: &kube::Client, cluster: &Cluster, timeout: Duration) -> Result<Connection, MemberError> {
         let access = MemberAccess::from_cluster(control_plane, cluster).await?;
         self.connection(&access, timeout)
+    }
+
+    /// A client this cache did not configure (e.g. the cluster proxy's streaming client without
+    /// a request timeout): built by `build` on first use or when the access data changed, and
+    /// cached for the cluster apart from the timeout-keyed clients.
+    pub fn get_or_build(&self, access: &MemberAccess, build: impl FnOnce(&MemberAccess) -> Result<kube::Client, MemberError>) -> Result<kube::Client, MemberError> {
+        let key = Arc::new(MemberAccessKey { endpoint: access.endpoint.clone(), token: access.token.clone(), ca: access.ca_bundle.clone(), insecure: access.insecure });
+        let slot = (access.cluster.clone(), Duration::ZERO);
+        let mut map = self.inner.lock();
+        if let Some(c) = map.get(&slot)
+            && *c.key == *key
+        {
+            return Ok(c.client.clone());
+        }
+        let client = build(access)?;
+        map.insert(slot, Cached { key, client: client.clone(), discovery: Arc::new(MemberDiscovery::default()) });
+        Ok(client)
     }
 
     pub fn forget(&self, cluster: &str) {

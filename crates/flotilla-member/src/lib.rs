@@ -4,6 +4,8 @@
 //! - [`access`]: a `kube::Client` for a member from its `Cluster` object and the Secret it
 //!   references (`token`, `caBundle`), as Karmada stores them.
 //! - [`discovery`]: per-member discovery, cached, refreshed on a miss.
+//! - [`proxy`]: forwarding a request to a member as Flotilla (the `clusters/{name}/proxy`
+//!   subresource the binary installs into the API server).
 //! - [`apply`]: applying a Work's manifest to a member with Karmada's rules: refuse to take over
 //!   an object Karmada does not manage unless told to overwrite, retain member-owned fields,
 //!   skip writes that change nothing; deleting (or releasing) it when the Work goes.
@@ -15,5 +17,6 @@ pub mod access;
 pub mod apply;
 pub mod discovery;
 pub mod join;
+pub mod proxy;
 
 pub use access::{Clients, Connection, MemberAccess, MemberError};

@@ -26,15 +26,20 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     async fn client(&self) -> anyhow::Result<kube::Client> {
-        let path = self.control_plane_kubeconfig.clone().or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
-        let config = match path {
-            Some(p) => load(&p, self.control_plane_context.clone()).await.context("the control plane's kubeconfig")?,
-            None => kube::Config::from_kubeconfig(&KubeConfigOptions { context: self.control_plane_context.clone(), ..Default::default() })
-                .await
-                .context("no --control-plane-kubeconfig and no $KUBECONFIG; reading ~/.kube/config")?,
-        };
-        kube::Client::try_from(config).context("building the control-plane client")
+        control_plane_client(self.control_plane_kubeconfig.clone(), self.control_plane_context.clone()).await
     }
+}
+
+/// A client for the control plane from `kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.
+pub async fn control_plane_client(kubeconfig: Option<PathBuf>, context: Option<String>) -> anyhow::Result<kube::Client> {
+    let path = kubeconfig.or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    let config = match path {
+        Some(p) => load(&p, context).await.context("the control plane's kubeconfig")?,
+        None => kube::Config::from_kubeconfig(&KubeConfigOptions { context, ..Default::default() })
+            .await
+            .context("no kubeconfig given and no $KUBECONFIG; reading ~/.kube/config")?,
+    };
+    kube::Client::try_from(config).context("building the control-plane client")
 }
 
 async fn load(path: &Path, context: Option<String>) -> anyhow::Result<kube::Config> {

@@ -2,10 +2,12 @@
 //! component from its typed config, run it until a signal arrives.
 
 mod certs_cmd;
+mod cluster_proxy;
 mod controllers;
 mod controllers_cmd;
 mod demo;
 mod federation_args;
+mod get_cmd;
 mod join_cmd;
 mod store_cmd;
 mod up;
@@ -46,6 +48,9 @@ enum Command {
     Join(join_cmd::JoinArgs),
     /// Remove a member cluster. Its workloads keep running unless --delete-workloads.
     Unjoin(join_cmd::UnjoinArgs),
+    /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
+    /// (`flotilla get deploy -A --clusters all`).
+    Get(get_cmd::GetArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -69,6 +74,7 @@ fn main() -> std::process::ExitCode {
             Command::Controllers(args) => controllers_cmd::run(args).await,
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
+            Command::Get(args) => get_cmd::run(args).await,
             Command::Crds => {
                 print!("{}", flotilla_api::federation::crds_yaml());
                 Ok(())

@@ -134,6 +134,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     crds.extend(flotilla_api::federation::kubefed::default_federated_type_crds());
     let installed = api.install_crds(crds).await.map_err(|e| anyhow::anyhow!("install the federation CRDs: {e}"))?;
     tracing::info!(installed, "federation CRDs registered");
+    crate::cluster_proxy::install(&api, flotilla_member::proxy::ProxyConfig::default());
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     let serving = serve(api.router(), serve_cfg).await?;

@@ -1,0 +1,147 @@
+//! Forwarding one request to a Push member as Flotilla (Karmada's cluster proxy): the target is
+//! the Cluster's `apiEndpoint`, trust its `caBundle`, the credential the stored member token —
+//! never the caller's. The answer streams back unchanged (a watch lasts as long as both ends
+//! keep it open).
+//!
+//! Unlike Karmada, the request is not impersonated as the caller: Flotilla's member identity is
+//! least-privilege and cannot impersonate, so the caller's permission is checked on the control
+//! plane (`clusters/proxy`) and the member sees Flotilla's identity (ADR 0006).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::BodyExt;
+
+use crate::access::{Clients, MemberAccess};
+use crate::MemberError;
+
+/// How long to wait for a member.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// To open a connection.
+    pub connect_timeout: Duration,
+    /// From sending the request to the response headers (a watch's events may then take as
+    /// long as they take).
+    pub response_timeout: Duration,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig { connect_timeout: Duration::from_secs(10), response_timeout: Duration::from_secs(30) }
+    }
+}
+
+/// One request for a member.
+#[derive(Debug)]
+pub struct ProxyRequest {
+    pub method: Method,
+    /// The member path, percent-encoded, starting with `/`.
+    pub path: String,
+    pub query: Option<String>,
+    /// Headers to pass on (the caller's credentials already removed).
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// The member's answer.
+pub struct ProxyResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: BoxStream<'static, Result<Bytes, Box<dyn std::error::Error + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for ProxyResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyResponse").field("status", &self.status).finish_non_exhaustive()
+    }
+}
+
+/// Why a request could not be forwarded.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("the object is not a Cluster: {0}")]
+    NotACluster(String),
+    #[error("cluster {cluster} is in Pull mode: its agent connects to the control plane, which has no route or credential to reach it; the proxy serves Push clusters")]
+    PullMode { cluster: String },
+    #[error("cluster {cluster} cannot be reached through the proxy: {source}")]
+    Access { cluster: String, source: MemberError },
+    #[error("error trying to reach cluster {cluster} at {endpoint}: {cause}")]
+    Unreachable { cluster: String, endpoint: String, cause: String },
+    #[error("cluster {cluster} at {endpoint} did not answer within {after:?}")]
+    Timeout { cluster: String, endpoint: String, after: Duration },
+    #[error("invalid request for cluster {cluster}: {reason}")]
+    BadRequest { cluster: String, reason: String },
+}
+
+/// The proxy: reads the member credential through a control-plane client and forwards.
+pub struct ClusterProxy {
+    control_plane: kube::Client,
+    clients: Clients,
+    config: ProxyConfig,
+}
+
+impl std::fmt::Debug for ClusterProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterProxy").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// An error and its causes on one line (`tcp connect error: Connection refused (os error 111)`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+impl ClusterProxy {
+    pub fn new(control_plane: kube::Client, config: ProxyConfig) -> ClusterProxy {
+        ClusterProxy { control_plane, clients: Clients::default(), config }
+    }
+
+    /// Forward `req` to the member `cluster` describes.
+    pub async fn forward(&self, cluster: &Cluster, req: ProxyRequest) -> Result<ProxyResponse, ProxyError> {
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        if cluster.spec.sync_mode == ClusterSyncMode::Pull {
+            return Err(ProxyError::PullMode { cluster: name });
+        }
+        let access = MemberAccess::from_cluster(&self.control_plane, cluster).await.map_err(|source| ProxyError::Access { cluster: name.clone(), source })?;
+        let connect_timeout = self.config.connect_timeout;
+        let client = self
+            .clients
+            .get_or_build(&access, |a| a.streaming_client(connect_timeout))
+            .map_err(|source| ProxyError::Access { cluster: name.clone(), source })?;
+        let uri = match &req.query {
+            Some(q) if !q.is_empty() => format!("{}?{q}", req.path),
+            _ => req.path.clone(),
+        };
+        let mut builder = http::Request::builder().method(req.method).uri(&uri);
+        for (k, v) in &req.headers {
+            builder = builder.header(k, v);
+        }
+        let request = builder.body(kube::client::Body::from(req.body)).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
+        let endpoint = access.endpoint.clone();
+        let answer = match tokio::time::timeout(self.config.response_timeout, client.send(request)).await {
+            Err(_) => return Err(ProxyError::Timeout { cluster: name, endpoint, after: self.config.response_timeout }),
+            Ok(Err(e)) => {
+                self.clients.forget(&name);
+                return Err(ProxyError::Unreachable { cluster: name, endpoint, cause: chain(&e) });
+            }
+            Ok(Ok(r)) => r,
+        };
+        let (parts, body) = answer.into_parts();
+        let body = body.into_data_stream().map(|r| r.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)).boxed();
+        Ok(ProxyResponse { status: parts.status, headers: parts.headers, body })
+    }
+}

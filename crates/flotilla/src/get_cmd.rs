@@ -1,0 +1,419 @@
+//! `flotilla get KIND [NAME] --clusters all|a,b`: member objects in one view, read through the
+//! cluster proxy (`clusters/{name}/proxy`) as `karmadactl get --operation-scope members` does.
+//!
+//! Each member resolves KIND with its own discovery and prints with its own Table (so every
+//! kind, custom ones included, gets kubectl's columns); the tables are merged under a CLUSTER
+//! column. A member that fails is reported on stderr; the others are still printed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use flotilla_api::federation::karmada::cluster::Cluster;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use crate::join_cmd::control_plane_client;
+
+/// The annotation naming the member an object was read from (Karmada's mark for objects that
+/// come from a member cluster).
+const FROM_CLUSTER: &str = "resource.karmada.io/cached-from-cluster";
+const TABLE: &str = "application/json;as=Table;g=meta.k8s.io;v=v1,application/json";
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    /// The kind: plural, singular, short name or Kind, optionally with its group
+    /// (`deploy`, `deployments.apps`, `widgets.v1.example.com`).
+    kind: String,
+    /// One object by name.
+    name: Option<String>,
+    /// Member clusters to read: `all`, or names separated by commas.
+    #[arg(long, short = 'C', value_delimiter = ',', required = true)]
+    clusters: Vec<String>,
+    /// Namespace (default: `default`).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+    /// All namespaces.
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
+    /// Label selector, as kubectl's `-l`.
+    #[arg(long, short = 'l')]
+    selector: Option<String>,
+    /// Output: wide, json or yaml (default: a table).
+    #[arg(long, short = 'o', value_parser = ["wide", "json", "yaml"])]
+    output: Option<String>,
+    /// Kubeconfig of the control plane (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Seconds to wait for each member's answer.
+    #[arg(long, default_value_t = 30)]
+    request_timeout: u64,
+}
+
+/// A resource as a member's discovery describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl Resolved {
+    /// The collection path (`/apis/apps/v1/namespaces/default/deployments`).
+    pub fn path(&self, namespace: Option<&str>, name: Option<&str>) -> String {
+        let mut p = if self.group.is_empty() { format!("/api/{}", self.version) } else { format!("/apis/{}/{}", self.group, self.version) };
+        if let (true, Some(ns)) = (self.namespaced, namespace) {
+            p.push_str(&format!("/namespaces/{ns}"));
+        }
+        p.push('/');
+        p.push_str(&self.plural);
+        if let Some(n) = name {
+            p.push('/');
+            p.push_str(n);
+        }
+        p
+    }
+}
+
+/// Find `spec` (`deploy`, `deployments.apps`, `deployments.v1.apps`, `Deployment`) in
+/// aggregated discovery documents (`/api` first, then `/apis`): the preferred version of the
+/// first group that has it.
+pub fn resolve(spec: &str, discovery: &[Value]) -> Option<Resolved> {
+    let (name, qualifier) = match spec.split_once('.') {
+        Some((n, q)) => (n, Some(q)),
+        None => (spec, None),
+    };
+    let name_lower = name.to_lowercase();
+    for doc in discovery {
+        for g in doc["items"].as_array().into_iter().flatten() {
+            let group = g["metadata"]["name"].as_str().unwrap_or("");
+            let versions: Vec<&Value> = g["versions"].as_array().into_iter().flatten().collect();
+            // With a qualifier `v1.apps` the version is named; with `apps` the preferred one.
+            let chosen: Option<&Value> = match qualifier {
+                None => versions.first().copied(),
+                Some(q) if q == group => versions.first().copied(),
+                Some(q) => match q.split_once('.') {
+                    Some((v, rest)) if rest == group => versions.iter().copied().find(|x| x["version"] == v),
+                    None if group.is_empty() => versions.iter().copied().find(|x| x["version"] == q),
+                    _ => None,
+                },
+            };
+            let Some(v) = chosen else { continue };
+            for r in v["resources"].as_array().into_iter().flatten() {
+                let plural = r["resource"].as_str().unwrap_or("");
+                let hit = plural == name
+                    || r["singularResource"].as_str() == Some(name)
+                    || r["shortNames"].as_array().is_some_and(|s| s.iter().any(|x| x.as_str() == Some(name)))
+                    || r["responseKind"]["kind"].as_str().is_some_and(|k| k.to_lowercase() == name_lower);
+                if hit && !plural.is_empty() {
+                    return Some(Resolved {
+                        group: group.to_string(),
+                        version: v["version"].as_str().unwrap_or("").to_string(),
+                        plural: plural.to_string(),
+                        namespaced: r["scope"] == "Namespaced",
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What one member answered.
+struct MemberView {
+    cluster: String,
+    result: Result<(Resolved, Value), String>,
+}
+
+fn proxy_base(cluster: &str) -> String {
+    format!("/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy")
+}
+
+/// The message of a failed request: the server's Status message when there is one.
+fn describe(e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => {
+            let mut out = other.to_string();
+            let mut cur = std::error::Error::source(&other);
+            while let Some(s) = cur {
+                out.push_str(&format!(": {s}"));
+                cur = s.source();
+            }
+            out
+        }
+    }
+}
+
+async fn fetch(client: &kube::Client, path: String, accept: &str, timeout: Duration) -> Result<Value, String> {
+    let req = http::Request::get(&path).header(http::header::ACCEPT, accept).body(Vec::new()).map_err(|e| e.to_string())?;
+    let text = match tokio::time::timeout(timeout, client.request_text(req)).await {
+        Err(_) => return Err(format!("no answer within {}s", timeout.as_secs())),
+        Ok(r) => r.map_err(describe)?,
+    };
+    serde_json::from_str(&text).map_err(|e| format!("the answer to {path} is not JSON: {e}"))
+}
+
+async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeout: Duration) -> Result<(Resolved, Value), String> {
+    let base = proxy_base(cluster);
+    let core = fetch(client, format!("{base}/api"), AGGREGATED, timeout).await?;
+    let groups = fetch(client, format!("{base}/apis"), AGGREGATED, timeout).await?;
+    if core["kind"] != "APIGroupDiscoveryList" {
+        return Err("the member does not serve aggregated discovery (Kubernetes 1.26 or later is needed)".into());
+    }
+    let r = resolve(&args.kind, &[core, groups]).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
+    let namespace = if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or("default")) };
+    let mut path = format!("{base}{}", r.path(namespace, args.name.as_deref()));
+    let mut query = Vec::new();
+    let table = !matches!(args.output.as_deref(), Some("json" | "yaml"));
+    if table {
+        query.push("includeObject=Metadata".to_string());
+    }
+    if let Some(s) = &args.selector {
+        query.push(format!("labelSelector={}", form_encode(s)));
+    }
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(&query.join("&"));
+    }
+    let body = fetch(client, path, if table { TABLE } else { "application/json" }, timeout).await?;
+    Ok((r, body))
+}
+
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A Table cell as kubectl prints it.
+fn cell_text(v: &Value) -> String {
+    match v {
+        Value::Null => "<none>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(cell_text).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Merge members' Tables under a CLUSTER column (and NAMESPACE when listing all namespaces):
+/// the header is the union of their columns (priority 0 only unless `wide`), in order.
+pub fn merge_tables(tables: &[(String, Value)], with_namespace: bool, wide: bool) -> Vec<Vec<String>> {
+    let mut columns: Vec<String> = Vec::new();
+    for (_, t) in tables {
+        for c in t["columnDefinitions"].as_array().into_iter().flatten() {
+            let name = c["name"].as_str().unwrap_or("").to_string();
+            if (wide || c["priority"].as_i64().unwrap_or(0) == 0) && !columns.contains(&name) {
+                columns.push(name);
+            }
+        }
+    }
+    let mut header = vec!["CLUSTER".to_string()];
+    if with_namespace {
+        header.push("NAMESPACE".into());
+    }
+    header.extend(columns.iter().map(|c| c.to_uppercase()));
+    let mut out = vec![header];
+    for (cluster, t) in tables {
+        let defs: Vec<String> = t["columnDefinitions"].as_array().into_iter().flatten().map(|c| c["name"].as_str().unwrap_or("").to_string()).collect();
+        for row in t["rows"].as_array().into_iter().flatten() {
+            let cells = row["cells"].as_array().cloned().unwrap_or_default();
+            let mut line = vec![cluster.clone()];
+            if with_namespace {
+                line.push(row["object"]["metadata"]["namespace"].as_str().unwrap_or("").to_string());
+            }
+            for c in &columns {
+                let text = defs.iter().position(|d| d == c).and_then(|i| cells.get(i)).map(cell_text).unwrap_or_else(|| "<none>".into());
+                line.push(text);
+            }
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// Columns padded as kubectl's tab writer pads them (three spaces between columns).
+pub fn render(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 < r.len() {
+                line.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Member objects as one `v1 List`, each marked with the member it came from.
+fn merge_objects(views: &[(String, Value)]) -> Value {
+    let mut items = Vec::new();
+    for (cluster, body) in views {
+        let objects: Vec<Value> = match body["items"].as_array() {
+            Some(list) => {
+                // Items of a list carry no apiVersion/kind; restore them from the list's.
+                let kind = body["kind"].as_str().unwrap_or("").trim_end_matches("List").to_string();
+                let api_version = body["apiVersion"].clone();
+                list.iter()
+                    .map(|i| {
+                        let mut o = i.clone();
+                        if o.get("kind").is_none() {
+                            o["kind"] = json!(kind);
+                            o["apiVersion"] = api_version.clone();
+                        }
+                        o
+                    })
+                    .collect()
+            }
+            None => vec![body.clone()],
+        };
+        for mut o in objects {
+            o["metadata"]["annotations"][FROM_CLUSTER] = json!(cluster);
+            items.push(o);
+        }
+    }
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items})
+}
+
+pub async fn run(args: GetArgs) -> anyhow::Result<()> {
+    if args.all_namespaces && args.namespace.is_some() {
+        bail!("--all-namespaces and --namespace exclude each other");
+    }
+    let client = control_plane_client(args.kubeconfig.clone(), args.context.clone()).await?;
+    let mut clusters: Vec<String> = args.clusters.iter().filter(|c| !c.is_empty()).cloned().collect();
+    if clusters.iter().any(|c| c == "all") {
+        let list = Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?;
+        clusters = list.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        clusters.sort();
+    }
+    if clusters.is_empty() {
+        bail!("no member clusters to read");
+    }
+    let timeout = Duration::from_secs(args.request_timeout.max(1));
+    let views: Vec<MemberView> = futures::future::join_all(clusters.iter().map(|c| {
+        let client = client.clone();
+        let args = &args;
+        async move { MemberView { cluster: c.clone(), result: read_member(&client, c, args, timeout).await } }
+    }))
+    .await;
+    let mut failed = 0;
+    let mut answers: Vec<(String, Value)> = Vec::new();
+    let mut namespaced = false;
+    for v in views {
+        match v.result {
+            Ok((r, body)) => {
+                namespaced |= r.namespaced;
+                answers.push((v.cluster, body));
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: cluster {}: {e}", v.cluster);
+            }
+        }
+    }
+    match args.output.as_deref() {
+        Some("json") => println!("{}", serde_json::to_string_pretty(&merge_objects(&answers))?),
+        Some("yaml") => print!("{}", serde_saphyr::to_string(&merge_objects(&answers)).map_err(|e| anyhow::anyhow!("{e}"))?),
+        other => {
+            let rows = merge_tables(&answers, namespaced && args.all_namespaces && args.name.is_none(), other == Some("wide"));
+            if rows.len() > 1 {
+                print!("{}", render(&rows));
+            } else if !answers.is_empty() {
+                match (&args.namespace, args.all_namespaces || !namespaced) {
+                    (_, true) => eprintln!("No resources found"),
+                    (ns, false) => eprintln!("No resources found in {} namespace.", ns.as_deref().unwrap_or("default")),
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} member clusters could not be read", clusters.len());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn discovery() -> Vec<Value> {
+        let core = json!({"kind": "APIGroupDiscoveryList", "items": [{"metadata": {"name": ""}, "versions": [{"version": "v1", "resources": [
+            {"resource": "pods", "singularResource": "pod", "shortNames": ["po"], "scope": "Namespaced", "responseKind": {"kind": "Pod"}},
+            {"resource": "nodes", "singularResource": "node", "shortNames": ["no"], "scope": "Cluster", "responseKind": {"kind": "Node"}},
+        ]}]}]});
+        let groups = json!({"kind": "APIGroupDiscoveryList", "items": [
+            {"metadata": {"name": "apps"}, "versions": [{"version": "v1", "resources": [
+                {"resource": "deployments", "singularResource": "deployment", "shortNames": ["deploy"], "scope": "Namespaced", "responseKind": {"kind": "Deployment"}}]}]},
+            {"metadata": {"name": "example.com"}, "versions": [
+                {"version": "v2", "resources": [{"resource": "widgets", "singularResource": "widget", "scope": "Namespaced", "responseKind": {"kind": "Widget"}}]},
+                {"version": "v1", "resources": [{"resource": "widgets", "singularResource": "widget", "scope": "Namespaced", "responseKind": {"kind": "Widget"}}]}]},
+        ]});
+        vec![core, groups]
+    }
+
+    #[test]
+    fn kinds_resolve_as_kubectl_resolves_them() {
+        let d = discovery();
+        let r = |s: &str| resolve(s, &d).map(|r| (r.group, r.version, r.plural, r.namespaced));
+        let deploy = Some(("apps".into(), "v1".into(), "deployments".into(), true));
+        for spec in ["deploy", "deployment", "deployments", "Deployment", "deployments.apps", "deployments.v1.apps"] {
+            assert_eq!(r(spec), deploy, "{spec}");
+        }
+        assert_eq!(r("no"), Some(("".into(), "v1".into(), "nodes".into(), false)));
+        assert_eq!(r("widgets"), Some(("example.com".into(), "v2".into(), "widgets".into(), true)), "the preferred version");
+        assert_eq!(r("widgets.v1.example.com"), Some(("example.com".into(), "v1".into(), "widgets".into(), true)));
+        assert_eq!(r("deployments.example.com"), None);
+        assert_eq!(r("gadgets"), None);
+    }
+
+    #[test]
+    fn paths_follow_scope() {
+        let d = Resolved { group: "apps".into(), version: "v1".into(), plural: "deployments".into(), namespaced: true };
+        assert_eq!(d.path(Some("web"), None), "/apis/apps/v1/namespaces/web/deployments");
+        assert_eq!(d.path(None, None), "/apis/apps/v1/deployments");
+        let n = Resolved { group: "".into(), version: "v1".into(), plural: "nodes".into(), namespaced: false };
+        assert_eq!(n.path(Some("web"), Some("n1")), "/api/v1/nodes/n1");
+    }
+
+    fn table(rows: &[(&str, &str, &str)]) -> Value {
+        json!({
+            "kind": "Table",
+            "columnDefinitions": [
+                {"name": "Name", "priority": 0}, {"name": "Ready", "priority": 0}, {"name": "Images", "priority": 1},
+            ],
+            "rows": rows.iter().map(|(ns, name, ready)| json!({"cells": [name, ready, "nginx"], "object": {"metadata": {"namespace": ns, "name": name}}})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn tables_merge_under_a_cluster_column() {
+        let tables = vec![("member1".to_string(), table(&[("default", "web", "1/1")])), ("member2".to_string(), table(&[("shop", "cart", "0/2")]))];
+        let out = render(&merge_tables(&tables, true, false));
+        assert_eq!(out, "CLUSTER   NAMESPACE   NAME   READY\nmember1   default     web    1/1\nmember2   shop        cart   0/2\n");
+        let wide = render(&merge_tables(&tables[..1], false, true));
+        assert_eq!(wide, "CLUSTER   NAME   READY   IMAGES\nmember1   web    1/1     nginx\n");
+    }
+
+    #[test]
+    fn objects_merge_into_a_list_marked_with_their_cluster() {
+        let list = json!({"kind": "DeploymentList", "apiVersion": "apps/v1", "items": [{"metadata": {"name": "web"}}]});
+        let merged = merge_objects(&[("member1".into(), list)]);
+        assert_eq!(merged["items"][0]["kind"], "Deployment");
+        assert_eq!(merged["items"][0]["metadata"]["annotations"][FROM_CLUSTER], "member1");
+    }
+}

@@ -1,0 +1,160 @@
+//! Karmada's cluster proxy (`clusters/{name}/proxy/{path...}`) and `flotilla get --clusters`
+//! against `flotilla up --demo 2`: forwarding with the stored member credential, RBAC on
+//! `clusters/proxy`, the error Statuses, discovery, and one view of member objects in which an
+//! unreachable member is reported without hiding the others.
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use support::{Flotilla, kubectls, wait_for};
+
+const PROXY: &str = "/apis/cluster.karmada.io/v1alpha1/clusters";
+
+fn kubectl_bin() -> PathBuf {
+    kubectls().into_iter().map(|(_, p)| p).next_back().unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+fn run(kc: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(kubectl_bin());
+    cmd.arg("--kubeconfig").arg(kc).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run kubectl");
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn ok(kc: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let out = run(kc, args, stdin);
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fails(kc: &Path, args: &[&str]) -> String {
+    let out = run(kc, args, None);
+    assert!(!out.status.success(), "kubectl {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn flotilla_get(kc: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flotilla")).arg("get").args(args).arg("--kubeconfig").arg(kc).env("FLOTILLA_LOG", "warn").output().unwrap()
+}
+
+/// A kubeconfig for a bearer token (the admin kubeconfig's server and CA, no certificate).
+fn token_kubeconfig(admin: &Path, dir: &Path, user: &str, token: &str) -> PathBuf {
+    let server = ok(admin, &["config", "view", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"], None);
+    let ca = ok(admin, &["config", "view", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority-data}"], None);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: flotilla\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+         users:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}\n  context:\n    cluster: flotilla\n    user: {user}\ncurrent-context: {user}\n"
+    );
+    let path = dir.join(format!("{user}.kubeconfig"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), "alice-token,alice,u1\nbob-token,bob,u2\n").unwrap();
+    let cp = Flotilla::start_with(&["--demo", "2", "--token-auth-file", tokens.path().to_str().unwrap()]);
+    let kc = cp.kubeconfig.clone();
+    let data = kc.parent().unwrap().to_path_buf();
+
+    // An administrator reads a member's namespaces through the proxy (once the demo has joined).
+    let namespaces = wait_for("member1 through the proxy", Duration::from_secs(60), || {
+        let out = run(&kc, &["get", "--raw", &format!("{PROXY}/member1/proxy/api/v1/namespaces")], None);
+        if out.status.success() { Ok(String::from_utf8_lossy(&out.stdout).into_owned()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    let list: serde_json::Value = serde_json::from_str(&namespaces).unwrap();
+    assert_eq!(list["kind"], "NamespaceList");
+    assert!(list["items"].as_array().unwrap().iter().any(|n| n["metadata"]["name"] == "karmada-cluster"), "the member's own namespaces: {namespaces}");
+
+    // Discovery lists the subresource as Karmada's aggregated API does.
+    let disc: serde_json::Value = serde_json::from_str(&ok(&kc, &["get", "--raw", "/apis/cluster.karmada.io/v1alpha1"], None)).unwrap();
+    let proxy = disc["resources"].as_array().unwrap().iter().find(|r| r["name"] == "clusters/proxy").expect("clusters/proxy in discovery").clone();
+    assert_eq!(proxy["kind"], "ClusterProxyOptions");
+    assert_eq!(proxy["verbs"], serde_json::json!(["create", "delete", "get", "patch", "update"]));
+
+    // Unknown cluster: 404 naming it.
+    let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/nope/proxy/api/v1/namespaces")]);
+    assert!(e.contains("NotFound") && e.contains("clusters.cluster.karmada.io \"nope\" not found"), "{e}");
+
+    // A user without clusters/proxy is refused; one granted only clusters/proxy gets through.
+    let alice = token_kubeconfig(&kc, cp.dir.path(), "alice", "alice-token");
+    let e = fails(&alice, &["get", "--raw", &format!("{PROXY}/member1/proxy/api/v1/namespaces")]);
+    assert!(e.contains("Forbidden") && e.contains("cannot get resource \"clusters/proxy\" in API group \"cluster.karmada.io\""), "{e}");
+    // (Karmada ships this role as cluster-proxy-admin.)
+    let rbac = r#"{"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "cluster-proxy"},
+         "rules": [{"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bob-proxy"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-proxy"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}]}"#;
+    ok(&kc, &["apply", "-f", "-"], Some(rbac));
+    let bob = token_kubeconfig(&kc, cp.dir.path(), "bob", "bob-token");
+    wait_for("bob's binding", Duration::from_secs(10), || {
+        let out = run(&bob, &["get", "--raw", &format!("{PROXY}/member1/proxy/api/v1/namespaces/default")], None);
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    let e = fails(&bob, &["get", "clusters"]);
+    assert!(e.contains("Forbidden"), "the grant covers the subresource only: {e}");
+
+    // `flotilla get` shows a Deployment created directly in a member, with its CLUSTER.
+    let member1 = data.join("demo/member1.kubeconfig");
+    let deployment = |ns: &str, name: &str, replicas: u32| {
+        format!(
+            r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}"#
+        )
+    };
+    ok(&member1, &["apply", "-f", "-"], Some(&deployment("default", "web", 2)));
+    let member2 = data.join("demo/member2.kubeconfig");
+    ok(&member2, &["apply", "-f", "-"], Some(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop"}}"#));
+    ok(&member2, &["apply", "-f", "-"], Some(&deployment("shop", "cart", 1)));
+    let out = flotilla_get(&kc, &["deploy", "-A", "--clusters", "all"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Vec<&str>> = stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["CLUSTER", "NAMESPACE", "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{stdout}");
+    assert!(lines.iter().any(|l| l[..3] == ["member1", "default", "web"]), "{stdout}");
+    assert!(lines.iter().any(|l| l[..3] == ["member2", "shop", "cart"]), "{stdout}");
+    let out = flotilla_get(&kc, &["deployment", "web", "--clusters", "member1", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["items"][0]["kind"], "Deployment");
+    assert_eq!(list["items"][0]["metadata"]["annotations"]["resource.karmada.io/cached-from-cluster"], "member1");
+
+    // member2 stops answering: its error goes to stderr, member1's rows still print.
+    let admin = data.join("demo/fleet-admin.kubeconfig");
+    ok(&admin, &["create", "--raw", "/sim/v1/members/member2/faults", "-f", "-"], Some(r#"{"blackhole": true}"#));
+    let out = flotilla_get(&kc, &["deploy", "-A", "--clusters", "all", "--request-timeout", "3"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(stdout.lines().any(|l| l.starts_with("member1 ") && l.contains("web")), "{stdout}");
+    assert!(!stdout.contains("member2"), "{stdout}");
+    assert!(stderr.contains("error: cluster member2: no answer within 3s"), "{stderr}");
+    ok(&admin, &["create", "--raw", "/sim/v1/members/member2/faults", "-f", "-"], Some(r#"{"blackhole": false}"#));
+
+    // Clusters the proxy cannot serve answer with a Status that says why.
+    let cluster = |name: &str, mode: &str, endpoint: &str, secret: &str| {
+        format!(
+            r#"{{"apiVersion":"cluster.karmada.io/v1alpha1","kind":"Cluster","metadata":{{"name":"{name}"}},"spec":{{"syncMode":"{mode}","apiEndpoint":"{endpoint}","secretRef":{{"namespace":"karmada-cluster","name":"{secret}"}}}}}}"#
+        )
+    };
+    ok(&kc, &["apply", "-f", "-"], Some(&cluster("pulled", "Pull", "https://127.0.0.1:1", "pulled")));
+    let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/pulled/proxy/api")]);
+    assert!(e.contains("BadRequest") && e.contains("Pull mode"), "{e}");
+    ok(&kc, &["apply", "-f", "-"], Some(&cluster("nosecret", "Push", "https://127.0.0.1:1", "absent")));
+    let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/nosecret/proxy/api")]);
+    assert!(e.contains("ServiceUnavailable") && e.contains("credential secret karmada-cluster/absent"), "{e}");
+    ok(&kc, &["apply", "-f", "-"], Some(r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"ghost","namespace":"karmada-cluster"},"stringData":{"token":"abc"}}"#));
+    ok(&kc, &["apply", "-f", "-"], Some(&cluster("ghost", "Push", "https://127.0.0.1:1", "ghost")));
+    let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/ghost/proxy/api")]);
+    assert!(e.contains("ServiceUnavailable") && e.contains("error trying to reach cluster ghost at https://127.0.0.1:1"), "{e}");
+    drop(cp);
+}
