@@ -126,20 +126,23 @@ impl ClusterProxy {
             Some(q) if !q.is_empty() => format!("{}?{q}", req.path),
             _ => req.path.clone(),
         };
-        let mut builder = http::Request::builder().method(req.method).uri(&uri);
+        let mut builder = http::Request::builder().method(req.method.clone()).uri(&uri);
         for (k, v) in &req.headers {
             builder = builder.header(k, v);
         }
-        let request = builder.body(kube::client::Body::from(req.body)).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
+        let request = builder.body(kube::client::Body::from(req.body.clone())).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
         let endpoint = access.endpoint.clone();
         let answer = match tokio::time::timeout(self.config.response_timeout, client.send(request)).await {
             Err(_) => return Err(ProxyError::Timeout { cluster: name, endpoint, after: self.config.response_timeout }),
             Ok(Err(e)) => {
                 self.clients.forget(&name);
-                return Err(ProxyError::Unreachable { cluster: name, endpoint, cause: chain(&e) });
+                let cause = chain(&e);
+                tracing::debug!(cluster = %name, %endpoint, path = %req.path, %cause, "proxied request failed");
+                return Err(ProxyError::Unreachable { cluster: name, endpoint, cause });
             }
             Ok(Ok(r)) => r,
         };
+        tracing::debug!(cluster = %name, path = %req.path, status = answer.status().as_u16(), "proxied request answered");
         let (parts, body) = answer.into_parts();
         let body = body.into_data_stream().map(|r| r.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)).boxed();
         Ok(ProxyResponse { status: parts.status, headers: parts.headers, body })

@@ -128,6 +128,17 @@ fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
     assert_eq!(list["items"][0]["kind"], "Deployment");
     assert_eq!(list["items"][0]["metadata"]["annotations"]["resource.karmada.io/cached-from-cluster"], "member1");
 
+    // A kubeconfig whose server is the proxy URL works as a member kubeconfig (Karmada's usage),
+    // and a watch streams through.
+    let admin_text = std::fs::read_to_string(&kc).unwrap();
+    let server = ok(&kc, &["config", "view", "-o", "jsonpath={.clusters[0].cluster.server}"], None);
+    let proxied = cp.dir.path().join("member1-proxied.kubeconfig");
+    std::fs::write(&proxied, admin_text.replace(&format!("server: {server}"), &format!("server: {server}{PROXY}/member1/proxy"))).unwrap();
+    let out = ok(&proxied, &["get", "deployments", "-A"], None);
+    assert!(out.lines().any(|l| l.starts_with("default") && l.contains("web")), "{out}");
+    let events = ok(&kc, &["get", "--raw", &format!("{PROXY}/member1/proxy/apis/apps/v1/namespaces/default/deployments?watch=true&timeoutSeconds=1")], None);
+    assert!(events.contains("\"type\":\"ADDED\"") && events.contains("\"name\":\"web\""), "{events}");
+
     // member2 stops answering: its error goes to stderr, member1's rows still print.
     let admin = data.join("demo/fleet-admin.kubeconfig");
     ok(&admin, &["create", "--raw", "/sim/v1/members/member2/faults", "-f", "-"], Some(r#"{"blackhole": true}"#));
