@@ -6,16 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use bytes::Bytes;
 use flotilla_apiserver::connect::{ConnectError, ConnectRequest, ConnectResponse, ConnectSubresource, Connecter};
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
 use flotilla_store::Store;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use http::{HeaderMap, Method, Request, StatusCode};
-use serde_json::{Value, json};
-use tower::ServiceExt;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::json;
+
+mod support;
 
 /// Answers with what it was given; `/stream` sends three chunks 100 ms apart; `/down` fails.
 struct Echo;
@@ -74,26 +74,11 @@ fn admin() -> Identity {
     Identity::user("admin", &["system:masters"])
 }
 
-async fn call(api: &ApiServer, method: &str, uri: &str, who: &Identity, body: &str, headers: &[(&str, &str)]) -> (StatusCode, HeaderMap, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let mut req = req.body(Body::from(body.to_string())).unwrap();
-    req.extensions_mut().insert(who.clone());
-    let resp = api.router().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (status, headers, v)
-}
-
 #[tokio::test]
 async fn the_handler_gets_the_object_the_rest_of_the_path_and_no_credentials() {
     let api = server().await;
     let headers = [("accept", "application/json;as=Table;g=meta.k8s.io;v=v1"), ("authorization", "Bearer caller"), ("impersonate-user", "mallory"), ("x-custom", "1")];
-    let (code, h, echo) = call(&api, "GET", "/api/v1/namespaces/default/proxy/api/v1/pods%2Fx?watch=1&limit=5", &admin(), "", &headers).await;
+    let (code, h, echo) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api/v1/pods%2Fx?watch=1&limit=5", Some(admin()), None, &headers).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{echo}");
     assert_eq!(h["x-echo"], "yes", "the handler's headers come back");
     assert_eq!(echo["object"], "default");
@@ -104,27 +89,27 @@ async fn the_handler_gets_the_object_the_rest_of_the_path_and_no_credentials() {
     assert!(sent.contains(&"accept") && sent.contains(&"x-custom"), "{sent:?}");
     assert!(!sent.contains(&"authorization") && !sent.contains(&"impersonate-user"), "credentials stay here: {sent:?}");
 
-    let (code, _, echo) = call(&api, "POST", "/api/v1/namespaces/default/proxy/apis", &admin(), "{\"a\":1}", &[("content-type", "application/json")]).await;
+    let (code, _, echo) = support::call(&api, "POST", "/api/v1/namespaces/default/proxy/apis", Some(admin()), Some(json!({"a": 1})), &[("content-type", "application/json")]).await;
     assert_eq!(code, StatusCode::ACCEPTED);
     assert_eq!((echo["method"].as_str(), echo["body"].as_str(), echo["path"].as_str()), (Some("POST"), Some("{\"a\":1}"), Some("/apis")));
-    let (_, _, echo) = call(&api, "GET", "/api/v1/namespaces/default/proxy", &admin(), "", &[]).await;
+    let (_, _, echo) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy", Some(admin()), None, &[]).await;
     assert_eq!(echo["path"], "/");
 }
 
 #[tokio::test]
 async fn absent_objects_methods_not_served_and_handler_errors_are_statuses() {
     let api = server().await;
-    let (code, _, s) = call(&api, "GET", "/api/v1/namespaces/nope/proxy/api", &admin(), "", &[]).await;
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/nope/proxy/api", Some(admin()), None, &[]).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert_eq!(s["message"], "namespaces \"nope\" not found");
-    let (code, _, s) = call(&api, "DELETE", "/api/v1/namespaces/default/proxy/api", &admin(), "", &[]).await;
+    let (code, _, s) = support::call(&api, "DELETE", "/api/v1/namespaces/default/proxy/api", Some(admin()), None, &[]).await;
     assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{s}");
-    let (code, h, s) = call(&api, "GET", "/api/v1/namespaces/default/proxy/down", &admin(), "", &[]).await;
+    let (code, h, s) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/down", Some(admin()), None, &[]).await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!((s["kind"].as_str(), s["reason"].as_str()), (Some("Status"), Some("ServiceUnavailable")));
     assert!(s["message"].as_str().unwrap().contains("connection refused"), "{s}");
     assert!(h.get("retry-after").is_none(), "client-go would retry a dead target for minutes");
-    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/proxy/upgrade", &admin(), "", &[("upgrade", "websocket"), ("connection", "Upgrade")]).await;
+    let (code, _, _) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/upgrade", Some(admin()), None, &[("upgrade", "websocket"), ("connection", "Upgrade")]).await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
 }
 
@@ -132,7 +117,7 @@ async fn absent_objects_methods_not_served_and_handler_errors_are_statuses() {
 async fn connect_requests_are_long_running() {
     // The deadline is 150 ms; the stream takes 300 ms and still arrives whole.
     let api = server().await;
-    let (code, _, body) = call(&api, "GET", "/api/v1/namespaces/default/proxy/stream", &admin(), "", &[]).await;
+    let (code, _, body) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/stream", Some(admin()), None, &[]).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(body, "chunk0;chunk1;chunk2;");
 }
@@ -141,7 +126,7 @@ async fn connect_requests_are_long_running() {
 async fn only_callers_allowed_the_subresource_get_through() {
     let api = server().await;
     let carol = Identity::user("carol", &[]);
-    let (code, _, s) = call(&api, "GET", "/api/v1/namespaces/default/proxy/api", &carol, "", &[]).await;
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api", Some(carol.clone()), None, &[]).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(s["message"], "namespaces \"default\" is forbidden: User \"carol\" cannot get resource \"namespaces/proxy\" in API group \"\" at the cluster scope");
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "ns-proxy"},
@@ -150,12 +135,12 @@ async fn only_callers_allowed_the_subresource_get_through() {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ns-proxy"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]});
     for (path, body) in [("/apis/rbac.authorization.k8s.io/v1/clusterroles", role), ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)] {
-        let (code, _, s) = call(&api, "POST", path, &admin(), &body.to_string(), &[("content-type", "application/json")]).await;
+        let (code, _, s) = support::call(&api, "POST", path, Some(admin()), Some(body), &[("content-type", "application/json")]).await;
         assert_eq!(code, StatusCode::CREATED, "{s}");
     }
     let mut code = StatusCode::FORBIDDEN;
     for _ in 0..50 {
-        code = call(&api, "GET", "/api/v1/namespaces/default/proxy/api", &carol, "", &[]).await.0;
+        code = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api", Some(carol.clone()), None, &[]).await.0;
         if code != StatusCode::FORBIDDEN {
             break;
         }
@@ -163,18 +148,18 @@ async fn only_callers_allowed_the_subresource_get_through() {
     }
     assert_eq!(code, StatusCode::ACCEPTED);
     // `get` on the subresource is not `create` on it, nor `get` on the namespace.
-    assert_eq!(call(&api, "POST", "/api/v1/namespaces/default/proxy/api", &carol, "", &[]).await.0, StatusCode::FORBIDDEN);
-    assert_eq!(call(&api, "GET", "/api/v1/namespaces/default", &carol, "", &[]).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(support::call(&api, "POST", "/api/v1/namespaces/default/proxy/api", Some(carol.clone()), None, &[]).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(support::call(&api, "GET", "/api/v1/namespaces/default", Some(carol.clone()), None, &[]).await.0, StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]
 async fn discovery_lists_the_subresource() {
     let api = server().await;
-    let (_, _, list) = call(&api, "GET", "/api/v1", &admin(), "", &[]).await;
+    let (_, _, list) = support::call(&api, "GET", "/api/v1", Some(admin()), None, &[]).await;
     let entry = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == "namespaces/proxy").expect("namespaces/proxy listed").clone();
     assert_eq!(entry, json!({"name": "namespaces/proxy", "singularName": "", "namespaced": false, "kind": "NamespaceProxyOptions", "verbs": ["create", "get"]}));
     let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-    let (_, _, agg) = call(&api, "GET", "/api", &admin(), "", &[("accept", accept)]).await;
+    let (_, _, agg) = support::call(&api, "GET", "/api", Some(admin()), None, &[("accept", accept)]).await;
     let ns = agg["items"][0]["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "namespaces").unwrap().clone();
     let sub = ns["subresources"].as_array().unwrap().iter().find(|s| s["subresource"] == "proxy").expect("proxy subresource").clone();
     assert_eq!(sub["responseKind"]["kind"], "NamespaceProxyOptions");

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity, TokenFile};
 use flotilla_store::Store;
-use http::{Request, StatusCode};
-use serde_json::{Value, json};
-use tower::ServiceExt;
+use http::StatusCode;
+use serde_json::json;
+
+mod support;
+use support::call;
 
 async fn server(config: ApiServerConfig) -> ApiServer {
     let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
@@ -21,23 +22,6 @@ async fn server(config: ApiServerConfig) -> ApiServer {
 
 fn admin() -> Identity {
     Identity::user("admin", &["system:masters"])
-}
-
-async fn call(api: &ApiServer, method: &str, uri: &str, who: Option<Identity>, body: Option<Value>, headers: &[(&str, &str)]) -> (StatusCode, http::HeaderMap, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let mut req = req.body(body.map(|b| Body::from(b.to_string())).unwrap_or_else(Body::empty)).unwrap();
-    if let Some(id) = who {
-        req.extensions_mut().insert(id);
-    }
-    let resp = api.router().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let headers = resp.headers().clone();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (status, headers, v)
 }
 
 #[tokio::test]
