@@ -1,10 +1,12 @@
 //! Member clients from `Cluster` + Secret.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::cluster::{Cluster, LocalSecretReference};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
@@ -58,19 +60,8 @@ impl MemberAccess {
         let name = cluster.metadata.name.clone().unwrap_or_default();
         let endpoint = cluster.spec.api_endpoint.clone().ok_or_else(|| MemberError::NoEndpoint { cluster: name.clone() })?;
         let sref = cluster.spec.secret_ref.clone().ok_or_else(|| MemberError::NoSecretRef { cluster: name.clone() })?;
-        let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), &sref.namespace);
-        let secret = secrets.get(&sref.name).await.map_err(|source| MemberError::ReadSecret {
-            cluster: name.clone(),
-            namespace: sref.namespace.clone(),
-            name: sref.name.clone(),
-            source,
-        })?;
-        let data = secret.data.unwrap_or_default();
-        let token = data
-            .get("token")
-            .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| MemberError::SecretKey { cluster: name.clone(), namespace: sref.namespace.clone(), name: sref.name.clone(), key: "token" })?;
+        let data = secret_data(control_plane, &name, &sref).await?;
+        let token = token_of(&data, &name, &sref)?;
         let ca_bundle = data.get("caBundle").map(|b| b.0.clone()).filter(|b| !b.is_empty());
         Ok(MemberAccess {
             cluster: name,
@@ -80,6 +71,14 @@ impl MemberAccess {
             insecure: cluster.spec.insecure_skip_tls_verification.unwrap_or(false),
             proxy_url: cluster.spec.proxy_url.clone(),
         })
+    }
+
+    /// The same access with the token of the Cluster's `impersonatorSecretRef`, if it has one
+    /// (Karmada's cluster proxy authenticates as this identity and impersonates the caller).
+    pub async fn impersonator(&self, control_plane: &kube::Client, cluster: &Cluster) -> Result<Option<MemberAccess>, MemberError> {
+        let Some(sref) = &cluster.spec.impersonator_secret_ref else { return Ok(None) };
+        let data = secret_data(control_plane, &self.cluster, sref).await?;
+        Ok(Some(MemberAccess { token: token_of(&data, &self.cluster, sref)?, ..self.clone() }))
     }
 
     /// A client with a request timeout.
@@ -119,6 +118,24 @@ impl MemberAccess {
     fn build(&self, config: kube::Config) -> Result<kube::Client, MemberError> {
         kube::Client::try_from(config).map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: e.to_string() })
     }
+}
+
+async fn secret_data(control_plane: &kube::Client, cluster: &str, sref: &LocalSecretReference) -> Result<BTreeMap<String, ByteString>, MemberError> {
+    let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), &sref.namespace);
+    let secret = secrets.get(&sref.name).await.map_err(|source| MemberError::ReadSecret {
+        cluster: cluster.to_string(),
+        namespace: sref.namespace.clone(),
+        name: sref.name.clone(),
+        source,
+    })?;
+    Ok(secret.data.unwrap_or_default())
+}
+
+fn token_of(data: &BTreeMap<String, ByteString>, cluster: &str, sref: &LocalSecretReference) -> Result<String, MemberError> {
+    data.get("token")
+        .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| MemberError::SecretKey { cluster: cluster.to_string(), namespace: sref.namespace.clone(), name: sref.name.clone(), key: "token" })
 }
 
 /// Certificates of a PEM bundle (or DER) as DER blobs, for `kube::Config::root_cert`.

@@ -3,9 +3,12 @@
 //! never the caller's. The answer streams back unchanged (a watch lasts as long as both ends
 //! keep it open).
 //!
-//! Unlike Karmada, the request is not impersonated as the caller: Flotilla's member identity is
-//! least-privilege and cannot impersonate, so the caller's permission is checked on the control
-//! plane (`clusters/proxy`) and the member sees Flotilla's identity (ADR 0006).
+//! When the Cluster has an `impersonatorSecretRef` (clusters Karmada's tools registered), the
+//! request authenticates with that token and impersonates the caller (`Impersonate-User`, and
+//! `Impersonate-Group` for each group but `system:authenticated`/`system:unauthenticated`), as
+//! Karmada does: the member's RBAC then applies to the caller. Without one (`flotilla join`
+//! creates none: its identity is least-privilege and cannot impersonate) the member sees
+//! Flotilla's identity and only the control plane's `clusters/proxy` check applies (ADR 0006).
 
 use std::time::Duration;
 
@@ -45,6 +48,29 @@ pub struct ProxyRequest {
     /// Headers to pass on (the caller's credentials already removed).
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Who asked, for impersonation.
+    pub caller: Option<Caller>,
+}
+
+/// The user a request is made for.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+/// Groups every caller has; Karmada does not pass them on.
+const IMPLICIT_GROUPS: &[&str] = &["system:authenticated", "system:unauthenticated"];
+
+/// The impersonation headers for `caller`.
+pub fn impersonation_headers(caller: &Caller) -> Result<HeaderMap, String> {
+    let mut h = HeaderMap::new();
+    let value = |s: &str| http::HeaderValue::from_str(s).map_err(|_| format!("{s:?} cannot be sent in a header"));
+    h.insert("impersonate-user", value(&caller.user)?);
+    for g in caller.groups.iter().filter(|g| !IMPLICIT_GROUPS.contains(&g.as_str())) {
+        h.append("impersonate-group", value(g)?);
+    }
+    Ok(h)
 }
 
 /// The member's answer.
@@ -117,6 +143,11 @@ impl ClusterProxy {
             return Err(ProxyError::PullMode { cluster: name });
         }
         let access = MemberAccess::from_cluster(&self.control_plane, cluster).await.map_err(|source| ProxyError::Access { cluster: name.clone(), source })?;
+        let (access, impersonate) = match access.impersonator(&self.control_plane, cluster).await {
+            Ok(Some(imp)) => (imp, req.caller.as_ref()),
+            Ok(None) => (access, None),
+            Err(source) => return Err(ProxyError::Access { cluster: name, source }),
+        };
         let connect_timeout = self.config.connect_timeout;
         let client = self
             .clients
@@ -129,6 +160,12 @@ impl ClusterProxy {
         let mut builder = http::Request::builder().method(req.method.clone()).uri(&uri);
         for (k, v) in &req.headers {
             builder = builder.header(k, v);
+        }
+        if let Some(caller) = impersonate {
+            let headers = impersonation_headers(caller).map_err(|reason| ProxyError::BadRequest { cluster: name.clone(), reason })?;
+            for (k, v) in &headers {
+                builder = builder.header(k, v);
+            }
         }
         let request = builder.body(kube::client::Body::from(req.body.clone())).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
         let endpoint = access.endpoint.clone();
@@ -146,5 +183,20 @@ impl ClusterProxy {
         let (parts, body) = answer.into_parts();
         let body = body.into_data_stream().map(|r| r.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)).boxed();
         Ok(ProxyResponse { status: parts.status, headers: parts.headers, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caller_is_impersonated_without_the_implicit_groups() {
+        let caller = Caller { user: "dave".into(), groups: vec!["devs".into(), "system:authenticated".into(), "ops".into()] };
+        let h = impersonation_headers(&caller).unwrap();
+        assert_eq!(h["impersonate-user"], "dave");
+        let groups: Vec<&str> = h.get_all("impersonate-group").iter().map(|v| v.to_str().unwrap()).collect();
+        assert_eq!(groups, ["devs", "ops"]);
+        assert!(impersonation_headers(&Caller { user: "bad\nname".into(), groups: vec![] }).is_err());
     }
 }

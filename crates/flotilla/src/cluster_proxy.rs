@@ -9,7 +9,7 @@ use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_apiserver::connect::{ConnectError, ConnectRequest, ConnectResponse, ConnectSubresource, Connecter};
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, Identity};
-use flotilla_member::proxy::{ClusterProxy, ProxyConfig, ProxyError, ProxyRequest};
+use flotilla_member::proxy::{Caller, ClusterProxy, ProxyConfig, ProxyError, ProxyRequest};
 use futures::future::BoxFuture;
 
 /// The identity the proxy reads Clusters' credential Secrets with.
@@ -29,7 +29,8 @@ impl Connecter for ProxyConnecter {
         let proxy = self.0.clone();
         Box::pin(async move {
             let cluster: Cluster = serde_json::from_value(r.object).map_err(|e| status_of(ProxyError::NotACluster(e.to_string())))?;
-            let req = ProxyRequest { method: r.method, path: r.path, query: r.query, headers: r.headers, body: r.body };
+            let caller = Caller { user: r.user.user, groups: r.user.groups };
+            let req = ProxyRequest { method: r.method, path: r.path, query: r.query, headers: r.headers, body: r.body, caller: Some(caller) };
             let answer = proxy.forward(&cluster, req).await.map_err(status_of)?;
             Ok(ConnectResponse { status: answer.status, headers: answer.headers, body: answer.body })
         })
