@@ -13,7 +13,7 @@ use flotilla_api::federation::karmada::cluster::Cluster;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use crate::join_cmd::control_plane_client;
+use crate::join_cmd::control_plane_config;
 
 /// The annotation naming the member an object was read from (Karmada's mark for objects that
 /// come from a member cluster).
@@ -31,7 +31,7 @@ pub struct GetArgs {
     /// Member clusters to read: `all`, or names separated by commas.
     #[arg(long, short = 'C', value_delimiter = ',', required = true)]
     clusters: Vec<String>,
-    /// Namespace (default: `default`).
+    /// Namespace (default: the kubeconfig context's, else `default`).
     #[arg(long, short = 'n')]
     namespace: Option<String>,
     /// All namespaces.
@@ -167,7 +167,7 @@ async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeo
         return Err("the member does not serve aggregated discovery (Kubernetes 1.26 or later is needed)".into());
     }
     let r = resolve(&args.kind, &[core, groups]).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
-    let namespace = if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or("default")) };
+    let namespace = if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or(client.default_namespace())) };
     let mut path = format!("{base}{}", r.path(namespace, args.name.as_deref()));
     let mut query = Vec::new();
     let table = !matches!(args.output.as_deref(), Some("json" | "yaml"));
@@ -294,7 +294,10 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
     if args.all_namespaces && args.namespace.is_some() {
         bail!("--all-namespaces and --namespace exclude each other");
     }
-    let client = control_plane_client(args.kubeconfig.clone(), args.context.clone()).await?;
+    let mut config = control_plane_config(args.kubeconfig.clone(), args.context.clone()).await?;
+    // A member the proxy cannot reach answers 503: report it now rather than retry it.
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).context("building the control-plane client")?;
     let mut clusters: Vec<String> = args.clusters.iter().filter(|c| !c.is_empty()).cloned().collect();
     if clusters.iter().any(|c| c == "all") {
         let list = Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?;
@@ -334,9 +337,10 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
             if rows.len() > 1 {
                 print!("{}", render(&rows));
             } else if !answers.is_empty() {
-                match (&args.namespace, args.all_namespaces || !namespaced) {
-                    (_, true) => eprintln!("No resources found"),
-                    (ns, false) => eprintln!("No resources found in {} namespace.", ns.as_deref().unwrap_or("default")),
+                if args.all_namespaces || !namespaced {
+                    eprintln!("No resources found");
+                } else {
+                    eprintln!("No resources found in {} namespace.", args.namespace.as_deref().unwrap_or(client.default_namespace()));
                 }
             }
         }

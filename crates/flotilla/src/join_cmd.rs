@@ -32,14 +32,19 @@ impl ControlPlane {
 
 /// A client for the control plane from `kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.
 pub async fn control_plane_client(kubeconfig: Option<PathBuf>, context: Option<String>) -> anyhow::Result<kube::Client> {
+    let config = control_plane_config(kubeconfig, context).await?;
+    kube::Client::try_from(config).context("building the control-plane client")
+}
+
+/// The control plane's client configuration (see [`control_plane_client`]).
+pub async fn control_plane_config(kubeconfig: Option<PathBuf>, context: Option<String>) -> anyhow::Result<kube::Config> {
     let path = kubeconfig.or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
-    let config = match path {
-        Some(p) => load(&p, context).await.context("the control plane's kubeconfig")?,
+    match path {
+        Some(p) => load(&p, context).await.context("the control plane's kubeconfig"),
         None => kube::Config::from_kubeconfig(&KubeConfigOptions { context, ..Default::default() })
             .await
-            .context("no kubeconfig given and no $KUBECONFIG; reading ~/.kube/config")?,
-    };
-    kube::Client::try_from(config).context("building the control-plane client")
+            .context("no kubeconfig given and no $KUBECONFIG; reading ~/.kube/config"),
+    }
 }
 
 async fn load(path: &Path, context: Option<String>) -> anyhow::Result<kube::Config> {

@@ -55,8 +55,13 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // `get` reports each member's failure itself; kube's own request errors would repeat them.
+    let filter = match &cli.command {
+        Command::Get(_) if !cli.log.contains("kube_client") => format!("{},kube_client=off", cli.log),
+        _ => cli.log.clone(),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

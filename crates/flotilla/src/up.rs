@@ -45,6 +45,10 @@ pub struct UpArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_request_body_bytes: usize,
+    /// Seconds the cluster proxy (`clusters/{name}/proxy`) waits for a member's response
+    /// headers before answering 503; a proxied watch then streams as long as it lasts.
+    #[arg(long, default_value_t = 30)]
+    pub cluster_proxy_timeout_seconds: u64,
     /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
@@ -64,6 +68,7 @@ impl UpArgs {
             max_requests_inflight: 400,
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
+            cluster_proxy_timeout_seconds: 30,
             demo: None,
             federation: Default::default(),
         }
@@ -134,7 +139,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     crds.extend(flotilla_api::federation::kubefed::default_federated_type_crds());
     let installed = api.install_crds(crds).await.map_err(|e| anyhow::anyhow!("install the federation CRDs: {e}"))?;
     tracing::info!(installed, "federation CRDs registered");
-    crate::cluster_proxy::install(&api, flotilla_member::proxy::ProxyConfig::default());
+    let proxy = flotilla_member::proxy::ProxyConfig {
+        response_timeout: Duration::from_secs(args.cluster_proxy_timeout_seconds.max(1)),
+        ..Default::default()
+    };
+    crate::cluster_proxy::install(&api, proxy);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     let serving = serve(api.router(), serve_cfg).await?;

@@ -62,7 +62,7 @@ fn token_kubeconfig(admin: &Path, dir: &Path, user: &str, token: &str) -> PathBu
 fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
     let tokens = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(tokens.path(), "alice-token,alice,u1\nbob-token,bob,u2\n").unwrap();
-    let cp = Flotilla::start_with(&["--demo", "2", "--token-auth-file", tokens.path().to_str().unwrap()]);
+    let cp = Flotilla::start_with(&["--demo", "2", "--token-auth-file", tokens.path().to_str().unwrap(), "--cluster-proxy-timeout-seconds", "2"]);
     let kc = cp.kubeconfig.clone();
     let data = kc.parent().unwrap().to_path_buf();
 
@@ -142,13 +142,19 @@ fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
     // member2 stops answering: its error goes to stderr, member1's rows still print.
     let admin = data.join("demo/fleet-admin.kubeconfig");
     ok(&admin, &["create", "--raw", "/sim/v1/members/member2/faults", "-f", "-"], Some(r#"{"blackhole": true}"#));
-    let out = flotilla_get(&kc, &["deploy", "-A", "--clusters", "all", "--request-timeout", "3"]);
+    let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/member2/proxy/api")]);
+    assert!(e.contains("ServiceUnavailable") && e.contains("cluster member2 at https://") && e.contains("did not answer within 2s"), "{e}");
+    let out = flotilla_get(&kc, &["deploy", "-A", "--clusters", "all"]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success());
     assert!(stdout.lines().any(|l| l.starts_with("member1 ") && l.contains("web")), "{stdout}");
     assert!(!stdout.contains("member2"), "{stdout}");
-    assert!(stderr.contains("error: cluster member2: no answer within 3s"), "{stderr}");
+    assert!(stderr.contains("error: cluster member2: cluster member2 at") && stderr.contains("did not answer within 2s"), "{stderr}");
+    // A client-side limit shorter than the proxy's reports the member the same way.
+    let out = flotilla_get(&kc, &["deploy", "-A", "--clusters", "all", "--request-timeout", "1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error: cluster member2: no answer within 1s"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("web"));
     ok(&admin, &["create", "--raw", "/sim/v1/members/member2/faults", "-f", "-"], Some(r#"{"blackhole": false}"#));
 
     // Clusters the proxy cannot serve answer with a Status that says why.
