@@ -129,6 +129,9 @@ impl ConnectSubresource {
 /// A request path that names an installed connect subresource: the resource path (with the
 /// subresource) and the raw rest of the path after it.
 pub(crate) fn match_path(catalog: &Catalog, raw_path: &str) -> Option<(ResourcePath, Arc<ConnectSubresource>, String)> {
+    if !catalog.has_connects() {
+        return None;
+    }
     let segments: Vec<&str> = raw_path.split('/').collect();
     // "" / "apis" / g / v / ...   or   "" / "api" / v / ...
     let (group, version, at) = match segments.as_slice() {

@@ -328,6 +328,11 @@ impl Catalog {
         self.connects.get(&(group.to_string(), plural.to_string(), sub.to_string())).cloned()
     }
 
+    /// Whether any connect subresource is installed.
+    pub fn has_connects(&self) -> bool {
+        !self.connects.is_empty()
+    }
+
     /// The connect subresources of a resource, by name.
     pub fn connects_of(&self, r: &ResourceInfo) -> Vec<Arc<crate::connect::ConnectSubresource>> {
         let mut v: Vec<_> = self.connects.values().filter(|c| c.group == r.group && c.resource == r.plural).cloned().collect();
