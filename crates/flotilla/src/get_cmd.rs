@@ -414,6 +414,14 @@ mod tests {
     }
 
     #[test]
+    fn selectors_are_query_encoded_and_cells_print_as_kubectl_prints_them() {
+        assert_eq!(form_encode("app=web,tier in (a,b)"), "app%3Dweb%2Ctier%20in%20%28a%2Cb%29");
+        assert_eq!(cell_text(&json!(null)), "<none>");
+        assert_eq!(cell_text(&json!(3)), "3");
+        assert_eq!(cell_text(&json!(["a", "b"])), "a,b");
+    }
+
+    #[test]
     fn objects_merge_into_a_list_marked_with_their_cluster() {
         let list = json!({"kind": "DeploymentList", "apiVersion": "apps/v1", "items": [{"metadata": {"name": "web"}}]});
         let merged = merge_objects(&[("member1".into(), list)]);
