@@ -22,9 +22,9 @@ use std::time::Duration;
 use flotilla_api::admission::karmada::default_propagation_spec;
 use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy,
-    ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_NAME_ANNOTATION, PROPAGATION_POLICY_NAMESPACE_ANNOTATION,
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
+    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+    ClusterPropagationPolicy, ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER,
+    PROPAGATION_POLICY_NAME_ANNOTATION, PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
 };
 use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, BindingSchedulePriority, BindingSuspension, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
@@ -628,17 +628,30 @@ async fn release_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> 
     }
 }
 
-/// Give a policy its permanent id when nothing else did (a plain kube-apiserver host has no
-/// Karmada webhook).
-async fn ensure_permanent_id<K>(api: Api<K>, meta: &kube::api::ObjectMeta, label: &str) -> Result<(), kube::Error>
+/// What the detector writes on a policy itself, as a merge patch guarded by its
+/// resourceVersion: its permanent id when nothing else gave it one (a plain kube-apiserver host
+/// has no Karmada webhook), and, once it is being deleted, the removal of the policy finalizer
+/// Karmada's webhook adds (Flotilla's admission adds it too). Claims on templates and bindings
+/// need no wait: a terminating policy is no candidate, so every template it claimed is
+/// re-evaluated and released (or taken by another policy) when it is queued.
+fn policy_patch(meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -> Option<Value> {
+    if meta.deletion_timestamp.is_some() {
+        let finalizers = crate::util::without_finalizer(meta.finalizers.as_ref(), finalizer)?;
+        return Some(crate::util::finalizer_patch(finalizers, meta.resource_version.as_deref()));
+    }
+    if meta.labels.as_ref().is_some_and(|l| l.contains_key(id_label)) {
+        return None;
+    }
+    Some(json!({"metadata": {"labels": {id_label: uuid::Uuid::new_v4().to_string()}, "resourceVersion": meta.resource_version}}))
+}
+
+async fn patch_policy<K>(api: Api<K>, meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    if meta.labels.as_ref().is_some_and(|l| l.contains_key(label)) || meta.deletion_timestamp.is_some() {
-        return Ok(());
-    }
-    let patch = json!({"metadata": {"labels": {label: uuid::Uuid::new_v4().to_string()}, "resourceVersion": meta.resource_version}});
+    let Some(patch) = policy_patch(meta, id_label, finalizer) else { return Ok(()) };
     match api.patch(meta.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        // A newer version is on its way through the watch.
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
         r => r.map(|_| ()),
     }
@@ -667,8 +680,9 @@ pub async fn run(client: Client, config: Config) {
         .try_for_each(move |p| {
             let ctx = pp_ctx.clone();
             async move {
-                if let Err(e) = ensure_permanent_id(Api::<PropagationPolicy>::namespaced(ctx.client.clone(), p.metadata.namespace.as_deref().unwrap_or("default")), &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL).await {
-                    tracing::warn!(controller = NAME, error = %e, "labelling a policy failed");
+                let api = Api::<PropagationPolicy>::namespaced(ctx.client.clone(), p.metadata.namespace.as_deref().unwrap_or("default"));
+                if let Err(e) = patch_policy(api, &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER).await {
+                    tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
                 }
                 for k in kinds_of(&p.spec.resource_selectors) {
                     ensure_watch(&ctx, k);
@@ -684,8 +698,9 @@ pub async fn run(client: Client, config: Config) {
         .try_for_each(move |p| {
             let ctx = cpp_ctx.clone();
             async move {
-                if let Err(e) = ensure_permanent_id(Api::<ClusterPropagationPolicy>::all(ctx.client.clone()), &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL).await {
-                    tracing::warn!(controller = NAME, error = %e, "labelling a policy failed");
+                let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
+                if let Err(e) = patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER).await {
+                    tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
                 }
                 for k in kinds_of(&p.spec.0.resource_selectors) {
                     ensure_watch(&ctx, k);
@@ -808,6 +823,30 @@ mod tests {
                 "replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"},
             })
         );
+    }
+
+    #[test]
+    fn a_policy_gets_its_permanent_id_once_and_loses_its_finalizer_when_deleted() {
+        let mut meta = kube::api::ObjectMeta { name: Some("p".into()), resource_version: Some("7".into()), ..Default::default() };
+        // A plain host: no id yet.
+        let patch = policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER).unwrap();
+        assert!(patch["metadata"]["labels"][PROPAGATION_POLICY_PERMANENT_ID_LABEL].as_str().is_some_and(|id| id.len() == 36));
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        // Labelled (by admission or by the patch above): nothing to do.
+        meta.labels = Some([(PROPAGATION_POLICY_PERMANENT_ID_LABEL.to_string(), "id".to_string())].into());
+        meta.finalizers = Some(vec!["other".into(), PROPAGATION_POLICY_FINALIZER.into()]);
+        assert_eq!(policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER), None);
+        // Being deleted: Karmada's finalizer goes, others stay.
+        meta.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(
+            policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER),
+            Some(json!({"metadata": {"finalizers": ["other"], "resourceVersion": "7"}}))
+        );
+        // Deleted on a plain host, where no finalizer was ever added, or already released.
+        meta.finalizers = Some(vec!["other".into()]);
+        assert_eq!(policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER), None);
+        meta.labels = None;
+        assert_eq!(policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER), None);
     }
 
     #[test]
