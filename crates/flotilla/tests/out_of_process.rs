@@ -5,8 +5,9 @@
 //! Flotilla-only API behaviour.
 //!
 //! The host is a real cluster with kube-controller-manager's deployment controller (Karmada's
-//! host runs none), so the template also runs on member3 itself; the per-cluster status checked
-//! below comes only from the members.
+//! host runs none), so the template also runs on member3 itself and that controller writes the
+//! same totals to the template's status; the per-cluster status in the binding comes only from
+//! the members, and an AggregateStatusSucceed Event shows the binding controller's write.
 
 mod support;
 
@@ -224,6 +225,13 @@ spec:
         let s = &d["status"];
         let ok = s["readyReplicas"] == 3 && s["replicas"] == 3 && s["observedGeneration"] == d["metadata"]["generation"];
         if ok { Ok(()) } else { Err(s.to_string()) }
+    });
+    // The host's own deployment controller reaches the same figures for its copy, so the Event
+    // shows that the binding controller wrote the template's status.
+    wait_for("AggregateStatusSucceed on the template", Duration::from_secs(60), || {
+        let events = get_json(&host, &["-n", &ns, "get", "events", "--field-selector", "involvedObject.kind=Deployment,involvedObject.name=nginx"])?;
+        let reasons: Vec<&str> = events["items"].as_array().into_iter().flatten().filter_map(|e| e["reason"].as_str()).collect();
+        if reasons.contains(&"AggregateStatusSucceed") { Ok(()) } else { Err(format!("{reasons:?}")) }
     });
 
     // Clean up for the next run, controllers still running: deleting the namespace on the host
