@@ -51,11 +51,23 @@ fn controllers_out_of_process_on_a_plain_kube_apiserver_host() {
     let m2 = env.member("member2").kubeconfig.clone();
     install_crds(&host);
 
-    let mut controllers = Daemon::start(
-        &["controllers", "--kubeconfig", host_s, "--cluster-status-update-frequency", "1s", "--cluster-success-threshold", "1s", "--unschedulable-retry", "2s"],
-        "warn",
-    );
-    controllers.wait_line("controllers running", Duration::from_secs(60));
+    let start_controllers = || {
+        let mut controllers = Daemon::start(
+            &["controllers", "--kubeconfig", host_s, "--cluster-status-update-frequency", "1s", "--cluster-success-threshold", "1s", "--unschedulable-retry", "2s"],
+            "warn",
+        );
+        controllers.wait_line("controllers running", Duration::from_secs(60));
+        controllers
+    };
+    // Nothing the controllers wrote was unknown to the CRDs (the host would have pruned it and
+    // said so in a Warning header, which the controllers log), and SIGTERM ends them cleanly.
+    let stop_controllers = |controllers: Daemon| {
+        let warned: Vec<String> = controllers.stderr().into_iter().filter(|l| l.contains("the host API server warned")).collect();
+        assert!(warned.is_empty(), "the host warned about what the controllers wrote:\n{}", warned.join("\n"));
+        let status = controllers.stop();
+        assert!(status.is_some_and(|s| s.success()), "flotilla controllers did not exit cleanly on SIGTERM: {status:?}");
+    };
+    let controllers = start_controllers();
 
     // Cluster names of this test only: member1 and member2 are shared with other tests.
     let clusters = [("oop-m1", &m1), ("oop-m2", &m2)];
@@ -234,6 +246,27 @@ spec:
         if reasons.contains(&"AggregateStatusSucceed") { Ok(()) } else { Err(format!("{reasons:?}")) }
     });
 
+    // Restarted, the controllers start from LISTs, whose items a real server sends without
+    // apiVersion and kind, and pick up where they left off: a scale-out is divided 4:2.
+    stop_controllers(controllers);
+    let controllers = start_controllers();
+    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(&host).args(["-n", &ns, "scale", "deployment", "nginx", "--replicas", "6"]).output().unwrap();
+    assert!(out.status.success(), "kubectl scale: {}", String::from_utf8_lossy(&out.stderr));
+    for ((cluster, member), replicas) in clusters.iter().zip([4, 2]) {
+        wait_for(&format!("{cluster} scaled to {replicas}"), Duration::from_secs(120), || {
+            let d = get_json(member, &["-n", &ns, "get", "deployment", "nginx"])?;
+            if d["spec"]["replicas"] == replicas { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
+        });
+    }
+    let works_after: Vec<String> = clusters
+        .iter()
+        .map(|(cluster, _)| {
+            let work = get_json(&host, &["-n", &format!("karmada-es-{cluster}"), "get", "work", "-l", &format!("resourcebinding.karmada.io/permanent-id={binding_id}")]).unwrap();
+            work["items"].as_array().map(|items| items.len().to_string()).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(works_after, ["1", "1"], "one Work per cluster for the binding, as before the restart");
+
     // Clean up for the next run, controllers still running: deleting the namespace on the host
     // deletes the templates and their bindings, whose finalizers take the Works and the member
     // copies with them; then the clusters go, then the (auto-propagated) member namespaces.
@@ -258,10 +291,5 @@ spec:
         assert!(ok, "unjoin {cluster} failed:\n{out}");
         kubectl(member, &["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
     }
-    // Nothing the controllers wrote was unknown to the CRDs (the host would have pruned it and
-    // said so in a Warning header, which the controllers log).
-    let warned: Vec<String> = controllers.stderr().into_iter().filter(|l| l.contains("the host API server warned")).collect();
-    assert!(warned.is_empty(), "the host warned about what the controllers wrote:\n{}", warned.join("\n"));
-    let status = controllers.stop();
-    assert!(status.is_some_and(|s| s.success()), "flotilla controllers did not exit cleanly on SIGTERM: {status:?}");
+    stop_controllers(controllers);
 }
