@@ -8,6 +8,9 @@
 //! host runs none), so the template also runs on member3 itself and that controller writes the
 //! same totals to the template's status; the per-cluster status in the binding comes only from
 //! the members, and an AggregateStatusSucceed Event shows the binding controller's write.
+//! While the test runs, a namespace another test creates in member3 is auto-propagated to
+//! member1 and member2 as on any Karmada host; unjoin keeps it there (namespace Works preserve
+//! what they created), so nothing of another test's is ever deleted.
 
 mod support;
 
