@@ -96,3 +96,33 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     set.shutdown().await;
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllersArgs,
+    }
+
+    #[test]
+    fn takes_the_host_and_flotilla_ups_timing_flags() {
+        let cli = Cli::parse_from(["t", "--kubeconfig", "host.kubeconfig", "--context", "admin", "--cluster-status-update-frequency", "1s", "--unschedulable-retry", "2s"]);
+        assert_eq!(cli.args.kubeconfig.as_deref(), Some(std::path::Path::new("host.kubeconfig")));
+        assert_eq!(cli.args.context.as_deref(), Some("admin"));
+        assert_eq!(cli.args.federation.cluster_status().interval, std::time::Duration::from_secs(1));
+        assert_eq!(cli.args.federation.scheduler().unschedulable_retry, std::time::Duration::from_secs(2));
+        let defaults = Cli::parse_from(["t"]).args;
+        assert!(defaults.kubeconfig.is_none());
+        assert_eq!(defaults.federation.member_request_timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn warnings_pass_the_response_through() {
+        let response = http::Response::builder().header(http::header::WARNING, "299 - \"unknown field \\\"spec.x\\\"\"").body(7).unwrap();
+        assert_eq!(*log_host_warnings(response).body(), 7);
+    }
+}
