@@ -1,8 +1,8 @@
 //! The federation controllers out of process against a plain kube-apiserver host: testenv's
 //! member3 gets the federation CRDs (`flotilla crds`) and nothing else of Flotilla — no
 //! admission chain, no Flotilla API server — and `flotilla controllers` propagates a Deployment
-//! divided by static weights to member1 and member2. Proof that the controllers rely on no
-//! Flotilla-only API behaviour.
+//! divided by static weights (and overridden for one cluster) to member1 and member2. Proof
+//! that the controllers rely on no Flotilla-only API behaviour.
 //!
 //! The host is a real cluster with kube-controller-manager's deployment controller (Karmada's
 //! host runs none), so the template also runs on member3 itself and that controller writes the
@@ -139,6 +139,25 @@ spec:
               clusterNames: [oop-m2]
             weight: 1
 ---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: mirror-registry
+  namespace: {ns}
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  overrideRules:
+    - targetCluster:
+        clusterNames: [oop-m2]
+      overriders:
+        imageOverrider:
+          - component: Registry
+            operator: replace
+            value: mirror.example.com
+---
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -186,13 +205,14 @@ spec:
         rb["spec"]["clusters"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0))).collect();
     assert_eq!(placed, vec![("oop-m1".to_string(), 2), ("oop-m2".to_string(), 1)]);
 
-    // Each member runs its share, labelled and annotated as Karmada does; the Work behind it
-    // carries the same ids.
-    for ((cluster, member), replicas) in clusters.iter().zip([2, 1]) {
+    // Each member runs its share, oop-m2 with the overridden image, labelled and annotated as
+    // Karmada does; the Work behind it carries the same ids.
+    for ((cluster, member), (replicas, image)) in clusters.iter().zip([(2, "nginx:1.25"), (1, "mirror.example.com/nginx:1.25")]) {
         let d = wait_for(&format!("deployment in {cluster}"), Duration::from_secs(120), || {
             let d = get_json(member, &["-n", &ns, "get", "deployment", "nginx"])?;
             if d["spec"]["replicas"] == replicas { Ok(d) } else { Err(d["spec"].to_string()) }
         });
+        assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], image);
         assert_eq!(label(&d, "karmada.io/managed"), "true");
         assert_eq!(label(&d, "resourcebinding.karmada.io/permanent-id"), binding_id);
         assert_eq!(annotation(&d, "resourcebinding.karmada.io/namespace"), ns);
