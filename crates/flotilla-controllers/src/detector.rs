@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::admission::karmada::default_propagation_spec;
+use flotilla_api::admission::karmada::{default_propagation_spec, validate_propagation_spec};
 use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
@@ -645,6 +645,20 @@ fn policy_patch(meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -
     Some(json!({"metadata": {"labels": {id_label: uuid::Uuid::new_v4().to_string()}, "resourceVersion": meta.resource_version}}))
 }
 
+/// Event reason for a policy Karmada's validating webhook would have refused (Flotilla's own).
+pub const REASON_INVALID_POLICY: &str = "InvalidPolicy";
+
+/// What Karmada's validating webhook would refuse in a policy's spec (after its defaults), as
+/// one message; `None` when valid. Flotilla's API server refuses such a policy at admission; a
+/// plain kube-apiserver host stores it, so the detector says so in a Warning Event on the policy
+/// — and still uses it, as the host does.
+fn invalid_policy_note(spec: &PropagationSpec) -> Option<String> {
+    let mut spec = spec.clone();
+    default_propagation_spec(&mut spec);
+    let errors = validate_propagation_spec(&spec);
+    (!errors.is_empty()).then(|| format!("Karmada's webhook would refuse this policy: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+}
+
 async fn patch_policy<K>(api: Api<K>, meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -684,6 +698,9 @@ pub async fn run(client: Client, config: Config) {
                 if let Err(e) = patch_policy(api, &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER).await {
                     tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
                 }
+                if let Some(note) = invalid_policy_note(&p.spec).filter(|_| p.metadata.deletion_timestamp.is_none()) {
+                    ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
+                }
                 for k in kinds_of(&p.spec.resource_selectors) {
                     ensure_watch(&ctx, k);
                 }
@@ -701,6 +718,9 @@ pub async fn run(client: Client, config: Config) {
                 let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
                 if let Err(e) = patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER).await {
                     tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
+                }
+                if let Some(note) = invalid_policy_note(&p.spec.0).filter(|_| p.metadata.deletion_timestamp.is_none()) {
+                    ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
                 }
                 for k in kinds_of(&p.spec.0.resource_selectors) {
                     ensure_watch(&ctx, k);
@@ -847,6 +867,20 @@ mod tests {
         assert_eq!(policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER), None);
         meta.labels = None;
         assert_eq!(policy_patch(&meta, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER), None);
+    }
+
+    #[test]
+    fn what_karmadas_webhook_would_refuse_is_named() {
+        // Preemption with a selector that names nothing: refused by Karmada, stored by a plain host.
+        let p = pp("default", "p", 0, true, selector(None, None));
+        let note = invalid_policy_note(&p.spec).unwrap();
+        assert!(note.starts_with("Karmada's webhook would refuse this policy: spec.resourceSelectors[0].name: name cannot be empty"), "{note}");
+        let p = pp("default", "p", 0, true, selector(Some("nginx"), None));
+        assert_eq!(invalid_policy_note(&p.spec), None);
+        // Validated after the defaults: a field-less spread constraint is fine.
+        let mut p = pp("default", "p", 0, false, selector(None, None));
+        Arc::make_mut(&mut p).spec.placement = Some(serde_json::from_value(json!({"spreadConstraints": [{"maxGroups": 2}]})).unwrap());
+        assert_eq!(invalid_policy_note(&p.spec), None);
     }
 
     #[test]

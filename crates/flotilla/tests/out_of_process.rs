@@ -244,6 +244,32 @@ spec:
         assert_eq!(cm["data"]["mode"], "federated");
     }
 
+    // A policy Karmada's webhook would refuse is stored by this host; the detector says why.
+    apply_yaml(
+        &host,
+        &format!(
+            r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: refused-by-karmada
+  namespace: {ns}
+spec:
+  preemption: Always
+  resourceSelectors:
+    - apiVersion: v1
+      kind: Secret
+      labelSelector:
+        matchLabels:
+          selects: nothing
+"#
+        ),
+    );
+    wait_for("InvalidPolicy Event", Duration::from_secs(60), || {
+        let events = get_json(&host, &["-n", &ns, "get", "events", "--field-selector", "involvedObject.name=refused-by-karmada,reason=InvalidPolicy"])?;
+        let notes: Vec<&str> = events["items"].as_array().into_iter().flatten().filter_map(|e| e["message"].as_str()).collect();
+        if notes.iter().any(|n| n.contains("name cannot be empty if preemption is Always")) { Ok(()) } else { Err(format!("{notes:?}")) }
+    });
+
     // Status flows back: each member's ready replicas in the binding, their sum on the template.
     wait_for("per-cluster status in the binding", Duration::from_secs(240), || {
         let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
