@@ -267,6 +267,19 @@ pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint
     };
     let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), CLUSTER_NAMESPACE);
     secrets.patch(c, &apply_params(), &Patch::Apply(&secret)).await.map_err(api_err(c, "storing the member credential"))?;
+    let cluster = cluster_object(opts, endpoint, id);
+    let clusters: Api<Cluster> = Api::all(control_plane.clone());
+    let mut value = serde_json::to_value(&cluster).map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
+    value["apiVersion"] = "cluster.karmada.io/v1alpha1".into();
+    value["kind"] = "Cluster".into();
+    clusters.patch(c, &apply_params(), &Patch::Apply(&value)).await.map_err(api_err(c, "creating the Cluster object"))
+}
+
+/// The Cluster `register` applies. It carries the default resource models itself: Karmada's
+/// aggregated apiserver (and Flotilla's admission) default them on create, a plain
+/// kube-apiserver host serving the CRDs does not.
+fn cluster_object(opts: &JoinOptions, endpoint: &MemberEndpoint, id: Option<String>) -> Cluster {
+    let c = opts.cluster.as_str();
     let mut zones = opts.zones.clone();
     zones.retain(|z| !z.is_empty());
     let spec = ClusterSpec {
@@ -279,15 +292,12 @@ pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint
         provider: opts.provider.clone(),
         region: opts.region.clone(),
         zones: (!zones.is_empty()).then_some(zones),
+        resource_models: Some(flotilla_api::admission::karmada::default_resource_models()),
         ..Default::default()
     };
     let mut cluster = Cluster::new(c, spec);
     cluster.metadata.labels = (!opts.labels.is_empty()).then(|| opts.labels.clone());
-    let clusters: Api<Cluster> = Api::all(control_plane.clone());
-    let mut value = serde_json::to_value(&cluster).map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
-    value["apiVersion"] = "cluster.karmada.io/v1alpha1".into();
-    value["kind"] = "Cluster".into();
-    clusters.patch(c, &apply_params(), &Patch::Apply(&value)).await.map_err(api_err(c, "creating the Cluster object"))
+    cluster
 }
 
 /// Remove Flotilla's identity from the member (service account, role, binding, token secret).
@@ -312,6 +322,28 @@ pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), Me
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_carries_karmadas_default_resource_models() {
+        let opts = JoinOptions {
+            cluster: "m1".into(),
+            provider: None,
+            region: Some("r".into()),
+            zones: vec!["".into(), "z1".into()],
+            labels: BTreeMap::new(),
+            extra_kinds: vec![],
+            token_wait: Duration::ZERO,
+            token_lifetime: Duration::ZERO,
+        };
+        let endpoint = MemberEndpoint { server: "https://m1:6443".into(), ca_pem: None, insecure: false, proxy_url: None };
+        let cluster = cluster_object(&opts, &endpoint, Some("uid".into()));
+        let models = cluster.spec.resource_models.as_ref().unwrap();
+        assert_eq!(models.len(), 9);
+        assert_eq!(models[0].ranges[0].min.0, "0");
+        assert_eq!(models[8].ranges[1].max.0, "9223372036854775807");
+        assert_eq!(cluster.spec.zones, Some(vec!["z1".to_string()]));
+        assert_eq!(cluster.spec.secret_ref.as_ref().map(|r| (r.namespace.as_str(), r.name.as_str())), Some((CLUSTER_NAMESPACE, "m1")));
+    }
 
     #[test]
     fn the_role_has_no_wildcards_and_reads_nodes_and_pods_only() {

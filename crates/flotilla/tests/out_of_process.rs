@@ -83,6 +83,9 @@ fn controllers_out_of_process_on_a_plain_kube_apiserver_host() {
             let c = get_json(&host, &["get", "cluster", name])?;
             if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
         });
+        // Karmada's default resource models, which no admission added here: join wrote them.
+        let c = get_json(&host, &["get", "cluster", name]).unwrap();
+        assert_eq!(c["spec"]["resourceModels"].as_array().map(Vec::len), Some(9), "{}", c["spec"]);
     }
 
     let ns = unique("oop");
