@@ -35,13 +35,16 @@ enum Command {
     #[command(subcommand)]
     Certs(certs_cmd::CertsCommand),
     /// Print Flotilla's federation CRDs (Karmada's and KubeFed's kinds) as multi-document YAML,
-    /// to install into another Kubernetes API server: `flotilla crds | kubectl apply -f -`.
-    /// Such a host lacks Flotilla's built-in admission chain (permanent-id labels, Weighted and
-    /// spread defaults, the 48-character Cluster name limit) unless it is served as a webhook.
+    /// to install into another Kubernetes API server:
+    /// `flotilla crds | kubectl apply --server-side -f -`, then run `flotilla controllers` against
+    /// it. Such a host lacks Flotilla's admission chain: the controllers set the permanent ids and
+    /// defaults themselves, but invalid policies are stored and only reported
+    /// (docs/controllers-on-any-host.md).
     Crds,
     /// Run the federation controllers and the scheduler against any API server hosting the
     /// federation CRDs (`flotilla crds`), e.g. a plain kube-apiserver, until SIGTERM. A plain
-    /// host has no admission chain: the controllers set the permanent ids and defaults themselves.
+    /// host has no admission chain: the controllers set the permanent ids and defaults themselves
+    /// (docs/controllers-on-any-host.md).
     Controllers(controllers_cmd::ControllersArgs),
     /// Join a member cluster in Push mode: creates a least-privilege identity in the member and
     /// registers it (Secret karmada-cluster/NAME, Cluster NAME) on the control plane.
