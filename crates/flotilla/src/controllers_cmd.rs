@@ -51,6 +51,19 @@ fn log_host_warnings<B>(response: http::Response<B>) -> http::Response<B> {
     response
 }
 
+/// A client of the host for one component. Its User-Agent `flotilla-<component>/<version>`
+/// names the component in the host's audit log and, as the field manager the host derives from
+/// it, in the `managedFields` of what it writes. The host's Warning headers are logged.
+fn host_client(mut config: kube::Config, component: &str) -> anyhow::Result<kube::Client> {
+    let agent = format!("flotilla-{component}/{}", env!("CARGO_PKG_VERSION"));
+    let agent = http::HeaderValue::from_str(&agent).with_context(|| format!("user agent {agent:?}"))?;
+    config.headers.push((http::header::USER_AGENT, agent));
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("building the host client")?
+        .with_layer(&tower::util::MapResponseLayer::new(log_host_warnings))
+        .build())
+}
+
 /// The required CRDs the host does not serve.
 async fn missing_crds(client: &kube::Client) -> anyhow::Result<Vec<String>> {
     let mut missing = Vec::new();
@@ -71,10 +84,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
     let config = host_config(&args).await?;
     let server = config.cluster_url.to_string();
-    let client = kube::client::ClientBuilder::try_from(config)
-        .context("building the host client")?
-        .with_layer(&tower::util::MapResponseLayer::new(log_host_warnings))
-        .build();
+    let client = host_client(config.clone(), "controllers")?;
     let version = client.apiserver_version().await.with_context(|| format!("reaching the host API server at {server}"))?;
     println!("flotilla controllers: host {server} (Kubernetes {})", version.git_version);
     let missing = missing_crds(&client).await?;
@@ -82,7 +92,12 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         bail!("the host does not serve {}; install the federation CRDs first: flotilla crds | kubectl apply --server-side -f -", missing.join(", "));
     }
     let mut set = tokio::task::JoinSet::new();
-    crate::controllers::start_federation(&mut set, &args.federation, |_| client.clone());
+    crate::controllers::start_federation(&mut set, &args.federation, |name| {
+        host_client(config.clone(), name).unwrap_or_else(|e| {
+            tracing::warn!(controller = name, error = %e, "building its own client failed; sharing the first one");
+            client.clone()
+        })
+    });
     println!("flotilla controllers: {} controllers running (cluster, cluster-status, detector, binding, execution, work-status, namespace-sync, scheduler)", set.len());
     let outcome = tokio::select! {
         _ = term.recv() => Ok(()),

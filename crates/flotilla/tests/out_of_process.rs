@@ -207,6 +207,12 @@ spec:
     let placed: Vec<(String, i64)> =
         rb["spec"]["clusters"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0))).collect();
     assert_eq!(placed, vec![("oop-m1".to_string(), 2), ("oop-m2".to_string(), 1)]);
+    // Each controller has its own User-Agent, so the host names it as the field manager.
+    let rb = get_json(&host, &["-n", &ns, "get", "resourcebinding", "nginx-deployment", "--show-managed-fields"]).unwrap();
+    let managers: Vec<&str> = rb["metadata"]["managedFields"].as_array().into_iter().flatten().filter_map(|f| f["manager"].as_str()).collect();
+    for manager in ["flotilla-resource-detector", "flotilla-scheduler", "flotilla-binding-controller"] {
+        assert!(managers.contains(&manager), "{manager} not among {managers:?}");
+    }
 
     // Each member runs its share, oop-m2 with the overridden image, labelled and annotated as
     // Karmada does; the Work behind it carries the same ids.
