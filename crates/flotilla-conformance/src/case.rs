@@ -61,6 +61,20 @@ pub struct Keep {
     pub values: Vec<String>,
 }
 
+/// Repeat a request step until its answer satisfies this (for what the real server does a moment
+/// after a write: a new CRD's resources are served and discovered once its controllers have
+/// run). The condition is checked after `keep`; only the last answer is recorded.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Until {
+    /// The status code to wait for.
+    pub status: Option<u16>,
+    /// A path into the body that must be present (and equal `equals`, when given).
+    pub path: Option<String>,
+    /// The value at `path` (templated).
+    pub equals: Option<Value>,
+}
+
 /// A request body.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
@@ -84,8 +98,9 @@ pub struct Request {
 /// What a step does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Send a request and read the whole response.
-    Request(Request),
+    /// Send a request and read the whole response; with `until`, again every 100 ms until the
+    /// answer satisfies it or `timeout` passed.
+    Request { request: Request, until: Option<Until>, timeout: Duration },
     /// Open a watch and keep its stream for a later `collect` step; only the response head
     /// (or the whole response when it is not a 200) is recorded here.
     Watch { id: String, request: Request },
@@ -177,6 +192,7 @@ struct RawStep {
     timeout: Option<f64>,
     #[serde(default)]
     compact: bool,
+    until: Option<Until>,
 }
 
 /// A scalar as query/header text.
@@ -231,11 +247,29 @@ fn step_from_raw(index: usize, raw: RawStep) -> Result<Step, String> {
             }
             Action::Compact
         }
-        (None, None, false) => Action::Request(request(&raw)?),
+        (None, None, false) => {
+            let secs = raw.timeout.unwrap_or(30.0);
+            if !(0.0..=120.0).contains(&secs) {
+                return Err(format!("timeout {secs} out of range"));
+            }
+            if let Some(p) = raw.until.as_ref().and_then(|u| u.path.as_deref()) {
+                crate::path::parse(p)?;
+            }
+            if raw.until.as_ref().is_some_and(|u| u.status.is_none() && u.path.is_none()) {
+                return Err("until needs a status or a path".into());
+            }
+            if raw.until.is_none() && raw.timeout.is_some() {
+                return Err("timeout only applies to collect and until".into());
+            }
+            Action::Request { request: request(&raw)?, until: raw.until.clone(), timeout: Duration::from_secs_f64(secs) }
+        }
         _ => return Err("watch, collect and compact are exclusive".into()),
     };
     if raw.count.is_some() && !matches!(action, Action::Collect { .. }) {
         return Err("count only applies to collect".into());
+    }
+    if raw.until.is_some() && !matches!(action, Action::Request { .. }) {
+        return Err("until only applies to request steps".into());
     }
     let mut capture = Vec::new();
     for (var, p) in &raw.capture {
@@ -365,7 +399,7 @@ cases:
         let c = &cases[0];
         assert_eq!(c.area, "crud");
         assert_eq!(c.steps[0].name, "1");
-        let Action::Request(r) = &c.steps[0].action else { panic!() };
+        let Action::Request { request: r, until: None, .. } = &c.steps[0].action else { panic!() };
         assert_eq!(r.method, "POST");
         assert_eq!(r.body, Some(Body::Json(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}}))));
         let Action::Watch { request, .. } = &c.steps[1].action else { panic!() };
@@ -381,5 +415,10 @@ cases:
         assert!(parse_file("t.yaml", &bad).is_err());
         let bad = FILE.replace("collect: w1", "collect: w2");
         assert!(parse_file("t.yaml", &bad).is_err());
+        let bad = FILE.replace("body: *cm", "body: *cm\n        until: {}");
+        assert!(parse_file("t.yaml", &bad).is_err(), "until needs a condition");
+        let good = FILE.replace("body: *cm", "body: *cm\n        until: {status: 201}\n        timeout: 5");
+        let c = &parse_file("t.yaml", &good).unwrap()[0];
+        assert!(matches!(&c.steps[0].action, Action::Request { until: Some(Until { status: Some(201), .. }), timeout, .. } if timeout.as_secs() == 5));
     }
 }

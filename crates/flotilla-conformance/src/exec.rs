@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 use http::{HeaderMap, Request, header};
 use serde_json::{Value, json};
 
-use crate::case::{Action, Body, Case, Compare, Step};
+use crate::case::{Action, Body, Case, Compare, Keep, Step, Until};
 use crate::normalise::{self, Normaliser};
 use crate::recording::{StepRecord, Transcript};
 use crate::target::{Target, TargetError};
@@ -140,6 +140,8 @@ struct Answer {
     status: Option<u16>,
     headers: HeaderMap,
     raw: Option<Value>,
+    /// An `until` that the last answer still did not satisfy.
+    unmet: Option<String>,
 }
 
 /// Send a request the runner itself needs (the case's namespace); answer status and body.
@@ -184,10 +186,22 @@ async fn run_steps(target: &dyn Target, case: &Case, ns: &str) -> Result<Vec<Ste
         if let Some(prefix) = requested_generate_name(step, &vars) {
             norm.generate_name(&prefix);
         }
-        let record = match run_action(target, step, &vars, &mut watches).await {
+        let keep = match rendered_keep(step, &vars) {
+            Ok(k) => k,
+            Err(message) => {
+                records.push(StepRecord { step: step.name.clone(), error: Some(message), ..Default::default() });
+                continue;
+            }
+        };
+        let record = match run_action(target, step, &vars, &keep, &mut watches).await {
             Ok(answer) => {
+                let unmet = answer.unmet.clone();
                 let error = capture(step, answer.raw.as_ref(), &mut vars, &mut norm);
-                StepRecord { error, ..record_answer(step, answer, &mut norm) }
+                let error = match (unmet, error) {
+                    (None, e) | (e @ Some(_), None) => e,
+                    (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                };
+                StepRecord { error, ..record_answer(step, &keep, answer, &mut norm) }
             }
             Err(StepFailure::Target(e)) => return Err(e.into()),
             Err(StepFailure::Case(message)) => StepRecord { step: step.name.clone(), error: Some(message), ..Default::default() },
@@ -221,15 +235,23 @@ fn capture(step: &Step, raw: Option<&Value>, vars: &mut Vars, norm: &mut Normali
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
+/// The step's `keep` filters with their values templated (`{{ns}}.example.com`).
+fn rendered_keep(step: &Step, vars: &Vars) -> Result<Vec<Keep>, String> {
+    step.keep
+        .iter()
+        .map(|k| Ok(Keep { values: k.values.iter().map(|v| vars.render(v)).collect::<Result<_, _>>()?, ..k.clone() }))
+        .collect()
+}
+
 /// The normalised record of an answer, as much of it as the step compares.
-fn record_answer(step: &Step, answer: Answer, norm: &mut Normaliser) -> StepRecord {
+fn record_answer(step: &Step, keep: &[Keep], answer: Answer, norm: &mut Normaliser) -> StepRecord {
     let is_collect = matches!(step.action, Action::Collect { .. });
     // Normalise even what is not compared: the normaliser's relations (resourceVersions seen,
     // uid numbering) must not depend on how much of each step a case compares.
     let headers = compared_headers(&answer.headers, norm);
     let mut raw = answer.raw;
     if let Some(r) = raw.as_mut() {
-        normalise::keep(r, &step.keep);
+        normalise::keep(r, keep);
         normalise::unordered(r, &step.unordered);
     }
     let body = match raw {
@@ -255,7 +277,7 @@ fn record_answer(step: &Step, answer: Answer, norm: &mut Normaliser) -> StepReco
 /// The `metadata.generateName` a step's request body asks for, if any.
 fn requested_generate_name(step: &Step, vars: &Vars) -> Option<String> {
     let request = match &step.action {
-        Action::Request(r) | Action::Watch { request: r, .. } => r,
+        Action::Request { request: r, .. } | Action::Watch { request: r, .. } => r,
         _ => return None,
     };
     let Some(Body::Json(body)) = &request.body else { return None };
@@ -276,14 +298,51 @@ async fn read_all(resp: http::Response<axum::body::Body>) -> Result<Answer, Step
         Ok(Err(e)) => return Err(StepFailure::Case(format!("reading the response body: {e}"))),
         Err(_) => return Err(StepFailure::Case(format!("no complete response within {RESPONSE_TIMEOUT:?}"))),
     };
-    Ok(Answer { status: Some(status), headers: parts.headers, raw: parse_body(&bytes) })
+    Ok(Answer { status: Some(status), headers: parts.headers, raw: parse_body(&bytes), unmet: None })
 }
 
-async fn run_action(target: &dyn Target, step: &Step, vars: &Vars, watches: &mut BTreeMap<String, OpenWatch>) -> Result<Answer, StepFailure> {
+/// Whether an answer satisfies `until` (its body seen through the step's `keep` filters).
+fn satisfies(answer: &Answer, until: &Until, keep: &[Keep], vars: &Vars) -> Result<bool, String> {
+    if until.status.is_some_and(|s| answer.status != Some(s)) {
+        return Ok(false);
+    }
+    let Some(p) = &until.path else { return Ok(true) };
+    let mut body = answer.raw.clone().unwrap_or(Value::Null);
+    normalise::keep(&mut body, keep);
+    let found = crate::path::get(&body, &crate::path::parse(p)?);
+    Ok(match (&until.equals, found) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(want), Some(got)) => vars.render_value(want)? == *got,
+    })
+}
+
+/// How often an `until` step asks again.
+const UNTIL_INTERVAL: Duration = Duration::from_millis(100);
+
+async fn run_action(
+    target: &dyn Target,
+    step: &Step,
+    vars: &Vars,
+    keep: &[Keep],
+    watches: &mut BTreeMap<String, OpenWatch>,
+) -> Result<Answer, StepFailure> {
     match &step.action {
-        Action::Request(r) => {
-            let req = build_request(r, vars).map_err(StepFailure::Case)?;
-            read_all(target.send(req).await.map_err(StepFailure::Target)?).await
+        Action::Request { request, until, timeout } => {
+            let deadline = tokio::time::Instant::now() + *timeout;
+            loop {
+                let req = build_request(request, vars).map_err(StepFailure::Case)?;
+                let mut answer = read_all(target.send(req).await.map_err(StepFailure::Target)?).await?;
+                let Some(until) = until else { return Ok(answer) };
+                if satisfies(&answer, until, keep, vars).map_err(StepFailure::Case)? {
+                    return Ok(answer);
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    answer.unmet = Some(format!("until not satisfied within {timeout:?}"));
+                    return Ok(answer);
+                }
+                tokio::time::sleep(UNTIL_INTERVAL).await;
+            }
         }
         Action::Watch { id, request } => {
             let req = build_request(request, vars).map_err(StepFailure::Case)?;
@@ -294,18 +353,18 @@ async fn run_action(target: &dyn Target, step: &Step, vars: &Vars, watches: &mut
             let status = resp.status().as_u16();
             let (parts, body) = resp.into_parts();
             watches.insert(id.clone(), OpenWatch { stream: Box::pin(body.into_data_stream()), buffer: Vec::new(), ended: false });
-            Ok(Answer { status: Some(status), headers: parts.headers, raw: None })
+            Ok(Answer { status: Some(status), headers: parts.headers, raw: None, unmet: None })
         }
         Action::Collect { id, count, timeout } => {
             let Some(w) = watches.get_mut(id) else {
                 return Err(StepFailure::Case(format!("watch {id} is not open")));
             };
             let events = w.collect(*count, *timeout).await;
-            Ok(Answer { status: None, headers: HeaderMap::new(), raw: Some(Value::Array(events)) })
+            Ok(Answer { status: None, headers: HeaderMap::new(), raw: Some(Value::Array(events)), unmet: None })
         }
         Action::Compact => {
             target.compact().await.map_err(StepFailure::Target)?;
-            Ok(Answer { status: None, headers: HeaderMap::new(), raw: None })
+            Ok(Answer { status: None, headers: HeaderMap::new(), raw: None, unmet: None })
         }
     }
 }

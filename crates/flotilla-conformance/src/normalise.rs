@@ -173,7 +173,18 @@ impl Normaliser {
         if kind == "Status" {
             return;
         }
-        if v.get("items").is_some_and(Value::is_array) {
+        if kind == "Table" {
+            // A Table (`as=Table`): its revision is the list's, each row's object an object.
+            self.collection_rv(v);
+            if let Some(rows) = v.get_mut("rows").and_then(Value::as_array_mut) {
+                for row in rows {
+                    if let Some(obj) = row.get_mut("object") {
+                        let k = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+                        self.object_rv(obj, &k);
+                    }
+                }
+            }
+        } else if v.get("items").is_some_and(Value::is_array) {
             self.collection_rv(v);
             let item_kind = kind.strip_suffix("List").unwrap_or(&kind).to_string();
             if let Some(items) = v.get_mut("items").and_then(Value::as_array_mut) {
@@ -351,6 +362,17 @@ mod tests {
         assert_eq!(v["spec"]["clusterIP"], "<clusterIP>");
         assert_eq!(v["spec"]["ports"][0]["nodePort"], "<nodePort>");
         assert_eq!(v["message"], "uid <uid:1> in {{ns}}: too old resource version: <rv> (<rv>)");
+    }
+
+    #[test]
+    fn table_rows_carry_object_resource_versions() {
+        let mut n = Normaliser::new("c-x");
+        n.body(json!({"kind": "Widget", "metadata": {"name": "a", "namespace": "c-x", "resourceVersion": "10"}}));
+        let t = n.body(json!({"kind": "Table", "metadata": {"resourceVersion": "12"}, "rows": [
+            {"cells": ["a"], "object": {"kind": "PartialObjectMetadata", "metadata": {"name": "a", "namespace": "c-x", "resourceVersion": "10"}}},
+        ]}));
+        assert_eq!(t["metadata"]["resourceVersion"], "<rv:current>");
+        assert_eq!(t["rows"][0]["object"]["metadata"]["resourceVersion"], "<rv:seen>");
     }
 
     #[test]
