@@ -34,6 +34,13 @@ fn s<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
     v.pointer(p).and_then(Value::as_str)
 }
 
+/// kube-apiserver's explanation of a DNS-1035 label (plural and singular names).
+const DNS1035_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_dns1035_label(x: &str) -> bool {
+    is_dns_label(x) && x.as_bytes()[0].is_ascii_lowercase()
+}
+
 fn is_dns_label(x: &str) -> bool {
     !x.is_empty()
         && x.len() <= 63
@@ -55,6 +62,58 @@ pub fn default_crd(obj: &mut Value) {
     if obj.get("spec").is_some_and(Value::is_object) && obj.pointer("/spec/conversion").is_none() {
         obj["spec"]["conversion"] = json!({"strategy": "None"});
     }
+    if let Some(versions) = obj.pointer_mut("/spec/versions").and_then(Value::as_array_mut) {
+        for v in versions {
+            if let Some(schema) = v.pointer_mut("/schema/openAPIV3Schema") {
+                integral_bounds(schema);
+            }
+        }
+    }
+}
+
+/// `minimum`, `maximum` and `multipleOf` are float64 in kube-apiserver, which writes an integral
+/// value without a fraction (`10`, not `10.0`); the typed round trip makes them floats.
+fn integral_bounds(schema: &mut Value) {
+    match schema {
+        Value::Object(m) => {
+            for key in ["minimum", "maximum", "multipleOf"] {
+                if let Some(f) = m.get(key).and_then(Value::as_f64).filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                    m.insert(key.into(), json!(f as i64));
+                }
+            }
+            for (k, x) in m.iter_mut() {
+                if !matches!(k.as_str(), "default" | "enum" | "example") {
+                    integral_bounds(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(integral_bounds),
+        _ => {}
+    }
+}
+
+/// The status a CRD is created with, before its names are accepted (as kube-apiserver answers
+/// the create).
+pub fn initial_status(obj: &mut Value) {
+    let storage: Vec<Value> = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    obj["status"] = json!({"acceptedNames": {"plural": "", "kind": ""}, "conditions": null, "storedVersions": storage});
+}
+
+/// What the first delete of a CRD writes: a `Terminating` condition (the worker then deletes its
+/// objects and says so).
+pub fn mark_deletion_pending(obj: &mut Value) {
+    let cond = condition("Terminating", "True", "InstanceDeletionPending", "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", obj);
+    let conds = obj["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let mut conds: Vec<Value> = conds.into_iter().filter(|c| c["type"] != "Terminating").collect();
+    conds.push(cond);
+    obj["status"]["conditions"] = Value::Array(conds);
 }
 
 /// Validate a CRD object; causes name the field, as the real server's 422 does.
@@ -76,10 +135,15 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
     for (field, required) in [("plural", true), ("singular", false), ("kind", true), ("listKind", false)] {
         match s(obj, &format!("/spec/names/{field}")) {
             None | Some("") if required => c.push(Cause::new("FieldValueRequired", format!("spec.names.{field}"), "Required value")),
-            Some(v) if (field == "plural" || field == "singular") && !v.is_empty() && !is_dns_label(v) => {
-                c.push(Cause::new("FieldValueInvalid", format!("spec.names.{field}"), format!("Invalid value: {v:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+            Some(v) if (field == "plural" || field == "singular") && !v.is_empty() && !is_dns1035_label(v) => {
+                c.push(Cause::new("FieldValueInvalid", format!("spec.names.{field}"), format!("Invalid value: {v:?}: {DNS1035_MESSAGE}")));
             }
             _ => {}
+        }
+    }
+    if let (Some(kind), Some(list_kind)) = (s(obj, "/spec/names/kind"), s(obj, "/spec/names/listKind")) {
+        if !kind.is_empty() && kind == list_kind {
+            c.push(Cause::new("FieldValueInvalid", "spec.names.listKind", format!("Invalid value: {list_kind:?}: kind and listKind may not be the same")));
         }
     }
     if let Some(shorts) = obj.pointer("/spec/names/shortNames").and_then(Value::as_array) {
@@ -107,6 +171,9 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
     if !versions.is_empty() && storage != 1 {
         c.push(Cause::new("FieldValueInvalid", "spec.versions", format!("Invalid value: must have exactly one version marked as storage version, status.storedVersions[{storage}]")));
     }
+    // kube-apiserver validates its internal version, where a schema every version shares is
+    // hoisted to spec.validation: its errors are reported there.
+    let shared_schema = !versions.is_empty() && versions.iter().all(|v| v.pointer("/schema/openAPIV3Schema").is_some() && v.pointer("/schema") == versions[0].pointer("/schema"));
     let mut seen = HashSet::new();
     for (i, v) in versions.iter().enumerate() {
         let vn = v.get("name").and_then(Value::as_str).unwrap_or("");
@@ -117,10 +184,12 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
             c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].name"), format!("Invalid value: {vn:?}: must be unique")));
         }
         match v.pointer("/schema/openAPIV3Schema") {
-            None => c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].schema.openAPIV3Schema"), "Required value: schemas are required")),
+            None => c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].schema.openAPIV3Schema"), "Required value")),
+            Some(_) if shared_schema && i > 0 => {}
             Some(schema) => {
                 let mut errs = Vec::new();
-                Schema::parse(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"), &mut errs);
+                let base = if shared_schema { "spec.validation.openAPIV3Schema".to_string() } else { format!("spec.versions[{i}].schema.openAPIV3Schema") };
+                Schema::parse(schema, &base, &mut errs);
                 c.extend(errs.into_iter().map(|e| Cause::new(e.reason, e.path, e.message)));
             }
         }
@@ -145,6 +214,26 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
                         c.push(Cause::new("FieldValueNotSupported", format!("spec.versions[{i}].additionalPrinterColumns[{j}].type"), format!("Unsupported value: {t:?}: supported values: \"boolean\", \"date\", \"integer\", \"number\", \"string\"")));
                     }
                 }
+            }
+        }
+    }
+    c
+}
+
+/// What may not change once a CRD is established: its scope and kind (they shape storage).
+pub fn validate_crd_update(new: &Value, old: &Value) -> Vec<Cause> {
+    let established = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+    if !established {
+        return Vec::new();
+    }
+    let mut c = Vec::new();
+    for (pointer, field) in [("/spec/scope", "spec.scope"), ("/spec/names/kind", "spec.names.kind")] {
+        if let (Some(n), Some(o)) = (s(new, pointer), s(old, pointer)) {
+            if n != o {
+                c.push(Cause::new("FieldValueInvalid", field, format!("Invalid value: {n:?}: field is immutable")));
             }
         }
     }
@@ -303,6 +392,9 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, old: &Value
 /// Recompute which CRDs are served, refresh the registry, and bring every CRD's status up to
 /// date. Returns CRDs that are terminating.
 pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
+    // One sync at a time: a sync that read the CRDs before another's write must not publish
+    // its older set of served resources after the newer one.
+    let _one_at_a_time = inner.crd_sync.lock().await;
     let crds = load(inner.store.as_ref()).await?;
     let catalog = inner.registry.catalog();
     let mut taken: HashMap<String, HashSet<String>> = HashMap::new();
@@ -390,6 +482,8 @@ async fn clean_up(inner: &Inner, crd: &Value) -> Result<(), StoreError> {
                 let mut o = obj.clone();
                 meta::meta_mut(&mut o).insert("deletionTimestamp".into(), json!(meta::now()));
                 meta::meta_mut(&mut o).insert("deletionGracePeriodSeconds".into(), json!(0));
+                let g = meta::generation(&o);
+                meta::meta_mut(&mut o).insert("generation".into(), json!(g + 1));
                 let _ = inner.store.update_if(kv.key.clone(), storage::encode(&o).map_err(enc)?, kv.mod_revision).await;
             }
         }

@@ -97,7 +97,17 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
     }
     let mut resources: Vec<Value> = catalog.resources(group, version).iter().flat_map(|r| resource_entries(r, &catalog.connects_of(r))).collect();
     resources.extend(virtual_resources(group, version));
-    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    // Built-in resources come sorted by name; a CRD's as apiextensions lists them: the
+    // resource, then status, then scale.
+    if catalog.resources(group, version).iter().any(|r| r.is_custom()) {
+        resources.sort_by_key(|v| {
+            let name = v["name"].as_str().unwrap_or("");
+            let (base, sub) = name.split_once('/').unwrap_or((name, ""));
+            (base.to_string(), match sub { "" => 0, "status" => 1, _ => 2 })
+        });
+    } else {
+        resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
     let mut doc = json!({"kind": "APIResourceList", "groupVersion": gv_string(group, version), "resources": resources});
     if !group.is_empty() {
         doc["apiVersion"] = json!("v1");

@@ -246,7 +246,10 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
         }
         (None, None)
     };
-    let page = read_page(ctx, &sel, limit, at, after).await?;
+    let mut page = read_page(ctx, &sel, limit, at, after).await?;
+    for item in &mut page.items {
+        crate::objects::default_on_read(&ctx.info, item);
+    }
     let mut list_meta = json!({"resourceVersion": page.revision.to_string()});
     if let Some(next) = &page.next {
         list_meta["continue"] = json!(next.encode());
@@ -259,8 +262,8 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
         Output::Table(v) => {
             let include = q.get("includeObject").unwrap_or("Metadata");
             let t = crate::table::table(&ctx.info.printer, v, &page.items, include, list_meta, true);
-            let ct = if v == "v1" { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json;as=Table;v=v1beta1;g=meta.k8s.io" };
-            Ok(json_response(StatusCode::OK, &t, ct, &[]))
+            // kube-apiserver labels a Table `application/json` (the serializer's media type).
+            Ok(json_response(StatusCode::OK, &t, "application/json", &[]))
         }
         Output::PartialMetadata => {
             let items: Vec<Value> = page.items.iter().map(crate::table::partial_metadata).collect();
@@ -268,6 +271,10 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
             Ok(json_response(StatusCode::OK, &body, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1", &[]))
         }
         Output::Json => {
+            if ctx.info.is_custom() && list_meta.get("continue").is_none() {
+                // Custom objects are listed as unstructured lists, which always carry `continue`.
+                list_meta["continue"] = json!("");
+            }
             let items: Vec<Value> = page.items.into_iter().map(|o| list_item(&ctx.info, o)).collect();
             let body = json!({"kind": ctx.info.list_kind, "apiVersion": ctx.info.api_version(), "metadata": list_meta, "items": items});
             Ok(json_response(StatusCode::OK, &body, "application/json", &[]))

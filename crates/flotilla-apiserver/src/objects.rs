@@ -93,9 +93,17 @@ pub(crate) fn render_object(ctx: &Ctx, headers: &HeaderMap, code: StatusCode, ob
             let include = ctx.query.get("includeObject").unwrap_or("Metadata");
             let rv = meta::meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
             let t = crate::table::table(&ctx.info.printer, v, &[obj], include, json!({"resourceVersion": rv}), true);
-            let ct = if v == "v1" { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json;as=Table;v=v1beta1;g=meta.k8s.io" };
-            Ok(json_response(code, &t, ct, warnings))
+            // kube-apiserver labels a Table `application/json` (the serializer's media type).
+            Ok(json_response(code, &t, "application/json", warnings))
         }
+    }
+}
+
+/// A custom object as read from storage: defaulted (and pruned) with its CRD's current schema,
+/// so defaults added to the schema later show on objects stored before.
+pub(crate) fn default_on_read(info: &ResourceInfo, obj: &mut Value) {
+    if let Codec::Custom(s) = &info.codec {
+        s.decode(obj);
     }
 }
 
@@ -113,7 +121,8 @@ pub(crate) async fn read_object(ctx: &Ctx) -> ApiResult<Value> {
 }
 
 pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
-    let (obj, _) = read(ctx, ctx.name()).await?;
+    let (mut obj, _) = read(ctx, ctx.name()).await?;
+    default_on_read(&ctx.info, &mut obj);
     match ctx.path.subresource.as_deref() {
         Some("scale") => Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[])),
         _ => render_object(ctx, headers, StatusCode::OK, obj, &[]),
@@ -156,7 +165,11 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
                 match fv {
                     FieldValidation::Strict => {
                         let list = dropped.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ");
-                        return Err(ApiError::bad_request(format!("strict decoding error: {list}")));
+                        let kind = &info.kind;
+                        return Err(ApiError::bad_request(format!(
+                            "{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error: {list}",
+                            info.version
+                        )));
                     }
                     FieldValidation::Warn => warnings.extend(dropped.iter().map(|f| format!("unknown field \"{f}\""))),
                     FieldValidation::Ignore => {}
@@ -486,13 +499,14 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     let dry_run = ctx.query.dry_run()?;
     if let Codec::Custom(s) = &info.codec {
         if s.terminating {
-            return Err(ApiError::method_not_allowed("create", &info.plural)
-                .with_message("create not allowed while custom resource definition is terminating"));
+            let name = meta::name(&body).to_string();
+            return Err(ApiError::forbidden(&ctx.subject(&name), "create not allowed while custom resource definition is terminating"));
         }
     }
     let mut obj = decode_object(info, body, fv, warnings)?;
     if is_crd(info) {
         crate::crd::default_crd(&mut obj);
+        crate::crd::initial_status(&mut obj);
     }
     // Namespace: from the URL; a different one in the body is an error.
     let url_ns = ctx.namespace().map(String::from);
@@ -704,6 +718,9 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
     causes.extend(validate_kind(info, &obj));
+    if is_crd(info) && sub.is_none() {
+        causes.extend(crate::crd::validate_crd_update(&obj, old));
+    }
     if causes.is_empty() && sub.is_none() {
         causes.extend(admission_chain::validate(info, &obj, Some(old)));
     }
@@ -762,11 +779,12 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
             return Err(ApiError::conflict(&ctx.subject(&name)));
         }
     } else if ctx.info.is_custom() {
+        // kube-apiserver names the resource (not the kind) here, and prints the revision as 0.
         return Err(ApiError::invalid(
             &ctx.info.group,
-            &ctx.info.kind,
+            &ctx.info.plural,
             &name,
-            vec![Cause::new("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")],
+            vec![Cause::new("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0: must be specified for an update")],
         ));
     }
     let mut warnings = Vec::new();
@@ -1067,9 +1085,15 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
             {
                 let m = meta::meta_mut(&mut obj);
                 m.insert("deletionTimestamp".into(), json!(meta::now()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if !is_crd(info) {
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
             }
-            if info.generation {
+            if is_crd(info) {
+                // kube-apiserver's CRD delete writes deletionTimestamp, the finalizer and a
+                // Terminating condition itself (no grace period, no new generation).
+                crate::crd::mark_deletion_pending(&mut obj);
+            } else if info.generation {
                 let g = meta::generation(&obj);
                 meta::meta_mut(&mut obj).insert("generation".into(), json!(g + 1));
             }

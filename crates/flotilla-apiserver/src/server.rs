@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     pub rbac: Arc<crate::rbac::Rbac>,
     pub tokens: parking_lot::RwLock<TokenFile>,
     pub metrics: Metrics,
+    /// Held by `crd::sync`, so CRD syncs publish served resources in order.
+    pub crd_sync: tokio::sync::Mutex<()>,
     in_flight: Semaphore,
     ready: AtomicBool,
 }
@@ -124,6 +126,7 @@ impl ApiServer {
                 rbac,
                 tokens: parking_lot::RwLock::new(TokenFile::default()),
                 metrics: Metrics::new(),
+                crd_sync: tokio::sync::Mutex::new(()),
                 in_flight,
                 ready: AtomicBool::new(false),
             }),

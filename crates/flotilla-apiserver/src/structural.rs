@@ -203,7 +203,8 @@ impl Schema {
         }
         if root {
             if s.type_.as_deref() != Some("object") {
-                errors.push(SchemaError { path: format!("{path}.type"), reason: "FieldValueInvalid", message: "Invalid value: must be object at the root".into() });
+                let t = s.type_.as_deref().unwrap_or("");
+                errors.push(SchemaError { path: format!("{path}.type"), reason: "FieldValueInvalid", message: format!("Invalid value: {t:?}: must be object at the root") });
             }
             if s.nullable {
                 errors.push(SchemaError { path: format!("{path}.nullable"), reason: "FieldValueForbidden", message: "Forbidden: must be false at the root".into() });
@@ -374,7 +375,7 @@ pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
             }
             if let Some(f) = &s.format {
                 if !format_ok(f, st) {
-                    causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v))));
+                    causes.push(Cause::new("FieldValueTypeInvalid", path, format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v))));
                 }
             }
         }

@@ -174,10 +174,18 @@ impl Printer {
             Printer::Custom(cols) => {
                 let mut out = vec![name_col()];
                 for c in cols {
-                    out.push(col(&c.name, &c.type_, &c.format, c.priority, &c.description));
+                    let description = if c.description.is_empty() {
+                        format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
+                    } else {
+                        c.description.clone()
+                    };
+                    out.push(col(&c.name, &c.type_, &c.format, c.priority, &description));
                 }
-                if !cols.iter().any(|c| c.name.eq_ignore_ascii_case("age")) && cols.is_empty() {
-                    out.push(age_col());
+                if cols.is_empty() {
+                    // A CRD without columns: Age is a date column (kube-apiserver's default).
+                    let mut age = age_col();
+                    age["type"] = json!("date");
+                    out.push(age);
                 }
                 out
             }
