@@ -107,6 +107,13 @@ impl ApiError {
         ApiError::new(404, "NotFound", "the server could not find the requested resource")
     }
 
+    /// The answer for a path the real server does not route at all (outside /api and /apis, an
+    /// API group nothing serves, a custom resource's version or scope that its CRD does not
+    /// serve): Go's plain-text `404 page not found`, not a Status.
+    pub fn page_not_found() -> Self {
+        ApiError::new(404, PAGE_NOT_FOUND, "404 page not found")
+    }
+
     pub fn method_not_allowed(verb: &str, resource: &str) -> Self {
         ApiError::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind \"{resource}\""))
     }
@@ -251,8 +258,16 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+/// The reason of [`ApiError::page_not_found`], which is answered as plain text.
+const PAGE_NOT_FOUND: &str = "PageNotFound";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.reason == PAGE_NOT_FOUND {
+            let mut resp = (StatusCode::NOT_FOUND, format!("{}\n", self.message)).into_response();
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+            return resp;
+        }
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
         let mut resp = (StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), body).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

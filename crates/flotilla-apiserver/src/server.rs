@@ -431,11 +431,11 @@ async fn route_request(inner: Arc<Inner>, identity: Identity, route: Route, quer
         Route::Groups => discovery_root(&inner, false, accept.as_deref()),
         Route::Group(g) => {
             let catalog = inner.registry.catalog();
-            discovery::group(&catalog, &g).map(|d| ok_json(&d)).ok_or_else(ApiError::no_route)
+            discovery::group(&catalog, &g).map(|d| ok_json(&d)).ok_or_else(ApiError::page_not_found)
         }
         Route::GroupVersion { group, version } => {
             let catalog = inner.registry.catalog();
-            discovery::resource_list(&catalog, &group, &version).map(|d| ok_json(&d)).ok_or_else(ApiError::no_route)
+            discovery::resource_list(&catalog, &group, &version).map(|d| ok_json(&d)).ok_or_else(|| unrouted(&inner, &group))
         }
         Route::Resource(p) => resource(inner.clone(), identity, p, query, req).await,
     };
@@ -501,13 +501,24 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
             Ok(resp)
         }
         "/openapi/v2" => Ok(crate::openapi::v2(headers)),
-        _ => Err(ApiError::no_route()),
+        _ => Err(ApiError::page_not_found()),
     }
 }
 
 /// Look up the resource a path names, or answer 404 as the real server does.
 pub(crate) fn resolve(inner: &Inner, p: &ResourcePath) -> ApiResult<Arc<ResourceInfo>> {
-    inner.registry.catalog().lookup(&p.group, &p.version, &p.resource).ok_or_else(ApiError::no_route)
+    inner.registry.catalog().lookup(&p.group, &p.version, &p.resource).ok_or_else(|| unrouted(inner, &p.group))
+}
+
+/// A 404 for a path under `group` that nothing serves: a Status in a built-in group (its
+/// handlers answer), Go's plain-text 404 elsewhere (kube-apiserver hands such paths to
+/// apiextensions, which falls through to its not-found handler).
+fn unrouted(inner: &Inner, group: &str) -> ApiError {
+    if group.is_empty() || inner.registry.builtin_resources().iter().any(|r| r.group == group) {
+        ApiError::no_route()
+    } else {
+        ApiError::page_not_found()
+    }
 }
 
 async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
@@ -533,11 +544,13 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
         return crate::objects::token_request(&inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
     }
     let info = resolve(&inner, &p)?;
+    // A custom resource in the other scope: apiextensions hands it to its not-found handler.
+    let wrong_scope = || if info.is_custom() { ApiError::page_not_found() } else { ApiError::no_route() };
     if info.namespaced && p.namespace.is_none() && p.name.is_some() {
-        return Err(ApiError::no_route());
+        return Err(wrong_scope());
     }
     if !info.namespaced && p.namespace.is_some() {
-        return Err(ApiError::no_route());
+        return Err(wrong_scope());
     }
     let verb = verb_of(req.method(), &p, &query);
     let sub = p.subresource.as_deref();
