@@ -316,27 +316,46 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
     out
 }
 
-/// Which names of `crd` collide with names already taken (built-ins, or CRDs accepted earlier
-/// in the same group). Returns the condition reason and message, or None when all is clear.
-fn name_conflict(crd: &Value, taken: &HashMap<String, HashSet<String>>) -> Option<(&'static str, String)> {
+/// Decide which names of `crd` it may have, as kube-apiserver's naming controller does: each
+/// name not taken by a built-in or a CRD accepted before it in the group is accepted, a taken
+/// one keeps what was accepted before; every check runs, so the last conflict found is the one
+/// reported (reason, message). Returns the accepted names and that conflict, if any.
+fn accept_names(crd: &Value, taken: &HashMap<String, HashSet<String>>) -> (Value, Option<(&'static str, String)>) {
     let group = s(crd, "/spec/group").unwrap_or("");
-    let Some(names) = taken.get(group) else { return None };
+    let empty = HashSet::new();
+    let names = taken.get(group).unwrap_or(&empty);
     let n = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    let checks = [
-        ("PluralConflict", n["plural"].as_str().map(String::from).into_iter().collect::<Vec<_>>(), "plural"),
-        ("SingularConflict", n["singular"].as_str().map(String::from).into_iter().collect(), "singular"),
-        ("ShortNamesConflict", strings(n.get("shortNames")), "short name"),
-        ("KindConflict", n["kind"].as_str().map(|k| format!("kind:{k}")).into_iter().collect(), "kind"),
-        ("ListKindConflict", n["listKind"].as_str().map(|k| format!("kind:{k}")).into_iter().collect(), "list kind"),
-    ];
-    for (reason, values, what) in checks {
-        for v in values {
-            if names.contains(&v) {
-                return Some((reason, format!("{what} {:?} is already in use", v.trim_start_matches("kind:"))));
-            }
+    let mut accepted = crd.pointer("/status/acceptedNames").cloned().filter(Value::is_object).unwrap_or(json!({}));
+    for key in ["plural", "kind"] {
+        if accepted.get(key).is_none() {
+            accepted[key] = json!("");
         }
     }
-    None
+    let mut conflict = None;
+    let checks: [(&str, &str, Option<&str>); 4] =
+        [("plural", "PluralConflict", None), ("singular", "SingularConflict", None), ("kind", "KindConflict", Some("kind:")), ("listKind", "ListKindConflict", Some("kind:"))];
+    for (i, (field, reason, prefix)) in checks.into_iter().enumerate() {
+        if i == 2 {
+            // Short names are checked between singular and kind.
+            let shorts = strings(n.get("shortNames"));
+            match shorts.iter().find(|x| names.contains(x.as_str())) {
+                Some(x) => conflict = Some(("ShortNamesConflict", format!("{x:?} is already in use"))),
+                None if !shorts.is_empty() => accepted["shortNames"] = json!(shorts),
+                None => {}
+            }
+        }
+        let Some(v) = n.get(field).and_then(Value::as_str).filter(|v| !v.is_empty()) else { continue };
+        if names.contains(&format!("{}{v}", prefix.unwrap_or(""))) {
+            conflict = Some((reason, format!("{v:?} is already in use")));
+        } else {
+            accepted[field] = json!(v);
+        }
+    }
+    let categories = strings(n.get("categories"));
+    if !categories.is_empty() {
+        accepted["categories"] = json!(categories);
+    }
+    (accepted, conflict)
 }
 
 fn names_of(crd: &Value) -> HashSet<String> {
@@ -364,10 +383,14 @@ async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
         .iter()
         .filter_map(|kv| storage::decode(kv).ok().map(|v| (v, kv.mod_revision)))
         .collect();
+    // CRDs whose names were accepted keep them: they come first, then the oldest.
+    let fresh = |v: &Value| {
+        !v.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "NamesAccepted" && c["status"] == "True"))
+    };
     out.sort_by(|a, b| {
         let ca = meta::meta_str(&a.0, "creationTimestamp").unwrap_or("");
         let cb = meta::meta_str(&b.0, "creationTimestamp").unwrap_or("");
-        ca.cmp(cb).then_with(|| meta::name(&a.0).cmp(meta::name(&b.0)))
+        fresh(&a.0).cmp(&fresh(&b.0)).then_with(|| ca.cmp(cb)).then_with(|| meta::name(&a.0).cmp(meta::name(&b.0)))
     });
     Ok(out)
 }
@@ -410,7 +433,7 @@ pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
     let mut terminating = Vec::new();
     for (crd, rev) in &crds {
         let group = s(crd, "/spec/group").unwrap_or("").to_string();
-        let conflict = name_conflict(crd, &taken);
+        let (accepted_names, conflict) = accept_names(crd, &taken);
         let mut status = crd.get("status").cloned().unwrap_or(json!({}));
         let accepted = conflict.is_none();
         let mut conds = Vec::new();
@@ -420,12 +443,12 @@ pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
                 conds.push(condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted", crd));
                 taken.entry(group.clone()).or_default().extend(names_of(crd));
                 served.extend(resources_of(crd));
-                status["acceptedNames"] = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+                status["acceptedNames"] = accepted_names;
             }
             Some((reason, message)) => {
                 conds.push(condition("NamesAccepted", "False", reason, message, crd));
                 conds.push(condition("Established", "False", "NotAccepted", "not all names are accepted", crd));
-                status["acceptedNames"] = json!({"plural": "", "kind": ""});
+                status["acceptedNames"] = accepted_names;
             }
         }
         if meta::is_terminating(crd) {

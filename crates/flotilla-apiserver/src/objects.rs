@@ -1176,10 +1176,15 @@ pub(crate) async fn delete_collection(ctx: &Ctx, _headers: &HeaderMap, (ct, byte
         }
     }
     let rv = ctx.inner.store.current_revision().await?;
+    let mut list_meta = json!({"resourceVersion": rv.to_string()});
+    if ctx.info.is_custom() {
+        // Custom objects are listed as unstructured lists, which always carry `continue`.
+        list_meta["continue"] = json!("");
+    }
     let list = json!({
         "kind": ctx.info.list_kind,
         "apiVersion": ctx.info.api_version(),
-        "metadata": {"resourceVersion": rv.to_string()},
+        "metadata": list_meta,
         "items": deleted,
     });
     Ok(json_response(StatusCode::OK, &list, "application/json", &[]))

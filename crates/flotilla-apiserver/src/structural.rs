@@ -427,7 +427,7 @@ pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
                         let key: Vec<String> = s.list_map_keys.iter().map(|k| x.get(k).map(|v| v.to_string()).unwrap_or_default()).collect();
                         if !seen.insert(key.clone()) {
                             let shown = s.list_map_keys.iter().zip(&key).map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",");
-                            causes.push(Cause::new("FieldValueDuplicate", format!("{path}[{i}]"), format!("Duplicate value: map[string]interface {{}}{{{shown}}}")));
+                            causes.push(Cause::new("FieldValueDuplicate", format!("{path}[{i}]"), format!("Duplicate value: {{{shown}}}")));
                         }
                     }
                 }
@@ -435,6 +435,14 @@ pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
             }
         }
         Value::Object(m) => {
+            if s.embedded_resource {
+                // An embedded resource names its type.
+                for k in ["apiVersion", "kind"] {
+                    if m.get(k).and_then(Value::as_str).is_none_or(str::is_empty) {
+                        causes.push(Cause::new("FieldValueRequired", child(path, k), "Required value"));
+                    }
+                }
+            }
             for r in &s.required {
                 if !m.contains_key(r) {
                     causes.push(Cause::new("FieldValueRequired", child(path, r), "Required value"));
