@@ -272,9 +272,21 @@ fn is_crd(info: &ResourceInfo) -> bool {
 
 /// Validation beyond metadata: custom resources against their schema, CRDs as the real server
 /// checks them.
-fn validate_kind(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+fn validate_kind(info: &ResourceInfo, obj: &Value, sub: Option<&str>) -> Vec<Cause> {
     match &info.codec {
-        Codec::Custom(structural) => structural.validate(obj),
+        Codec::Custom(structural) => {
+            // A /status write is validated against the status schema alone (kube-apiserver's
+            // messages then name fields relative to status); both check the scale replicas.
+            let status_write = sub == Some("status");
+            let mut causes = if status_write { structural.validate_status(obj) } else { structural.validate(obj) };
+            if let Some(scale) = &info.scale {
+                let pointer = if status_write { &scale.status_replicas } else { &scale.spec_replicas };
+                if let Some(n) = obj.pointer(pointer).and_then(Value::as_i64).filter(|n| *n < 0) {
+                    causes.push(Cause::new("FieldValueInvalid", pointer.replace('/', "."), format!("Invalid value: {n}: should be a non-negative integer")));
+                }
+            }
+            causes
+        }
         _ if is_crd(info) => crate::crd::validate_crd(obj),
         _ => Vec::new(),
     }
@@ -556,7 +568,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj));
+    causes.extend(validate_kind(info, &obj, None));
     if causes.is_empty() {
         causes.extend(admission_chain::validate(info, &obj, None));
     }
@@ -717,7 +729,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     }
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj));
+    causes.extend(validate_kind(info, &obj, sub));
     if is_crd(info) && sub.is_none() {
         causes.extend(crate::crd::validate_crd_update(&obj, old));
     }
@@ -938,7 +950,9 @@ fn label_selector_string(sel: &Value) -> String {
 fn set_scale(ctx: &Ctx, obj: &Value, scale: &Value) -> ApiResult<Value> {
     let spec = ctx.info.scale.as_ref().ok_or_else(ApiError::no_route)?;
     let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
-    if replicas < 0 {
+    // A custom object's Scale is not validated itself: the replicas land in the object, whose
+    // schema and scale checks answer (as kube-apiserver's do).
+    if replicas < 0 && !ctx.info.is_custom() {
         return Err(ApiError::invalid(
             "autoscaling",
             "Scale",

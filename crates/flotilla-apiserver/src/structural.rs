@@ -552,6 +552,19 @@ impl Structural {
         causes
     }
 
+    /// Every violation of `obj`'s status against the status schema: fields are named from the
+    /// object (`status.replicas`), messages from the status (`replicas in body ...`), as
+    /// kube-apiserver validates a /status write.
+    pub fn validate_status(&self, obj: &Value) -> Vec<Cause> {
+        let (Some(status), Some(schema)) = (obj.get("status"), self.schema.properties.get("status")) else { return Vec::new() };
+        let mut causes = Vec::new();
+        validate(status, schema, "", &mut causes);
+        for c in &mut causes {
+            c.field = if c.field.is_empty() { "status".into() } else { format!("status.{}", c.field) };
+        }
+        causes
+    }
+
     /// Prune, default and validate (tests).
     pub fn admit(&self, obj: &mut Value) -> (Vec<String>, Vec<Cause>) {
         let dropped = self.decode(obj);
