@@ -173,7 +173,10 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
     }
     // kube-apiserver validates its internal version, where a schema every version shares is
     // hoisted to spec.validation: its errors are reported there.
+    // Subresources and printer columns are hoisted the same way.
     let shared_schema = !versions.is_empty() && versions.iter().all(|v| v.pointer("/schema/openAPIV3Schema").is_some() && v.pointer("/schema") == versions[0].pointer("/schema"));
+    let shared = |pointer: &str| versions.iter().all(|v| v.pointer(pointer) == versions[0].pointer(pointer));
+    let (shared_subresources, shared_columns) = (shared("/subresources"), shared("/additionalPrinterColumns"));
     let mut seen = HashSet::new();
     for (i, v) in versions.iter().enumerate() {
         let vn = v.get("name").and_then(Value::as_str).unwrap_or("");
@@ -191,33 +194,62 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
                 let base = if shared_schema { "spec.validation.openAPIV3Schema".to_string() } else { format!("spec.versions[{i}].schema.openAPIV3Schema") };
                 Schema::parse(schema, &base, &mut errs);
                 c.extend(errs.into_iter().map(|e| Cause::new(e.reason, e.path, e.message)));
+                invalid_defaults(schema, &base, &mut c);
             }
         }
-        if let Some(scale) = v.pointer("/subresources/scale") {
+        let scale = v.pointer("/subresources/scale").filter(|_| !(shared_subresources && i > 0));
+        if let Some(scale) = scale {
+            let base = if shared_subresources { "spec.subresources.scale".to_string() } else { format!("spec.versions[{i}].subresources.scale") };
             for (f, req) in [("specReplicasPath", true), ("statusReplicasPath", true), ("labelSelectorPath", false)] {
                 match scale.get(f).and_then(Value::as_str) {
-                    None if req => c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].subresources.scale.{f}"), "Required value")),
-                    Some(p) if !p.starts_with('.') => c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].subresources.scale.{f}"), format!("Invalid value: {p:?}: should be a json path starting with ."))),
+                    None if req => c.push(Cause::new("FieldValueRequired", format!("{base}.{f}"), "Required value")),
+                    Some(p) if !p.starts_with('.') => c.push(Cause::new("FieldValueInvalid", format!("{base}.{f}"), format!("Invalid value: {p:?}: must be a simple json path starting with ."))),
                     _ => {}
                 }
             }
         }
-        if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
-            for (j, col) in cols.iter().enumerate() {
-                for f in ["name", "type", "jsonPath"] {
-                    if col.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                        c.push(Cause::new("FieldValueRequired", format!("spec.versions[{i}].additionalPrinterColumns[{j}].{f}"), "Required value"));
-                    }
+        let cols = v.get("additionalPrinterColumns").and_then(Value::as_array).filter(|_| !(shared_columns && i > 0));
+        for (j, col) in cols.into_iter().flatten().enumerate() {
+            let base = if shared_columns { format!("spec.additionalPrinterColumns[{j}]") } else { format!("spec.versions[{i}].additionalPrinterColumns[{j}]") };
+            for f in ["name", "type", "jsonPath"] {
+                if col.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    c.push(Cause::new("FieldValueRequired", format!("{base}.{f}"), "Required value"));
                 }
-                if let Some(t) = col.get("type").and_then(Value::as_str) {
-                    if !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
-                        c.push(Cause::new("FieldValueNotSupported", format!("spec.versions[{i}].additionalPrinterColumns[{j}].type"), format!("Unsupported value: {t:?}: supported values: \"boolean\", \"date\", \"integer\", \"number\", \"string\"")));
-                    }
+            }
+            if let Some(t) = col.get("type").and_then(Value::as_str) {
+                if !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
+                    c.push(Cause::new("FieldValueInvalid", format!("{base}.type"), format!("Invalid value: {t:?}: must be one of boolean,date,integer,number,string")));
                 }
             }
         }
     }
     c
+}
+
+/// Every `default` in a schema must pass its own node's validation (kube-apiserver reports it at
+/// `<node>.default`, with a message relative to the default itself: ` in body must be ...`).
+fn invalid_defaults(node: &Value, path: &str, c: &mut Vec<Cause>) {
+    let Some(o) = node.as_object() else { return };
+    if let Some(d) = o.get("default") {
+        let schema = Schema::parse_node_at(node, path);
+        let mut causes = Vec::new();
+        crate::structural::validate(d, &schema, "", &mut causes);
+        for cause in causes {
+            let field = if cause.field.is_empty() { format!("{path}.default") } else { format!("{path}.default.{}", cause.field) };
+            c.push(Cause { field, ..cause });
+        }
+    }
+    if let Some(props) = o.get("properties").and_then(Value::as_object) {
+        for (k, p) in props {
+            invalid_defaults(p, &format!("{path}.properties[{k}]"), c);
+        }
+    }
+    if let Some(items) = o.get("items") {
+        invalid_defaults(items, &format!("{path}.items"), c);
+    }
+    if let Some(ap) = o.get("additionalProperties").filter(|v| v.is_object()) {
+        invalid_defaults(ap, &format!("{path}.additionalProperties"), c);
+    }
 }
 
 /// What may not change once a CRD is established: its scope and kind (they shape storage).

@@ -110,6 +110,11 @@ impl Schema {
         Self::parse_node(v, base, true, false, errors)
     }
 
+    /// Parse a node below the root (its structural errors are reported by [`Schema::parse`]).
+    pub fn parse_node_at(v: &Value, path: &str) -> Schema {
+        Self::parse_node(v, path, false, false, &mut Vec::new())
+    }
+
     fn parse_node(v: &Value, path: &str, root: bool, in_logic: bool, errors: &mut Vec<SchemaError>) -> Schema {
         let mut s = Schema::default();
         let Some(o) = v.as_object() else {
