@@ -197,9 +197,9 @@ async fn fuzz_findings_answer_4xx() {
     ];
     let api = server(ApiServerConfig::default()).await;
     for (method, uri, ctype, body, want) in cases {
-        let mut req = Request::builder().method(*method).uri(*uri).header("content-type", *ctype).body(Body::from(*body)).unwrap();
+        let mut req = http::Request::builder().method(*method).uri(*uri).header("content-type", *ctype).body(axum::body::Body::from(*body)).unwrap();
         req.extensions_mut().insert(admin());
-        let resp = api.router().oneshot(req).await.unwrap();
+        let resp = tower::ServiceExt::oneshot(api.router(), req).await.unwrap();
         assert_eq!(resp.status().as_u16(), *want, "{method} {uri} ({ctype}) {body}");
     }
 }
