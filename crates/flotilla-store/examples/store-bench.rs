@@ -27,6 +27,10 @@ struct Opts {
 
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("store-bench [--smoke] [--dir DIR]: the full run (about 2 minutes: 5 s per write case, 10 s per watch case, 10,000 watchers, 50,000 stored objects) or a smoke run of seconds; DIR defaults to a temporary directory on the disk of $TMPDIR.");
+        std::process::exit(0);
+    }
     let smoke = args.iter().any(|a| a == "--smoke");
     let dir = args.iter().position(|a| a == "--dir").and_then(|i| args.get(i + 1)).map(PathBuf::from);
     match dir {
@@ -339,7 +343,14 @@ async fn main() {
     println!("# store benchmark ({} run) in {}", if o.smoke { "smoke" } else { "full" }, o.dir.display());
     println!("machine: {} cores, rustc build {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), if cfg!(debug_assertions) { "debug" } else { "release" });
 
-    // Ceilings first, on the same disk.
+    // The footprint first: what later phases leave allocated would hide the resident-memory
+    // slope (a full run measured 0 bytes/object with the footprint last).
+    println!("\n## footprint per stored 2 KiB object");
+    let steps: &[usize] = if o.smoke { &[1000, 3000] } else { &[10_000, 50_000] };
+    let (disk, rss) = footprint(&o.dir, steps).await;
+    println!("disk: {disk:.0} bytes/object; resident memory: {rss:.0} bytes/object (slope between {} and {} objects)", steps[0], steps[steps.len() - 1]);
+
+    // The ceilings, on the same disk.
     let fsync_rate = ceiling_fdatasync(&o.dir, secs(5000, 500));
     let redb_1 = ceiling_redb(&o.dir, secs(5000, 500), 1);
     let redb_100 = ceiling_redb(&o.dir, secs(5000, 500), 100);
@@ -389,9 +400,4 @@ async fn main() {
         100.0 * ours / ceiling
     );
     drop(store);
-
-    println!("\n## footprint per stored 2 KiB object");
-    let steps: &[usize] = if o.smoke { &[1000, 3000] } else { &[10_000, 50_000] };
-    let (disk, rss) = footprint(&o.dir, steps).await;
-    println!("disk: {disk:.0} bytes/object; resident memory: {rss:.0} bytes/object (slope between {} and {} objects)", steps[0], steps[steps.len() - 1]);
 }
