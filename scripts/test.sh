@@ -113,14 +113,14 @@ rust_build() { cargo build --workspace --all-targets --locked; }
 rust_tests() {
   # etcd's suite runs its property test in eight I/O-bound shards; give it the threads.
   cargo test --workspace --locked --exclude flotilla-store &&
-    cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability &&
+    cargo test --locked -p flotilla-store --lib --test memory --test btree --test embedded --test durability &&
     cargo test --locked -p flotilla-store --test etcd -- --test-threads=8
 }
 rust_fast_tests() {
   FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
     cargo test --workspace --locked --exclude flotilla-store &&
     FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
-      cargo test --locked -p flotilla-store --lib --test memory --test embedded --test durability
+      cargo test --locked -p flotilla-store --lib --test memory --test btree --test embedded --test durability
 }
 testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
 # Fuzzing: the committed corpus replayed deterministically, then a short exploration.
