@@ -77,6 +77,12 @@ impl FleetConfig {
             if !seen.insert(&m.name) {
                 return Err(FleetError::Config(format!("two members are named {:?}", m.name)));
             }
+            if m.faults.refuse && !self.own_listeners {
+                return Err(FleetError::Config(format!(
+                    "member {}: refuse needs the member on a listener of its own (own_listeners); the shared one cannot refuse one member's connections",
+                    m.name
+                )));
+            }
         }
         Ok(())
     }
