@@ -9,6 +9,7 @@ mod demo;
 mod federation_args;
 mod get_cmd;
 mod join_cmd;
+mod member_cmd;
 mod store_cmd;
 mod up;
 
@@ -51,6 +52,9 @@ enum Command {
     Join(join_cmd::JoinArgs),
     /// Remove a member cluster. Its workloads keep running unless --delete-workloads.
     Unjoin(join_cmd::UnjoinArgs),
+    /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
+    /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
+    Member(member_cmd::MemberArgs),
     /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
     /// (`flotilla get deploy -A --clusters all`).
     Get(get_cmd::GetArgs),
@@ -82,6 +86,7 @@ fn main() -> std::process::ExitCode {
             Command::Controllers(args) => controllers_cmd::run(args).await,
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
+            Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds => {
                 print!("{}", flotilla_api::federation::crds_yaml());
