@@ -41,7 +41,10 @@ pub struct Timings {
     /// and tainted unreachable: kube-controller-manager's `--node-monitor-grace-period`.
     pub node_monitor_grace: Duration,
     /// Seconds a pod tolerates a NoExecute not-ready/unreachable taint when it has no
-    /// toleration of its own: the DefaultTolerationSeconds admission default.
+    /// toleration of it at all. The member's API admits every pod with DefaultTolerationSeconds'
+    /// 300 s tolerations (not configurable yet, unlike kube-apiserver's
+    /// `--default-unreachable-toleration-seconds`), so this applies only to pods that bypass it;
+    /// to evict sooner, give the pod its own toleration with `tolerationSeconds`.
     pub default_toleration_seconds: i64,
     /// How often CronJob schedules are checked.
     pub cronjob_interval: Duration,
