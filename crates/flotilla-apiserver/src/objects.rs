@@ -855,8 +855,14 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
                     }
                 }
                 let mut warnings = Vec::new();
-                let obj = create_object(ctx, body, &mut warnings).await?;
-                return render_object(ctx, headers, StatusCode::CREATED, obj, &warnings);
+                match create_object(ctx, body, &mut warnings).await {
+                    // Created by someone else since the read: apply to that object instead, as
+                    // kube-apiserver's GuaranteedUpdate retries (concurrent `join`s apply the
+                    // same namespace).
+                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    Err(e) => return Err(e),
+                    Ok(obj) => return render_object(ctx, headers, StatusCode::CREATED, obj, &warnings),
+                }
             }
             return Err(ApiError::not_found(&ctx.subject(&name)));
         };

@@ -250,3 +250,29 @@ async fn controller_reconciles_configmaps() {
     task.abort();
     drop(s.api);
 }
+
+/// Server-side applies racing to create the same object all succeed: the losers apply to the
+/// object the winner created (kube-apiserver retries the same way), as concurrent `flotilla
+/// join`s do with the `karmada-cluster` namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_applies_creating_one_object_all_succeed() {
+    let s = start().await;
+    for round in 0..20 {
+        let name = format!("raced-{round}");
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..16 {
+            let api: Api<Namespace> = Api::all(s.client.clone());
+            let name = name.clone();
+            set.spawn(async move {
+                let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {format!("joined-{i}"): "true"}}});
+                api.patch(&name, &PatchParams::apply(&format!("joiner-{i}")), &Patch::Apply(ns)).await
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            r.unwrap().unwrap();
+        }
+        let api: Api<Namespace> = Api::all(s.client.clone());
+        let labels = api.get(&name).await.unwrap().metadata.labels.unwrap_or_default();
+        assert_eq!(labels.keys().filter(|k| k.starts_with("joined-")).count(), 16, "{labels:?}");
+    }
+}
