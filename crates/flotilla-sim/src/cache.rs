@@ -48,6 +48,14 @@ pub enum Work {
     Collect { uid: String, key: String },
 }
 
+impl Work {
+    /// Work of the workload controllers (off when `MemberConfig::simulate_workloads` is);
+    /// nodes, namespaces and garbage collection are the member's own.
+    pub fn is_workload(&self) -> bool {
+        !matches!(self, Work::Node(_) | Work::Namespace(_) | Work::Collect { .. })
+    }
+}
+
 /// The phase of a pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

@@ -86,6 +86,10 @@ pub struct MemberConfig {
     pub faults: FaultSettings,
     /// Kinds hidden from discovery (and answering 404) from the start: `(group, plural)`.
     pub hidden: Vec<(String, String)>,
+    /// Run the workload controllers (Deployments → ReplicaSets → pods → Running, Jobs,
+    /// Services' EndpointSlices, …). Off, the member only stores what it is sent: nodes,
+    /// namespaces and garbage collection still run. Benchmarks state which they ran with.
+    pub simulate_workloads: bool,
 }
 
 /// Why a configuration cannot be used.
@@ -119,6 +123,7 @@ impl MemberConfig {
             timings: Timings::default(),
             faults: FaultSettings::default(),
             hidden: Vec::new(),
+            simulate_workloads: true,
         }
     }
 

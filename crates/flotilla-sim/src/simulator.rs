@@ -123,7 +123,8 @@ impl Simulator {
             self.cache.apply(&WatchEvent::Put { kv, prev: None }, &mut |w| work.push(w));
         }
         self.cache.revision = resp.revision;
-        self.queue.extend(work);
+        let workloads = self.config.simulate_workloads;
+        self.queue.extend(work.into_iter().filter(|w| workloads || !w.is_workload()));
         Ok(resp.revision)
     }
 
@@ -209,8 +210,11 @@ impl Simulator {
 
     fn apply(&mut self, ev: &WatchEvent) {
         let queue = &mut self.queue;
+        let workloads = self.config.simulate_workloads;
         self.cache.apply(ev, &mut |w| {
-            queue.insert(w);
+            if workloads || !w.is_workload() {
+                queue.insert(w);
+            }
         });
     }
 

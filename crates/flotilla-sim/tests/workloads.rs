@@ -50,3 +50,22 @@ async fn nodes_are_registered_and_a_deployment_becomes_available() {
         assert!(s.pod_ip.as_deref().unwrap().starts_with("10.128."));
     }
 }
+
+/// With workload simulation off the member stores what it is sent and nothing more: nodes
+/// still register, a Deployment gets no ReplicaSet, pods or status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_simulation_off_leaves_a_deployment_alone() {
+    let mut config = fast("w-off");
+    config.simulate_workloads = false;
+    let m = start(config).await;
+    let client = m.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("two nodes", || async { (nodes.list(&ListParams::default()).await.ok()?.items.len() == 2).then_some(()) }).await;
+    let deploys: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    deploys.create(&PostParams::default(), &deployment("web", 3, "nginx:1.25")).await.unwrap();
+    m.idle().await.unwrap();
+    let d = deploys.get("web").await.unwrap();
+    assert_eq!(d.status.and_then(|s| s.observed_generation), None);
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
