@@ -17,7 +17,7 @@ pub struct ControllersArgs {
     #[arg(long, value_name = "NAME")]
     context: Option<String>,
     #[command(flatten)]
-    federation: crate::federation_args::FederationArgs,
+    federation: flotilla::federation_args::FederationArgs,
 }
 
 /// The CRDs the controllers cannot start without: (group/version, plural).
@@ -92,7 +92,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         bail!("the host does not serve {}; install the federation CRDs first: flotilla crds | kubectl apply --server-side -f -", missing.join(", "));
     }
     let mut set = tokio::task::JoinSet::new();
-    crate::controllers::start_federation(&mut set, &args.federation, |name| {
+    flotilla::controllers::start_federation(&mut set, &args.federation, |name| {
         host_client(config.clone(), name).unwrap_or_else(|e| {
             tracing::warn!(controller = name, error = %e, "building its own client failed; sharing the first one");
             client.clone()

@@ -3,10 +3,7 @@
 
 mod certs_cmd;
 mod cluster_proxy;
-mod controllers;
 mod controllers_cmd;
-mod demo;
-mod federation_args;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use flotilla_apiserver::pki::{self, Bundle};
 use flotilla_apiserver::serve::{ServeConfig, serve};
-use flotilla_apiserver::{ApiServer, ApiServerConfig, TokenFile};
+use flotilla_apiserver::{ApiServerConfig, TokenFile};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
 
@@ -53,7 +53,7 @@ pub struct UpArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
     #[command(flatten)]
-    pub federation: crate::federation_args::FederationArgs,
+    pub federation: flotilla::federation_args::FederationArgs,
 }
 
 impl UpArgs {
@@ -129,15 +129,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         max_body_bytes: args.max_request_body_bytes,
         ..ApiServerConfig::default()
     };
-    let api = ApiServer::new(store.clone(), config.clone());
-    if let Some(f) = &args.token_auth_file {
-        let text = std::fs::read_to_string(f).with_context(|| format!("read the token file {}", f.display()))?;
-        api.set_tokens(TokenFile::parse(&text).map_err(anyhow::Error::msg)?);
+    let tokens = match &args.token_auth_file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f).with_context(|| format!("read the token file {}", f.display()))?;
+            Some(TokenFile::parse(&text).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
+    let (api, installed) = flotilla::control_plane::start(store.clone(), config.clone()).await?;
+    if let Some(t) = tokens {
+        api.set_tokens(t);
     }
-    api.bootstrap().await.map_err(|e| anyhow::anyhow!("bootstrap: {e}"))?;
-    let mut crds = flotilla_api::federation::crds();
-    crds.extend(flotilla_api::federation::kubefed::default_federated_type_crds());
-    let installed = api.install_crds(crds).await.map_err(|e| anyhow::anyhow!("install the federation CRDs: {e}"))?;
     tracing::info!(installed, "federation CRDs registered");
     let proxy = flotilla_member::proxy::ProxyConfig {
         response_timeout: Duration::from_secs(args.cluster_proxy_timeout_seconds.max(1)),
@@ -156,11 +158,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
-    let mut controllers = crate::controllers::start(&api, &args.federation);
+    let mut controllers = flotilla::controllers::start(&api, &args.federation);
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {
-            let cp = crate::controllers::client(&api, "system:flotilla:demo");
-            let fleet = crate::demo::start(n, &args.data_dir.join("demo"), &cp).await?;
+            let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
+            let fleet = flotilla::demo::start(n, &args.data_dir.join("demo"), &cp).await?;
             println!("demo: {n} members joined; try:");
             println!("  kubectl --kubeconfig {} get clusters", kubeconfig_path.display());
             println!("  kubectl --kubeconfig {} apply -f examples/karmada/nginx.yaml", kubeconfig_path.display());
