@@ -128,7 +128,10 @@ fuzz_replay() { scripts/fuzz.sh replay; }
 fuzz_explore() { scripts/fuzz.sh explore "${FLOTILLA_FUZZ_SECONDS:-20}"; }
 bench_smoke() {
   cargo run --locked -q -p flotilla-store --example store-bench -- --smoke &&
-    "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke
+    "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke &&
+    # Control plane + 4 simulated members in one process; fails only on errors (a template
+    # missing or wrong in a member), never on speed.
+    "$CARGO_TARGET_DIR/debug/examples/propagation-bench" --smoke
 }
 
 phase toolchain toolchain
