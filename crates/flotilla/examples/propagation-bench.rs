@@ -265,6 +265,67 @@ async fn follow_member(idx: usize, store: Arc<dyn Store>, arrivals: Arc<Arrivals
     }
 }
 
+/// When each template passed the control plane's stages, read from the control plane's own
+/// store (a watch, no API load): its ResourceBinding created, scheduled (`spec.clusters` set),
+/// and its last Work created. Only to show where the time goes; arrival is measured in the
+/// members.
+#[derive(Default)]
+struct Stages {
+    binding: Mutex<HashMap<String, Instant>>,
+    scheduled: Mutex<HashMap<String, Instant>>,
+    /// Per template: Works seen (by key) and when the latest appeared.
+    works: Mutex<HashMap<String, (Vec<String>, Instant)>>,
+}
+
+async fn follow_control_plane(store: Arc<dyn Store>, stages: Arc<Stages>) {
+    let prefix = "/registry/work.karmada.io/";
+    let rb = format!("{prefix}resourcebindings/{NS}/");
+    let works = format!("{prefix}works/");
+    let mut from = store.current_revision().await.unwrap_or(0);
+    loop {
+        let Ok(mut watch) = store.watch(prefix.as_bytes(), from).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        while let Some(ev) = watch.next_event().await {
+            let Ok(WatchEvent::Put { kv, .. }) = ev else {
+                match ev {
+                    Ok(WatchEvent::Delete { revision, .. }) => from = revision,
+                    Ok(WatchEvent::Progress(r)) => from = r,
+                    _ => break,
+                }
+                continue;
+            };
+            from = kv.mod_revision;
+            let now = Instant::now();
+            let key = String::from_utf8_lossy(&kv.key).to_string();
+            if let Some(name) = key.strip_prefix(&rb).and_then(|n| n.strip_suffix("-deployment")) {
+                stages.binding.lock().entry(name.to_string()).or_insert(now);
+                if !stages.scheduled.lock().contains_key(name) {
+                    let v: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+                    if v["spec"]["clusters"].as_array().is_some_and(|c| !c.is_empty()) {
+                        stages.scheduled.lock().insert(name.to_string(), now);
+                    }
+                }
+            } else if key.starts_with(&works) {
+                let v: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+                let m = &v["spec"]["workload"]["manifests"][0]["metadata"];
+                if m["namespace"] == NS {
+                    if let Some(name) = m["name"].as_str() {
+                        let mut w = stages.works.lock();
+                        let e = w.entry(name.to_string()).or_insert_with(|| (Vec::new(), now));
+                        if !e.0.contains(&key) {
+                            e.0.push(key);
+                            e.1 = now;
+                        }
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Objects
 
@@ -381,6 +442,8 @@ struct RunSpec {
 
 struct RunResult {
     latencies: Vec<Duration>,
+    /// p50/p99 of each stage's share: create → binding, → scheduled, → last Work, → last member.
+    stages: Vec<(&'static str, Duration, Duration)>,
     /// Templates per second, from the first create to the last arrival.
     templates_per_s: f64,
     member_applies_per_s: f64,
@@ -389,7 +452,7 @@ struct RunResult {
     created_per_s: f64,
 }
 
-async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, spec: RunSpec, settle: Duration, errors: &Errors) -> RunResult {
+async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, stages: &Stages, spec: RunSpec, settle: Duration, errors: &Errors) -> RunResult {
     let api: Api<DynamicObject> = Api::namespaced_with(cp.clone(), NS, &ApiResource::erase::<Deployment>(&()));
     let names: Vec<String> = (0..spec.count).map(|i| format!("{}-{i}", spec.label)).collect();
     let starts: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; spec.count]));
@@ -483,6 +546,7 @@ async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, spec: RunSpec, s
     let starts = starts.lock().clone();
     let created_span = created_at.map(|c| c.saturating_duration_since(begin)).unwrap_or_default();
     let mut latencies = Vec::new();
+    let mut parts: [Vec<Duration>; 4] = Default::default();
     let mut last_arrival = begin;
     for (i, name) in names.iter().enumerate() {
         let got = arrivals.of(name);
@@ -504,9 +568,27 @@ async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, spec: RunSpec, s
         last_arrival = last_arrival.max(last);
         if let Some(s) = starts[i] {
             latencies.push(last.saturating_duration_since(s));
+            let b = stages.binding.lock().get(name).copied();
+            let sc = stages.scheduled.lock().get(name).copied();
+            let w = stages.works.lock().get(name).map(|(_, at)| *at);
+            if let (Some(b), Some(sc), Some(w)) = (b, sc, w) {
+                parts[0].push(b.saturating_duration_since(s));
+                parts[1].push(sc.saturating_duration_since(b));
+                parts[2].push(w.saturating_duration_since(sc));
+                parts[3].push(last.saturating_duration_since(w));
+            }
         }
     }
     latencies.sort_unstable();
+    let stage_names = ["create → binding", "binding → scheduled", "scheduled → last Work", "last Work → last member"];
+    let stages = stage_names
+        .into_iter()
+        .zip(parts.iter_mut())
+        .map(|(n, v)| {
+            v.sort_unstable();
+            (n, pct(v, 0.5), pct(v, 0.99))
+        })
+        .collect();
     let span = last_arrival.saturating_duration_since(begin).as_secs_f64().max(1e-9);
     let total_targets: usize = expected.iter().sum();
     RunResult {
@@ -515,6 +597,7 @@ async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, spec: RunSpec, s
         offered: spec.rate,
         created_per_s: spec.count as f64 / created_span.as_secs_f64().max(1e-9),
         latencies,
+        stages,
     }
 }
 
@@ -535,6 +618,8 @@ fn print_run(title: &str, r: &RunResult, ceiling_p50: Duration, ceiling_p99: Dur
         100.0 * ceiling_p50.as_secs_f64() / p50.as_secs_f64().max(1e-9),
         100.0 * ceiling_p99.as_secs_f64() / p99.as_secs_f64().max(1e-9),
     );
+    let parts: Vec<String> = r.stages.iter().map(|(n, p50, p99)| format!("{n} {}/{}", ms(*p50), ms(*p99))).collect();
+    println!("    where the time goes (p50/p99, control plane's store): {}", parts.join("; "));
     println!(
         "    throughput {:.1} templates/s = {:.0} member applies/s  | ceiling {:.0} direct creates/s  | ratio {:.1}%",
         r.templates_per_s,
@@ -751,7 +836,9 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     }
     policies.create(&PostParams::default(), &serde_json::from_value(duplicated_policy())?).await?;
     let arrivals = Arc::new(Arrivals::default());
-    let watchers: Vec<_> = fleet.members().enumerate().map(|(i, e)| tokio::spawn(follow_member(i, e.member.store(), arrivals.clone()))).collect();
+    let mut watchers: Vec<_> = fleet.members().enumerate().map(|(i, e)| tokio::spawn(follow_member(i, e.member.store(), arrivals.clone()))).collect();
+    let stages = Arc::new(Stages::default());
+    watchers.push(tokio::spawn(follow_control_plane(store.clone(), stages.clone())));
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // 1. The ceiling.
@@ -784,6 +871,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     let open = propagate(
         &cp,
         &arrivals,
+        &stages,
         RunSpec { label: "open", count: sizes.templates, rate: Some(sizes.rate), replicas: 2, targets: pair_targets.clone(), labels: pair_labels.clone(), per_member: halves },
         args.settle_timeout,
         errors,
@@ -797,6 +885,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     let burst = propagate(
         &cp,
         &arrivals,
+        &stages,
         RunSpec { label: "burst", count: sizes.burst, rate: None, replicas: 2, targets: pair_targets, labels: pair_labels, per_member: halves },
         args.settle_timeout,
         errors,
@@ -810,6 +899,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     let dup = propagate(
         &cp,
         &arrivals,
+        &stages,
         RunSpec {
             label: "dup",
             count: sizes.duplicated,
