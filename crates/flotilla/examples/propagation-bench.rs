@@ -187,9 +187,13 @@ impl Phase {
 struct Errors(Mutex<Vec<String>>);
 
 impl Errors {
+    /// Record an error; the first 20 are printed as they happen.
     fn add(&self, e: String) {
-        eprintln!("ERROR: {e}");
-        self.0.lock().push(e);
+        let mut all = self.0.lock();
+        if all.len() < 20 {
+            eprintln!("ERROR: {e}");
+        }
+        all.push(e);
     }
 }
 
@@ -602,6 +606,10 @@ async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, stages: &Stages,
 }
 
 fn print_run(title: &str, r: &RunResult, ceiling_p50: Duration, ceiling_p99: Duration, ceiling_rate: f64) {
+    if r.latencies.is_empty() {
+        println!("  {title}: no template arrived everywhere");
+        return;
+    }
     let (p50, p99) = (pct(&r.latencies, 0.5), pct(&r.latencies, 0.99));
     let max = r.latencies.last().copied().unwrap_or_default();
     println!("  {title}: {} templates", r.latencies.len());
@@ -836,7 +844,10 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     }
     policies.create(&PostParams::default(), &serde_json::from_value(duplicated_policy())?).await?;
     let arrivals = Arc::new(Arrivals::default());
-    let mut watchers: Vec<_> = fleet.members().enumerate().map(|(i, e)| tokio::spawn(follow_member(i, e.member.store(), arrivals.clone()))).collect();
+    // Members are indexed by their number (member<i+1>), not by the fleet's name order.
+    let mut watchers: Vec<_> = (0..m)
+        .map(|i| tokio::spawn(follow_member(i, fleet.member(&member_name(i)).expect("a started member").store(), arrivals.clone())))
+        .collect();
     let stages = Arc::new(Stages::default());
     watchers.push(tokio::spawn(follow_control_plane(store.clone(), stages.clone())));
     tokio::time::sleep(Duration::from_secs(1)).await;
