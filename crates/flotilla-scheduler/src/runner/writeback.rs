@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::api::{Api, Patch, PatchParams};
-use flotilla_controllers::util::Events;
+use flotilla_controllers::util::{Events, set_condition};
 use serde_json::{Value, json};
 
 use super::decision::APPLIED_PLACEMENT_ANNOTATION;
@@ -198,22 +198,6 @@ pub fn status_patch(
         status.insert("lastScheduledTime".into(), serde_json::to_value(Time(now)).ok()?);
     }
     (!status.is_empty()).then(|| json!({ "status": status }))
-}
-
-/// `meta.SetStatusCondition`.
-fn set_condition(conditions: &mut Vec<Condition>, new: Condition) {
-    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
-        None => conditions.push(new),
-        Some(existing) => {
-            if existing.status != new.status {
-                existing.status = new.status;
-                existing.last_transition_time = new.last_transition_time;
-            }
-            existing.reason = new.reason;
-            existing.message = new.message;
-            existing.observed_generation = new.observed_generation;
-        }
-    }
 }
 
 /// `targetClustersToString`: `member1:2, member2:1`.
