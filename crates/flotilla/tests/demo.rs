@@ -69,3 +69,51 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
     });
     drop(cp);
 }
+
+/// Karmada's `samples/nginx` files, byte for byte: the Deployment, its PropagationPolicy and the
+/// OverridePolicy that edits labels in member2 and annotations in member1.
+#[test]
+fn karmadas_nginx_samples_apply_unchanged() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/karmada/samples/nginx");
+    // Length and FNV-1a of each upstream file (examples/karmada/samples/README.md says where
+    // they come from): an edited copy would no longer prove anything.
+    for (file, len, fnv) in [("deployment.yaml", 280, 0xaa56_11d5_u32), ("propagationpolicy.yaml", 641, 0xe143_c52c), ("overridepolicy.yaml", 939, 0xdbb3_26dd)] {
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        assert_eq!((bytes.len(), flotilla_api::federation::karmada::names::fnv32a(&bytes)), (len, fnv), "{file} differs from Karmada's sample");
+    }
+    let cp = Flotilla::start_with(&["--demo", "2"]);
+    let kc = cp.kubeconfig.clone();
+    let bin = kubectl_bin();
+    for file in ["overridepolicy.yaml", "propagationpolicy.yaml", "deployment.yaml"] {
+        let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(dir.join(file)).output().unwrap();
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    wait_for("the binding nginx-deployment scheduled", Duration::from_secs(120), || {
+        let rb = get_json(&kc, &["-n", "default", "get", "resourcebinding", "nginx-deployment"])?;
+        if rb["spec"]["clusters"].as_array().is_some_and(|c| c.len() == 2) { Ok(()) } else { Err(rb["spec"].to_string()) }
+    });
+    for m in ["member1", "member2"] {
+        let ns = format!("karmada-es-{m}");
+        let w = wait_for(&format!("Work nginx-687f7fb96f in {ns}"), Duration::from_secs(120), || get_json(&kc, &["-n", &ns, "get", "work", "nginx-687f7fb96f"]));
+        assert!(w["metadata"]["labels"]["resourcebinding.karmada.io/permanent-id"].is_string(), "{}", w["metadata"]);
+    }
+    // The OverridePolicy: member2 gets the two labels (remove/replace of absent keys do nothing),
+    // member1 the annotation; neither gets the other's.
+    let member = |m: &str| cp.dir.path().join(format!("data/demo/{m}.kubeconfig"));
+    let d2 = wait_for("labels overridden in member2", Duration::from_secs(120), || {
+        let d = get_json(&member("member2"), &["-n", "default", "get", "deployment", "nginx"])?;
+        let l = &d["metadata"]["labels"];
+        if l["env"] == "skoala-dev" && l["env-stat"] == "skoala-stage" { Ok(d) } else { Err(l.to_string()) }
+    });
+    assert!(d2["metadata"]["labels"].get("bar").is_none(), "{}", d2["metadata"]["labels"]);
+    assert!(d2["metadata"]["annotations"].get("env").is_none(), "{}", d2["metadata"]["annotations"]);
+    assert_eq!(d2["metadata"]["labels"]["karmada.io/managed"], "true");
+    let d1 = wait_for("annotation overridden in member1", Duration::from_secs(120), || {
+        let d = get_json(&member("member1"), &["-n", "default", "get", "deployment", "nginx"])?;
+        if d["metadata"]["annotations"]["env"] == "skoala-stage" { Ok(d) } else { Err(d["metadata"]["annotations"].to_string()) }
+    });
+    assert!(d1["metadata"]["labels"].get("env").is_none(), "{}", d1["metadata"]["labels"]);
+    assert!(d1["metadata"]["annotations"].get("emma").is_none(), "{}", d1["metadata"]["annotations"]);
+    assert_eq!(d1["spec"]["replicas"], 1);
+    drop(cp);
+}
