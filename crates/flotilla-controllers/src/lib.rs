@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod cluster_status;
 pub mod detector;
 pub mod execution;
+pub mod garbage_collector;
 pub mod namespace;
 pub mod namespace_sync;
 pub mod queue;

@@ -13,6 +13,8 @@ pub fn start(api: &ApiServer, settings: &crate::federation_args::FederationArgs)
     let mut set = JoinSet::new();
     let c = client(api, "system:flotilla:namespace-controller");
     set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
+    let c = client(api, "system:flotilla:garbage-collector");
+    set.spawn(flotilla_controllers::garbage_collector::run(c, settings.garbage_collector()));
     start_federation(&mut set, settings, |name| client(api, &format!("system:flotilla:{name}")));
     set
 }

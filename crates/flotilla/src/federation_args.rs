@@ -45,6 +45,9 @@ pub struct FederationArgs {
     /// when clusters change).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub unschedulable_retry: Duration,
+    /// How often the garbage collector reads discovery again to collect new kinds (CRDs).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub gc_rediscover_interval: Duration,
 }
 
 impl Default for FederationArgs {
@@ -56,6 +59,7 @@ impl Default for FederationArgs {
             cluster_success_threshold: Duration::from_secs(30),
             member_request_timeout: Duration::from_secs(30),
             unschedulable_retry: Duration::from_secs(300),
+            gc_rediscover_interval: Duration::from_secs(30),
         }
     }
 }
@@ -80,6 +84,10 @@ impl FederationArgs {
 
     pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
         flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, ..Default::default() }
+    }
+
+    pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {
+        flotilla_controllers::garbage_collector::Config { rediscover: self.gc_rediscover_interval, ..Default::default() }
     }
 }
 
