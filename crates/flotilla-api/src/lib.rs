@@ -15,6 +15,7 @@ pub mod admission;
 pub mod defaults;
 pub mod federation;
 pub mod interpreter;
+pub mod managed;
 pub mod overrides;
 pub mod patch;
 pub mod selector;

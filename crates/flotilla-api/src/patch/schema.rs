@@ -235,6 +235,14 @@ impl<'a> SchemaNode<'a> {
         }
     }
 
+    /// The `x-kubernetes-list-*` extensions of a list node.
+    pub fn list_meta(&self) -> Option<FieldMeta<'a>> {
+        match self.kind {
+            NodeKind::List(p) => Some(meta(p)),
+            _ => None,
+        }
+    }
+
     /// The element schema of a list node.
     pub fn items(&self) -> Option<SchemaNode<'a>> {
         match self.kind {
