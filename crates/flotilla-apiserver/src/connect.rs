@@ -229,7 +229,7 @@ async fn serve_inner(inner: Arc<Inner>, identity: Identity, p: ResourcePath, c: 
     }
     let info = crate::server::resolve(&inner, &p)?;
     let raw_query = req.uri().query().map(String::from);
-    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query: Query::parse(raw_query.as_deref()), identity: identity.clone() };
+    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query: Query::parse(raw_query.as_deref()), identity: identity.clone(), user_agent: None };
     let object = crate::objects::read_object(&ctx).await?;
     let method = req.method().clone();
     let mut headers = HeaderMap::new();

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use flotilla_store::{Revision, StoreError};
+use flotilla_api::managed;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Identity;
@@ -27,6 +28,77 @@ pub(crate) struct Ctx {
     pub query: Query,
     #[allow(dead_code)]
     pub identity: Identity,
+    /// The request's User-Agent: the field manager of a write that names none.
+    pub user_agent: Option<String>,
+}
+
+impl Ctx {
+    /// Who owns the fields this write sets: `fieldManager`, else the User-Agent's product
+    /// (`kubectl` of `kubectl/v1.33.0 …`), as kube-apiserver decides.
+    pub fn field_manager(&self) -> String {
+        match self.query.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_string(),
+            None => match &self.user_agent {
+                Some(ua) => ua.split('/').next().unwrap_or("").to_string(),
+                None => "flotilla-apiserver".to_string(),
+            },
+        }
+    }
+
+    fn writer<'a>(&'a self, manager: &'a str, api_version: &'a str, now: &'a str) -> managed::Writer<'a> {
+        managed::Writer { manager, api_version, subresource: self.path.subresource.as_deref().unwrap_or(""), now }
+    }
+
+    fn object_type(&self) -> managed::Ty<'static> {
+        managed::object_type(&self.info.group, &self.info.version, &self.info.kind)
+    }
+
+    fn zero_value(&self) -> Value {
+        managed::zero_value(&self.info.group, &self.info.version, &self.info.kind)
+    }
+
+    /// Record this write's field ownership in `obj` (from `old`; None for a create), starting
+    /// from the managedFields the request sent (`incoming`) or else the stored ones.
+    fn record_ownership(&self, old: Option<&Value>, obj: &mut Value, incoming: Option<Vec<managed::Entry>>) -> ApiResult<()> {
+        let base = match incoming {
+            Some(entries) => entries,
+            None => old.map(|o| managed::decode(meta::meta(o).and_then(|m| m.get("managedFields"))).unwrap_or_default()).unwrap_or_default(),
+        };
+        strip_managed_fields(obj);
+        let (manager, api_version, now) = (self.field_manager(), self.info.api_version(), meta::now());
+        let reset = managed::reset_fields(self.path.subresource.as_deref().unwrap_or(""), self.info.status, obj);
+        let mut old_plain = old.cloned();
+        if let Some(o) = old_plain.as_mut() {
+            strip_managed_fields(o);
+        }
+        let entries = managed::record_update(old_plain.as_ref(), obj, &self.zero_value(), self.object_type(), base, &self.writer(&manager, &api_version, &now), &reset)
+            .map_err(|e| ApiError::invalid(&self.info.group, &self.info.kind, meta::name(obj), vec![Cause::new("FieldValueInvalid", "", e)]))?;
+        set_managed_fields(obj, &entries);
+        Ok(())
+    }
+}
+
+fn strip_managed_fields(obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+}
+
+fn set_managed_fields(obj: &mut Value, entries: &[managed::Entry]) {
+    match managed::encode(entries) {
+        Some(v) => {
+            meta::meta_mut(obj).insert("managedFields".into(), v);
+        }
+        None => strip_managed_fields(obj),
+    }
+}
+
+/// managedFields the request body sets itself (a client may rewrite them, as kubectl does when
+/// it moves client-side-apply ownership to server-side apply); None when it sets none or they
+/// do not parse.
+fn incoming_managed_fields(body: &Value) -> Option<Vec<managed::Entry>> {
+    let v = meta::meta(body)?.get("managedFields").filter(|v| !v.is_null())?;
+    managed::decode(Some(v)).ok()
 }
 
 impl Ctx {
@@ -461,9 +533,10 @@ pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &s
         },
         query: Query::default(),
         identity: Identity::user("system:apiserver", &["system:masters"]),
+        user_agent: None,
     };
     let mut warnings = Vec::new();
-    create_object(&ctx, body, &mut warnings).await
+    create_object(&ctx, body, &mut warnings, None).await
 }
 
 /// Replace an object's spec with `desired`'s if it differs (internal callers: installing CRDs).
@@ -476,13 +549,14 @@ pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, versio
         path: ResourcePath { group: group.into(), version: version.into(), resource: plural.into(), name: Some(name.into()), ..Default::default() },
         query: Query::default(),
         identity: Identity::user("system:apiserver", &["system:masters"]),
+        user_agent: None,
     };
     for _ in 0..8 {
         let (old, rev) = read(&ctx, name).await?;
         let mut new = old.clone();
         new["spec"] = desired.get("spec").cloned().unwrap_or(Value::Null);
         let mut warnings = Vec::new();
-        let prepared = prepare_update(&ctx, &old, new, &mut warnings)?;
+        let prepared = prepare_update(&ctx, &old, new, &mut warnings, None)?;
         if prepared.noop {
             return Ok(false);
         }
@@ -501,12 +575,15 @@ pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
     }
     let body = parse_object_body(ct.as_deref(), &bytes)?;
     let mut warnings = Vec::new();
-    let obj = create_object(ctx, body, &mut warnings).await?;
+    let obj = create_object(ctx, body, &mut warnings, None).await?;
     render_object(ctx, headers, StatusCode::CREATED, obj, &warnings)
 }
 
-async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> ApiResult<Value> {
+/// Create `body`. `owned`: the managed fields a server-side apply worked out; otherwise this
+/// create is recorded as an Update by its field manager.
+async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Value> {
     let info = &ctx.info;
+    let incoming = incoming_managed_fields(&body);
     let fv = FieldValidation::from_query(&ctx.query)?;
     let dry_run = ctx.query.dry_run()?;
     if let Codec::Custom(s) = &info.codec {
@@ -576,6 +653,10 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>) -> Ap
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
     }
+    match owned {
+        Some(entries) => set_managed_fields(&mut obj, &entries),
+        None => ctx.record_ownership(None, &mut obj, incoming)?,
+    }
     if dry_run {
         return Ok(obj);
     }
@@ -618,8 +699,9 @@ struct Prepared {
 
 /// Carry server-owned fields over from `old`, apply the subresource's rules, defaults and
 /// validation.
-fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Prepared> {
     let info = &ctx.info;
+    let incoming = incoming_managed_fields(&new);
     let fv = FieldValidation::from_query(&ctx.query)?;
     let name = ctx.name().to_string();
     let sub = ctx.path.subresource.as_deref();
@@ -737,6 +819,10 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
         causes.extend(admission_chain::validate(info, &obj, Some(old)));
     }
     check(info, &name, causes)?;
+    match owned {
+        Some(entries) => set_managed_fields(&mut obj, &entries),
+        None => ctx.record_ownership(Some(old), &mut obj, incoming)?,
+    }
     let mut cmp_old = old.clone();
     let mut cmp_new = obj.clone();
     for o in [&mut cmp_old, &mut cmp_new] {
@@ -800,7 +886,7 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
         ));
     }
     let mut warnings = Vec::new();
-    let prepared = prepare_update(ctx, &old, body, &mut warnings)?;
+    let prepared = prepare_update(ctx, &old, body, &mut warnings, None)?;
     let obj = if prepared.noop || dry_run {
         if dry_run { prepared.obj } else { old }
     } else {
@@ -848,14 +934,15 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
         let Some((old, rev)) = existing else {
             if kind == BodyType::ApplyYaml && ctx.path.subresource.is_none() {
                 // Server-side apply creates.
-                let mut body = patch_doc.clone();
+                let config = crate::patching::apply_config(ctx, &patch_doc)?;
+                let (mut body, owned) = server_side_apply(ctx, None, &config)?;
                 if ctx.info.namespaced {
                     if let Some(ns) = ctx.namespace() {
                         meta::meta_mut(&mut body).entry("namespace").or_insert(json!(ns));
                     }
                 }
                 let mut warnings = Vec::new();
-                match create_object(ctx, body, &mut warnings).await {
+                match create_object(ctx, body, &mut warnings, Some(owned)).await {
                     // Created by someone else since the read: apply to that object instead, as
                     // kube-apiserver's GuaranteedUpdate retries (concurrent `join`s apply the
                     // same namespace).
@@ -867,7 +954,13 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
             return Err(ApiError::not_found(&ctx.subject(&name)));
         };
         let base = if ctx.path.subresource.as_deref() == Some("scale") { scale_of(ctx, &old)? } else { old.clone() };
-        let patched = crate::patching::apply(ctx, kind, &base, &patch_doc)?;
+        let (patched, owned) = if kind == BodyType::ApplyYaml && ctx.path.subresource.as_deref() != Some("scale") {
+            let config = crate::patching::apply_config(ctx, &patch_doc)?;
+            let (obj, owned) = server_side_apply(ctx, Some(&old), &config)?;
+            (obj, Some(owned))
+        } else {
+            (crate::patching::apply(ctx, kind, &base, &patch_doc)?, None)
+        };
         if let Some(want) = meta::meta_str(&patched, "resourceVersion").filter(|s| !s.is_empty()) {
             if meta::meta_str(&base, "resourceVersion") != Some(want) {
                 return Err(ApiError::conflict(&ctx.subject(&name)));
@@ -887,7 +980,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
             }
         }
         let mut warnings = Vec::new();
-        let prepared = prepare_update(ctx, &old, patched, &mut warnings)?;
+        let prepared = prepare_update(ctx, &old, patched, &mut warnings, owned)?;
         if prepared.noop {
             return render_object(ctx, headers, StatusCode::OK, old, &warnings);
         }
@@ -903,6 +996,42 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
     Err(ApiError::conflict(&ctx.subject(&name)))
 }
 
+/// Server-side apply of `config` to `live` (None: create): the object to write and its
+/// managed fields, or a 409 naming every field another manager owns.
+fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResult<(Value, Vec<managed::Entry>)> {
+    let entries = live.map(|o| managed::decode(meta::meta(o).and_then(|m| m.get("managedFields"))).unwrap_or_default()).unwrap_or_default();
+    let mut live_plain = live.cloned();
+    if let Some(o) = live_plain.as_mut() {
+        strip_managed_fields(o);
+    }
+    let mut config = config.clone();
+    strip_managed_fields(&mut config);
+    let (manager, api_version, now) = (ctx.field_manager(), ctx.info.api_version(), meta::now());
+    let force = ctx.query.get("force") == Some("true");
+    let reset = managed::reset_fields(ctx.path.subresource.as_deref().unwrap_or(""), ctx.info.status, &config);
+    let name = meta::name(&config).to_string();
+    let writer = ctx.writer(&manager, &api_version, &now);
+    let (zero, ty) = (ctx.zero_value(), ctx.object_type());
+    let mut result = managed::apply(live_plain.as_ref(), &config, &zero, ty, entries.clone(), &writer, force, &reset);
+    // Over a client-side apply's fields that still hold its values, the apply goes through.
+    if let (Err(managed::ApplyError::Conflicts(_, on)), Some(live)) = (&result, live_plain.as_ref()) {
+        if managed::allowed_from_last_applied(live, ty).is_some_and(|allowed| on.difference(&allowed).is_empty()) {
+            result = managed::apply(Some(live), &config, &zero, ty, entries, &writer, true, &reset);
+        }
+    }
+    match result {
+        Ok(done) => Ok(done),
+        Err(managed::ApplyError::Conflicts(conflicts, _)) => {
+            let mut err = ApiError::new(409, "Conflict", managed::conflict_message(&conflicts));
+            for c in &conflicts {
+                err = err.with_cause(Cause::new("FieldManagerConflict", c.field.clone(), format!("conflict with {}", c.manager)));
+            }
+            Err(err)
+        }
+        Err(managed::ApplyError::Invalid(m)) => Err(ApiError::invalid(&ctx.info.group, &ctx.info.kind, &name, vec![Cause::new("FieldValueInvalid", "", m)])),
+    }
+}
+
 /// `prepare_update` as for the main resource (scale writes go to the main object).
 fn prepare_update_main(ctx: &Ctx, old: &Value, new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
     let main = Ctx {
@@ -911,8 +1040,9 @@ fn prepare_update_main(ctx: &Ctx, old: &Value, new: Value, warnings: &mut Vec<St
         path: ResourcePath { subresource: None, ..ctx.path.clone() },
         query: ctx.query.clone(),
         identity: ctx.identity.clone(),
+        user_agent: ctx.user_agent.clone(),
     };
-    prepare_update(&main, old, new, warnings)
+    prepare_update(&main, old, new, warnings, None)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -49,6 +49,22 @@ pub(crate) fn decode(kind: BodyType, bytes: &[u8]) -> ApiResult<Value> {
     patch::decode_patch(t, bytes).map_err(patch_error)
 }
 
+/// An applied configuration, checked to be of this resource's kind, with apiVersion and kind
+/// filled in when it left them out.
+pub(crate) fn apply_config(ctx: &Ctx, patch_doc: &Value) -> ApiResult<Value> {
+    let mut cfg = patch_doc.clone();
+    for (k, v) in [("apiVersion", ctx.info.api_version()), ("kind", ctx.info.kind.clone())] {
+        match cfg.get(k).and_then(Value::as_str) {
+            Some(x) if x != v => {
+                return Err(ApiError::bad_request(format!("the {k} in the applied configuration ({x}) does not match the resource ({v})"))
+                    .with_cause(Cause::new("FieldValueInvalid", k, x)));
+            }
+            _ => cfg[k] = Value::String(v),
+        }
+    }
+    Ok(cfg)
+}
+
 /// The object after `patch`, before the write pipeline checks it.
 pub(crate) fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
     match kind {
@@ -62,19 +78,7 @@ pub(crate) fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Valu
             let schema = PatchSchema::builtin().kind(group, version, kind);
             patch::strategic_merge_patch(current, patch_doc, schema).map_err(patch_error)
         }
-        BodyType::ApplyYaml => {
-            let mut cfg = patch_doc.clone();
-            for (k, v) in [("apiVersion", ctx.info.api_version()), ("kind", ctx.info.kind.clone())] {
-                match cfg.get(k).and_then(Value::as_str) {
-                    Some(x) if x != v => {
-                        return Err(ApiError::bad_request(format!("the {k} in the applied configuration ({x}) does not match the resource ({v})"))
-                            .with_cause(Cause::new("FieldValueInvalid", k, x)));
-                    }
-                    _ => cfg[k] = Value::String(v),
-                }
-            }
-            Ok(patch::merge_patch(current, &cfg))
-        }
+        BodyType::ApplyYaml => Ok(patch::merge_patch(current, &apply_config(ctx, patch_doc)?)),
         _ => Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"])),
     }
 }

@@ -565,7 +565,8 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     if sub.is_none() && !info.has_verb(base_verb) {
         return Err(ApiError::method_not_allowed(verb, &info.plural));
     }
-    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity };
+    let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(String::from);
+    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity, user_agent };
     let headers = req.headers().clone();
     match verb {
         "get" => crate::objects::get(&ctx, &headers).await,

@@ -226,9 +226,9 @@ pub fn record_update(old: Option<&Value>, new: &Value, zero: &Value, ty: Ty, mut
         e.fields = e.fields.difference(&changed).difference(&c.removed);
     }
     let mine = entry_for(&mut base, &me);
-    let fields = mine.fields.difference(&c.removed).union(&changed);
-    if fields != mine.fields || mine.time.is_none() {
-        mine.fields = fields;
+    mine.fields = mine.fields.difference(&c.removed).union(&changed);
+    // The time moves when this write changed something.
+    if !changed.is_empty() {
         mine.time = Some(w.now.to_string());
     }
     base.retain(|e| !e.fields.is_empty());
@@ -246,8 +246,25 @@ pub struct Conflict {
 
 #[derive(Debug, PartialEq)]
 pub enum ApplyError {
-    Conflicts(Vec<Conflict>),
+    /// The conflicts, and the fields they are on.
+    Conflicts(Vec<Conflict>, FieldSet),
     Invalid(String),
+}
+
+/// The annotation `kubectl apply` (client-side) keeps its last configuration in.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Fields a server-side apply may take over without `force` because a client-side apply set
+/// them: those of the object's last-applied configuration whose live value is still the one
+/// it applied (kube-apiserver lets `kubectl apply --server-side` succeed over `kubectl
+/// apply` this way). None without the annotation.
+pub fn allowed_from_last_applied(live: &Value, ty: Ty) -> Option<FieldSet> {
+    let text = live.pointer("/metadata/annotations")?.get(LAST_APPLIED_ANNOTATION)?.as_str()?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    let set = typed::to_set(&last, ty).ok()?;
+    let merged = typed::merge(live, &last, ty).ok()?;
+    let drifted = typed::compare(Some(live), Some(&merged), ty).ok()?;
+    Some(set.difference(&drifted.modified).difference(&drifted.added))
 }
 
 impl From<String> for ApplyError {
@@ -282,13 +299,16 @@ pub fn apply(live: Option<&Value>, config: &Value, zero: &Value, ty: Ty, mut ent
     let changed = c.added.union(&c.modified);
     let me = Entry { manager: w.manager.into(), operation: Operation::Apply, api_version: w.api_version.into(), time: Some(w.now.into()), subresource: w.subresource.into(), fields: config_set.clone() };
     let mut conflicts = Vec::new();
+    let mut conflicting = FieldSet::default();
     for e in entries.iter().filter(|e| !e.same_owner(&me)) {
-        for p in e.fields.intersection(&changed).paths() {
+        let shared = e.fields.intersection(&changed);
+        for p in shared.paths() {
             conflicts.push(Conflict { manager: e.describe(), field: path_string(&p) });
         }
+        conflicting = conflicting.union(&shared);
     }
     if !conflicts.is_empty() && !force {
-        return Err(ApplyError::Conflicts(conflicts));
+        return Err(ApplyError::Conflicts(conflicts, conflicting));
     }
     for e in entries.iter_mut().filter(|e| !e.same_owner(&me)) {
         e.fields = e.fields.difference(&changed);
@@ -302,7 +322,13 @@ pub fn apply(live: Option<&Value>, config: &Value, zero: &Value, ty: Ty, mut ent
     for e in entries.iter_mut() {
         e.fields = e.fields.difference(&removed);
     }
-    match entries.iter().position(|e| e.same_owner(&me)) {
+    // The time moves when the apply changed the object.
+    let previous = entries.iter().position(|e| e.same_owner(&me));
+    let mut me = me;
+    if live.is_some() && merged == *base {
+        me.time = previous.and_then(|i| entries[i].time.clone());
+    }
+    match previous {
         Some(i) => entries[i] = me,
         None => entries.push(me),
     }
@@ -349,7 +375,7 @@ mod tests {
         // Another manager: a disjoint field is fine, a shared one with another value is not.
         let (obj, e) = apply(Some(&obj), &cfg(json!({"c": "3"})), &zero, cm_type(), e, &writer("m2"), false, &FieldSet::default()).unwrap();
         let err = apply(Some(&obj), &cfg(json!({"a": "9"})), &zero, cm_type(), e.clone(), &writer("m2"), false, &FieldSet::default()).unwrap_err();
-        let ApplyError::Conflicts(c) = err else { panic!("{err:?}") };
+        let ApplyError::Conflicts(c, _) = err else { panic!("{err:?}") };
         assert_eq!(conflict_message(&c), r#"Apply failed with 1 conflict: conflict with "m1": .data.a"#);
         // The same value is shared ownership, not a conflict.
         let (obj, e) = apply(Some(&obj), &cfg(json!({"a": "1", "c": "3"})), &zero, cm_type(), e, &writer("m2"), false, &FieldSet::default()).unwrap();
@@ -364,6 +390,14 @@ mod tests {
         // m2 stops applying c: it goes from the object.
         let (obj, _) = apply(Some(&obj), &cfg(json!({"a": "1", "b": "7"})), &zero, cm_type(), e, &writer("m2"), false, &FieldSet::default()).unwrap();
         assert_eq!(obj["data"], json!({"a": "1", "b": "7"}));
+    }
+
+    #[test]
+    fn a_client_side_apply_can_be_taken_over_where_it_still_holds() {
+        let live = json!({"metadata": {"annotations": {LAST_APPLIED_ANNOTATION: r#"{"data":{"a":"1","b":"2"}}"#}}, "data": {"a": "1", "b": "changed"}});
+        let allowed = allowed_from_last_applied(&live, cm_type()).unwrap();
+        assert_eq!(allowed.to_fields_v1(), json!({"f:data": {"f:a": {}}}));
+        assert!(allowed_from_last_applied(&json!({"data": {}}), cm_type()).is_none());
     }
 
     #[test]
