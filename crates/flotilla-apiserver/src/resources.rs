@@ -211,7 +211,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         builtin::<apps::v1::Deployment>().short(&["deploy"]).all().status().scale().generation().printer(P::Deployment),
         builtin::<apps::v1::StatefulSet>().short(&["sts"]).all().status().scale().generation(),
         builtin::<apps::v1::DaemonSet>().short(&["ds"]).all().status().generation(),
-        builtin::<apps::v1::ReplicaSet>().short(&["rs"]).all().status().scale().generation(),
+        builtin::<apps::v1::ReplicaSet>().short(&["rs"]).all().status().scale().generation().printer(P::ReplicaSet),
         builtin::<apps::v1::ControllerRevision>(),
         builtin::<batch::v1::Job>().all().status().generation(),
         builtin::<batch::v1::CronJob>().short(&["cj"]).all().status().generation(),
@@ -226,7 +226,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         builtin::<rbac::v1::ClusterRoleBinding>(),
         builtin::<coordination::v1::Lease>(),
         builtin::<events::v1::Event>().short(&["ev"]),
-        builtin::<discovery::v1::EndpointSlice>().generation(),
+        builtin::<discovery::v1::EndpointSlice>().generation().printer(P::EndpointSlice),
         builtin::<scheduling::v1::PriorityClass>().short(&["pc"]),
         {
             let mut r = builtin::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>()

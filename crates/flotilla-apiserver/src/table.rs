@@ -16,7 +16,9 @@ pub enum Printer {
     Secret,
     Service,
     Deployment,
+    ReplicaSet,
     Pod,
+    EndpointSlice,
     /// A CRD's `additionalPrinterColumns`: (name, type, format, jsonPath, priority, description).
     Custom(Vec<CustomColumn>),
 }
@@ -43,6 +45,15 @@ fn age_col() -> Value {
     col("Age", "string", "", 0, "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
 }
 
+/// A pod template's container names and images (wide columns of Deployments and ReplicaSets).
+fn containers_col() -> Value {
+    col("Containers", "string", "", 1, "Names of each container in the template.")
+}
+
+fn images_col() -> Value {
+    col("Images", "string", "", 1, "Images referenced by each container in the template.")
+}
+
 fn age(obj: &Value) -> Value {
     match meta::meta_str(obj, "creationTimestamp").and_then(meta::age_seconds) {
         Some(s) => json!(meta::human_duration(s)),
@@ -52,6 +63,47 @@ fn age(obj: &Value) -> Value {
 
 fn count(v: Option<&Value>) -> usize {
     v.and_then(Value::as_object).map_or(0, |m| m.len())
+}
+
+/// A workload's `spec.selector.matchLabels` as `k=v,…` (what kubectl shows for a selector of
+/// labels only).
+fn match_labels(obj: &Value) -> String {
+    obj.pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .unwrap_or_default()
+}
+
+/// The names and the images of a pod template's containers, each comma-separated.
+fn template_containers(obj: &Value) -> (String, String) {
+    let containers = obj.pointer("/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let join = |field: &str| containers.iter().filter_map(|c| c.get(field)?.as_str()).collect::<Vec<_>>().join(",");
+    (join("name"), join("image"))
+}
+
+/// An EndpointSlice's ports (`80,443`) and its first three addresses (`10.0.0.1,10.0.0.2 + 4
+/// more...`), `<unset>` when there are none, as kube-apiserver prints them.
+fn slice_ports_and_endpoints(obj: &Value) -> (String, String) {
+    let ports: Vec<String> = obj
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| p.get("port").and_then(Value::as_i64).map_or_else(|| "<unset>".to_string(), |n| n.to_string()))
+        .collect();
+    let addresses: Vec<&str> = obj
+        .get("endpoints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|e| e.get("addresses").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str))
+        .collect();
+    let unset = |s: String| if s.is_empty() { "<unset>".to_string() } else { s };
+    let mut shown = addresses.iter().take(3).copied().collect::<Vec<_>>().join(",");
+    if addresses.len() > 3 {
+        shown = format!("{shown} + {} more...", addresses.len() - 3);
+    }
+    (unset(ports.join(",")), unset(shown))
 }
 
 /// Evaluate the JSONPath forms printer columns use (`.spec.replicas`, `.a.b[0].c`,
@@ -158,8 +210,8 @@ impl Printer {
                 col("Up-to-date", "string", "", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
                 col("Available", "string", "", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
                 age_col(),
-                col("Containers", "string", "", 1, "Names of each container in the template."),
-                col("Images", "string", "", 1, "Images referenced by each container in the template."),
+                containers_col(),
+                images_col(),
                 col("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
             ],
             Printer::Pod => vec![
@@ -170,6 +222,25 @@ impl Printer {
                 age_col(),
                 col("IP", "string", "", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
                 col("Node", "string", "", 1, "NodeName is a request to schedule this pod onto a specific node."),
+                col("Nominated Node", "string", "", 1, "The node the scheduler nominated for this pod when it preempted others for it."),
+                col("Readiness Gates", "string", "", 1, "How many of the pod's readiness gates are true."),
+            ],
+            Printer::ReplicaSet => vec![
+                name_col(),
+                col("Desired", "integer", "", 0, "Number of desired pods."),
+                col("Current", "integer", "", 0, "Number of actively running pods."),
+                col("Ready", "integer", "", 0, "Number of pods ready."),
+                age_col(),
+                containers_col(),
+                images_col(),
+                col("Selector", "string", "", 1, "Label selector for pods."),
+            ],
+            Printer::EndpointSlice => vec![
+                name_col(),
+                col("AddressType", "string", "", 0, "The type of address carried by this EndpointSlice."),
+                col("Ports", "string", "", 0, "Port numbers offered by this EndpointSlice."),
+                col("Endpoints", "string", "", 0, "Addresses of the endpoints in this EndpointSlice (the first three)."),
+                age_col(),
             ],
             Printer::Custom(cols) => {
                 let mut out = vec![name_col()];
@@ -244,14 +315,8 @@ impl Printer {
             Printer::Deployment => {
                 let want = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
                 let st = |f: &str| obj.pointer(&format!("/status/{f}")).and_then(Value::as_i64).unwrap_or(0);
-                let containers = obj.pointer("/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
-                let names = containers.iter().filter_map(|c| c.get("name")?.as_str()).collect::<Vec<_>>().join(",");
-                let images = containers.iter().filter_map(|c| c.get("image")?.as_str()).collect::<Vec<_>>().join(",");
-                let selector = obj
-                    .pointer("/spec/selector/matchLabels")
-                    .and_then(Value::as_object)
-                    .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
-                    .unwrap_or_default();
+                let (names, images) = template_containers(obj);
+                let selector = match_labels(obj);
                 vec![
                     name,
                     json!(format!("{}/{}", st("readyReplicas"), want)),
@@ -278,7 +343,19 @@ impl Printer {
                     age(obj),
                     json!(obj.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("<none>")),
                     json!(obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("<none>")),
+                    json!(obj.pointer("/status/nominatedNodeName").and_then(Value::as_str).unwrap_or("<none>")),
+                    json!(readiness_gates(obj)),
                 ]
+            }
+            Printer::ReplicaSet => {
+                let (names, images) = template_containers(obj);
+                let num = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+                let desired = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+                vec![name, json!(desired), json!(num("/status/replicas")), json!(num("/status/readyReplicas")), age(obj), json!(names), json!(images), json!(match_labels(obj))]
+            }
+            Printer::EndpointSlice => {
+                let (ports, endpoints) = slice_ports_and_endpoints(obj);
+                vec![name, obj.get("addressType").cloned().unwrap_or(json!("")), json!(ports), json!(endpoints), age(obj)]
             }
             Printer::Custom(cols) => {
                 let mut out = vec![name];
@@ -298,6 +375,18 @@ impl Printer {
             }
         }
     }
+}
+
+/// `<none>` without readiness gates, else how many of them the pod's conditions say are true
+/// (`1/2`).
+fn readiness_gates(pod: &Value) -> String {
+    let gates: Vec<&str> = pod.pointer("/spec/readinessGates").and_then(Value::as_array).into_iter().flatten().filter_map(|g| g.get("conditionType")?.as_str()).collect();
+    if gates.is_empty() {
+        return "<none>".into();
+    }
+    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let true_ = gates.iter().filter(|g| conditions.iter().any(|c| c.get("type").and_then(Value::as_str) == Some(**g) && c.get("status").and_then(Value::as_str) == Some("True"))).count();
+    format!("{true_}/{}", gates.len())
 }
 
 /// `PartialObjectMetadata` of an object (the default `rows[].object`).
@@ -358,5 +447,25 @@ mod tests {
         assert_eq!(column_cell(&w, r#".status.conditions[?(@.type=="FullyApplied")].status"#), json!("False"));
         assert_eq!(column_cell(&w, r#".status.conditions[?(@.type=="Nope")].status"#), Value::Null);
         assert_eq!(column_cell(&w, ".spec.m[1].kind"), json!("B"));
+    }
+
+    #[test]
+    fn replica_sets_slices_and_wide_pods() {
+        let rs = json!({"metadata": {"name": "web-1"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web", "pod-template-hash": "1"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}, "status": {"replicas": 2}});
+        let cells = Printer::ReplicaSet.cells(&rs);
+        assert_eq!((&cells[1], &cells[2], &cells[3]), (&json!(3), &json!(2), &json!(0)));
+        assert_eq!(cells[7], "app=web,pod-template-hash=1");
+        assert_eq!(cells.len(), Printer::ReplicaSet.columns().len());
+        let eps = |n: usize| (0..n).map(|i| json!({"addresses": [format!("10.0.0.{i}")]})).collect::<Vec<_>>();
+        let slice = json!({"metadata": {"name": "s"}, "addressType": "IPv4", "ports": [{"port": 80}, {"port": 443}], "endpoints": eps(5)});
+        let cells = Printer::EndpointSlice.cells(&slice);
+        assert_eq!((&cells[2], &cells[3]), (&json!("80,443"), &json!("10.0.0.0,10.0.0.1,10.0.0.2 + 2 more...")));
+        let empty = json!({"metadata": {"name": "s"}, "addressType": "IPv4"});
+        assert_eq!(Printer::EndpointSlice.cells(&empty)[2..4], [json!("<unset>"), json!("<unset>")]);
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"readinessGates": [{"conditionType": "A"}, {"conditionType": "B"}]}, "status": {"conditions": [{"type": "A", "status": "True"}]}});
+        let cells = Printer::Pod.cells(&pod);
+        assert_eq!((&cells[7], &cells[8]), (&json!("<none>"), &json!("1/2")));
+        assert_eq!(cells.len(), Printer::Pod.columns().len());
     }
 }
