@@ -21,22 +21,24 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 const TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 
+/// The Service's ports as the pod serves them; a named target port the pod does not have is
+/// left out, as the real controller does (with no ports left, the slice has none).
 fn ports_for(svc: &Service, pod: Option<&PodInfo>) -> Vec<EndpointPort> {
     svc.spec
         .iter()
         .flat_map(|s| s.ports.iter().flatten())
-        .map(|p| {
+        .filter_map(|p| {
             let port = match &p.target_port {
-                Some(IntOrString::Int(n)) => Some(*n),
-                Some(IntOrString::String(name)) => pod.and_then(|pod| pod.ports.iter().find(|(n, _, _)| &**n == name.as_str()).map(|(_, port, _)| *port)),
-                None => Some(p.port),
+                Some(IntOrString::Int(n)) => *n,
+                Some(IntOrString::String(name)) => pod?.ports.iter().find(|(n, _, _)| &**n == name.as_str()).map(|(_, port, _)| *port)?,
+                None => p.port,
             };
-            EndpointPort {
+            Some(EndpointPort {
                 name: Some(p.name.clone().unwrap_or_default()),
-                port,
+                port: Some(port),
                 protocol: Some(p.protocol.clone().unwrap_or_else(|| "TCP".into())),
                 app_protocol: p.app_protocol.clone(),
-            }
+            })
         })
         .collect()
 }
@@ -89,7 +91,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     let mut labels: BTreeMap<String, String> = svc.metadata.labels.clone().unwrap_or_default();
     labels.insert(SERVICE_NAME_LABEL.into(), name.into());
     labels.insert(MANAGED_BY_LABEL.into(), NAME.into());
-    let (endpoints, ports) = if endpoints.is_empty() { (Vec::new(), None) } else { (endpoints, Some(ports)) };
+    let (endpoints, ports) = if endpoints.is_empty() || ports.is_empty() { (endpoints, None) } else { (endpoints, Some(ports)) };
     let same = |s: &EndpointSlice| {
         let mut have = s.endpoints.clone().unwrap_or_default();
         have.sort_by(|a, b| a.target_ref.as_ref().and_then(|t| t.name.clone()).cmp(&b.target_ref.as_ref().and_then(|t| t.name.clone())));
@@ -108,7 +110,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
             return Ok(None);
         }
         let mut slice = (**first).clone();
-        slice.endpoints = Some(endpoints);
+        slice.endpoints = (!endpoints.is_empty()).then_some(endpoints);
         slice.ports = ports;
         slice.metadata.labels = Some(labels);
         slice.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(TRIGGER_TIME.into(), trigger_time());
@@ -126,7 +128,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
             ..Default::default()
         },
         address_type: "IPv4".into(),
-        endpoints: Some(endpoints),
+        endpoints: (!endpoints.is_empty()).then_some(endpoints),
         ports,
     };
     ctx.api.create(&ENDPOINT_SLICES, ns, &serde_json::to_value(&slice).unwrap_or_default()).await?;

@@ -51,7 +51,8 @@ fn pod_for(sts: &StatefulSet, template: &PodTemplateSpec, ordinal: i32, revision
     let owner = pods::owner_ref(&STATEFULSETS, name, sts.metadata.uid.as_deref().unwrap_or(""));
     let index = ordinal.to_string();
     let labels = [(REVISION_LABEL, revision), ("statefulset.kubernetes.io/pod-name", pod_name.as_str()), ("apps.kubernetes.io/pod-index", index.as_str())];
-    pods::pod_from_template(&template, Some(&pod_name), None, &labels, owner)
+    // Named by ordinal, yet with the set's generateName too, as the real controller's pods are.
+    pods::pod_from_template(&template, Some(&pod_name), Some(&format!("{name}-")), &labels, owner)
 }
 
 /// Create the claims of ordinal `i` that do not exist yet, and bind them.
@@ -96,8 +97,10 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     let ordered = spec.pod_management_policy.as_deref() != Some("Parallel");
     let min_ready = spec.min_ready_seconds.unwrap_or(0);
     let old_status = sts.status.clone().unwrap_or_default();
-    let collision = old_status.collision_count;
-    let update_revision = format!("{name}-{}", pods::template_hash(&spec.template, collision));
+    // The real controller always hashes the collision count (0 when unset), so the revision
+    // does not change when the first status write sets collisionCount: 0.
+    let collision = old_status.collision_count.unwrap_or(0);
+    let update_revision = format!("{name}-{}", pods::template_hash(&spec.template, Some(collision)));
     let current_revision = old_status.current_revision.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| update_revision.clone());
     let rolling = spec.update_strategy.as_ref().and_then(|s| s.type_.as_deref()).is_none_or(|t| t == "RollingUpdate");
     let partition = spec.update_strategy.as_ref().and_then(|s| s.rolling_update.as_ref()).and_then(|r| r.partition).unwrap_or(0);
@@ -117,7 +120,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
         updated_replicas: nonzero(live.iter().filter(|p| revision_of(p).as_deref() == Some(update_revision.as_str())).count() as i32),
         current_revision: Some(current_revision.clone()),
         update_revision: Some(update_revision.clone()),
-        collision_count: Some(collision.unwrap_or(0)),
+        collision_count: Some(collision),
         conditions: old_status.conditions.clone(),
     };
     if status.updated_replicas == Some(status.replicas).filter(|r| *r > 0) && status.ready_replicas == status.updated_replicas {
