@@ -21,7 +21,7 @@ pub struct NodeShape {
     pub region: String,
     /// `topology.kubernetes.io/zone`, round-robin over the nodes.
     pub zones: Vec<String>,
-    /// More labels on every node.
+    /// More labels on every node; they replace the default os, arch and instance-type labels.
     pub labels: BTreeMap<String, String>,
     /// Taints on every node: `key[=value]:Effect`.
     pub taints: Vec<String>,
@@ -79,6 +79,9 @@ pub struct MemberConfig {
     /// Pod IPs are handed out from this IPv4 network (the network and broadcast addresses
     /// are never used).
     pub pod_cidr: (Ipv4Addr, u8),
+    /// Services' cluster IPs are handed out from this IPv4 network (kube-apiserver's
+    /// `--service-cluster-ip-range`; testenv's default, 10.96.0.0/16).
+    pub service_cidr: (Ipv4Addr, u8),
     /// `status.nodeInfo.kubeletVersion` of the nodes.
     pub kubelet_version: String,
     pub timings: Timings,
@@ -119,6 +122,7 @@ impl MemberConfig {
                 taints: Vec::new(),
             },
             pod_cidr: pod_cidr_for(0),
+            service_cidr: (Ipv4Addr::new(10, 96, 0, 0), 16),
             kubelet_version: "v1.37.2".into(),
             timings: Timings::default(),
             faults: FaultSettings::default(),
@@ -143,9 +147,10 @@ impl MemberConfig {
                 return err("node taint", format!("{t:?} is not key[=value]:NoSchedule|PreferNoSchedule|NoExecute"));
             }
         }
-        let (_, prefix) = self.pod_cidr;
-        if !(8..=30).contains(&prefix) {
-            return err("pod CIDR", format!("a /{prefix} network: want a prefix length between 8 and 30"));
+        for (field, (_, prefix)) in [("pod CIDR", self.pod_cidr), ("service CIDR", self.service_cidr)] {
+            if !(8..=30).contains(&prefix) {
+                return err(field, format!("a /{prefix} network: want a prefix length between 8 and 30"));
+            }
         }
         if let Err(e) = self.faults.validate() {
             return err("faults", e);

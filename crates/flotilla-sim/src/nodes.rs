@@ -70,11 +70,14 @@ fn now_time() -> Time {
 fn node_object(ctx_config: &crate::config::MemberConfig, index: usize) -> Node {
     let shape = &ctx_config.nodes;
     let name = node_name(&ctx_config.name, index);
-    let mut labels: BTreeMap<String, String> = shape.labels.clone();
-    labels.insert("kubernetes.io/hostname".into(), name.clone());
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
     labels.insert("kubernetes.io/os".into(), "linux".into());
     labels.insert("kubernetes.io/arch".into(), "amd64".into());
     labels.insert("node.kubernetes.io/instance-type".into(), "flotilla-simulated".into());
+    // The shape's labels may replace the defaults above (to look like another cluster's
+    // nodes), not the node's name, topology or the simulated-node mark.
+    labels.extend(shape.labels.clone());
+    labels.insert("kubernetes.io/hostname".into(), name.clone());
     labels.insert(SIM_NODE_LABEL.into(), "true".into());
     if !shape.region.is_empty() {
         labels.insert("topology.kubernetes.io/region".into(), shape.region.clone());

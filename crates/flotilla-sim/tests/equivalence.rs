@@ -108,6 +108,31 @@ async fn start_sim(shape: NodeShape) -> Sim {
     Sim { fleet, _dir: dir }
 }
 
+/// Every label of the real member's nodes is on the simulated one's, with the same value.
+async fn same_node_labels(real: &Client, sim: &Client) {
+    let labels = |client: &Client| {
+        let client = client.clone();
+        async move {
+            let mut nodes = Api::<Node>::all(client).list(&ListParams::default()).await.expect("list nodes").items;
+            nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            nodes.into_iter().map(|n| (n.metadata.name.unwrap_or_default(), n.metadata.labels.unwrap_or_default())).collect::<Vec<_>>()
+        }
+    };
+    let real = labels(real).await;
+    // The simulated member registers its nodes once it runs.
+    let sim = support::eventually("the simulated member's nodes", || async {
+        let sim = labels(sim).await;
+        (sim.len() == real.len()).then_some(sim)
+    })
+    .await;
+    for ((rn, rl), (sn, sl)) in real.iter().zip(&sim) {
+        assert_eq!(rn, sn, "node names");
+        for (k, v) in rl {
+            assert_eq!(sl.get(k), Some(v), "label {k} of node {rn}");
+        }
+    }
+}
+
 async fn client_from(kubeconfig: &Path) -> Client {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("a readable kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("a usable kubeconfig");
@@ -122,6 +147,7 @@ async fn both(ns: &str) -> Option<(Side, Side, Sim, NamespaceGuard)> {
     let sim = start_sim(node_shape_of(&real_client).await).await;
     let sim_kubeconfig = sim.fleet.entry(REAL_MEMBER).expect("the simulated member").kubeconfig.clone();
     let sim_client = client_from(&sim_kubeconfig).await;
+    same_node_labels(&real_client, &sim_client).await;
     let guard = NamespaceGuard { kubeconfig: real.kubeconfig.clone(), ns: ns.to_string() };
     let side = |label, client, kubeconfig| Side { label, client, kubeconfig, ns: ns.to_string(), revisions: BTreeMap::new() };
     let real = side("real", real_client, real.kubeconfig.clone());
@@ -209,6 +235,8 @@ const RULES: &[(&str, &str, &str)] = &[
     ("startedAt", "[time]", "clock"),
     ("finishedAt", "[time]", "clock"),
     ("podIP", "[pod-ip]", "allocated from the member's pod network"),
+    ("clusterIP", "[cluster-ip]", "allocated from the member's service network"),
+    ("clusterIPs", "[cluster-ip]", "allocated from the member's service network"),
     ("containerID", "[container-id]", "names the pod's uid"),
     // kube-scheduler breaks score ties at random and the shared member also runs other tests'
     // pods, so which node an endpoint is on is not compared (that it has one is).
@@ -333,6 +361,10 @@ fn normalise(side: &mut Side, objects: Vec<(String, Value)>) -> Vec<Value> {
             }
             if kind == "ReplicaSet" {
                 v["replicas"] = o["spec"]["replicas"].clone();
+            }
+            if kind == "Service" {
+                // What kube-apiserver fills in: the cluster IP, IP families, defaults.
+                v["spec"] = o["spec"].clone();
             }
             if kind == "EndpointSlice" {
                 v = json!({"kind": kind, "name": o["metadata"]["name"], "addressType": o["addressType"], "endpoints": o["endpoints"], "ports": o["ports"]});
@@ -814,9 +846,6 @@ fn pod_name_shape(name: &str) -> String {
 /// reason (also in docs/testing.md): `(step, line prefix, column, why)`; the column becomes
 /// `[allowed]` on both sides.
 const KUBECTL_ALLOWED: &[(&str, &str, usize, &str)] = &[
-    // ADR 0004: Flotilla's API server allocates no Service addresses (it stores templates); a
-    // simulated member is that API server, so its Services have no cluster IP.
-    ("get", "service/", 2, "no cluster IP"),
     // Flotilla's API server deletes a pod at once; kube-apiserver deletes a pod bound to a node
     // gracefully (deletionTimestamp first, so kubectl shows it Terminating) and the kubelet
     // finishes the deletion.

@@ -18,6 +18,7 @@ pub mod namespace;
 pub mod pods;
 pub mod replicaset;
 pub mod scheduler;
+pub mod service_ip;
 pub mod statefulset;
 
 use crate::cache::Work;
@@ -32,7 +33,10 @@ pub async fn reconcile(work: &Work, ctx: &mut Ctx<'_>) -> Reconciled {
         Work::DaemonSet(k) => daemonset::reconcile(k, ctx).await,
         Work::Job(k) => job::reconcile(k, ctx).await,
         Work::CronJob(k) => cronjob::reconcile(k, ctx).await,
-        Work::Service(k) => endpointslice::reconcile(k, ctx).await,
+        Work::Service(k) => match service_ip::reconcile(k, ctx).await {
+            Ok(_) => endpointslice::reconcile(k, ctx).await,
+            Err(e) => Err(e),
+        },
         Work::Schedule => scheduler::reconcile(ctx).await,
         Work::Pod(k) => kubelet::reconcile(k, ctx).await,
         Work::Node(name) => crate::nodes::reconcile(name, ctx).await,
