@@ -55,7 +55,13 @@ pub fn generation(obj: &Value) -> i64 {
 
 /// Now as `metav1.Time`: RFC 3339, second precision, `Z`.
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    now_plus(0)
+}
+
+/// `now()` that many seconds from now (a deletionTimestamp with a grace period).
+pub fn now_plus(seconds: i64) -> String {
+    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Seconds since a `metav1.Time`, for printer columns.

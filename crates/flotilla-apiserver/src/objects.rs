@@ -1141,6 +1141,8 @@ struct DeleteOptions {
     propagation: Option<String>,
     precondition_uid: Option<String>,
     precondition_rv: Option<String>,
+    /// `gracePeriodSeconds`: only pods have one (see [`pod_grace_seconds`]).
+    grace_period: Option<i64>,
     dry_run: bool,
 }
 
@@ -1150,8 +1152,12 @@ fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<Delete
         propagation: body.get("propagationPolicy").and_then(Value::as_str).map(String::from),
         precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
         precondition_rv: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+        grace_period: body.get("gracePeriodSeconds").and_then(Value::as_i64),
         dry_run: ctx.query.dry_run()?,
     };
+    if let Some(g) = ctx.query.get("gracePeriodSeconds").filter(|s| !s.is_empty()) {
+        o.grace_period = Some(g.parse().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {g:?}")))?);
+    }
     if let Some(p) = ctx.query.get("propagationPolicy").filter(|s| !s.is_empty()) {
         o.propagation = Some(p.to_string());
     }
@@ -1181,6 +1187,19 @@ fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<Delete
         }
     }
     Ok(o)
+}
+
+/// How long a pod being deleted is given to stop, as kube-apiserver decides it: none for a pod
+/// no node runs (unscheduled, or finished), else the request's grace period or the pod's
+/// `terminationGracePeriodSeconds` (30). With a grace period the pod is only marked
+/// (deletionTimestamp in the future) and its kubelet deletes it once its containers stopped.
+fn pod_grace_seconds(pod: &Value, requested: Option<i64>) -> i64 {
+    let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    if !bound || finished {
+        return 0;
+    }
+    requested.or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64)).unwrap_or(30).max(0)
 }
 
 /// Names that the real server refuses to delete.
@@ -1219,8 +1238,13 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
         };
         let mut finalizers = meta::finalizers(&old);
         let spec_finalizers = is_namespace && old.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-        let graceful = !finalizers.is_empty() || policy_finalizer.is_some() || spec_finalizers;
-        if meta::is_terminating(&old) {
+        let is_pod = info.group.is_empty() && info.plural == "pods";
+        let grace = if is_pod { pod_grace_seconds(&old, opts.grace_period) } else { 0 };
+        let graceful = !finalizers.is_empty() || policy_finalizer.is_some() || spec_finalizers || grace > 0;
+        // A pod already being deleted is deleted now when asked with no grace period (its
+        // kubelet does so once the containers stopped) and nothing else holds it.
+        let finish_pod = is_pod && opts.grace_period == Some(0) && finalizers.is_empty() && policy_finalizer.is_none();
+        if meta::is_terminating(&old) && !finish_pod {
             // Already being deleted: nothing more to do.
             return Ok((StatusCode::OK, with_type(info, old)));
         }
@@ -1234,9 +1258,9 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
             }
             {
                 let m = meta::meta_mut(&mut obj);
-                m.insert("deletionTimestamp".into(), json!(meta::now()));
+                m.insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
                 if !is_crd(info) {
-                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }
             }
             if is_crd(info) {

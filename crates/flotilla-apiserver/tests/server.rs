@@ -1,6 +1,7 @@
 //! Server-level behaviour through the in-process router: authentication, overload protection
 //! (429 with Retry-After, 504 on the request deadline, 413 on the body limit), health,
-//! version, metrics, bootstrap namespaces; and the inputs the API fuzz target found.
+//! version, metrics, bootstrap namespaces; graceful deletion of pods a node runs; and the
+//! inputs the API fuzz target found.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +67,41 @@ async fn bootstrap_namespaces_exist_and_immortal_ones_cannot_be_deleted() {
         let (code, _, body) = call(&api, "DELETE", &format!("/api/v1/namespaces/{ns}"), Some(admin()), None, &[]).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{ns}");
         assert!(body["message"].as_str().unwrap().contains("this namespace may not be deleted"));
+    }
+}
+
+/// A pod a node runs is only marked when deleted (deletionTimestamp = now + its grace period,
+/// generation bumped) until it is deleted with grace 0, as its kubelet does; an unscheduled
+/// pod, or one asked to go with grace 0, goes at once.
+#[tokio::test]
+async fn pods_on_a_node_are_deleted_gracefully() {
+    let api = server(ApiServerConfig::default()).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, node: Option<&str>| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+               "spec": {"nodeName": node, "terminationGracePeriodSeconds": 45, "containers": [{"name": "c", "image": "nginx"}]}})
+    };
+    for (name, node) in [("bound", Some("n1")), ("unbound", None), ("forced", Some("n1"))] {
+        let (code, _, body) = call(&api, "POST", pods, Some(admin()), Some(pod(name, node)), &[]).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    let (code, _, marked) = call(&api, "DELETE", &format!("{pods}/bound"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 45);
+    assert_eq!(marked["metadata"]["generation"], 2);
+    let at = marked["metadata"]["deletionTimestamp"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert!(at > jiff::Timestamp::now() + jiff::SignedDuration::from_secs(30), "deletionTimestamp {at} is not the grace period ahead");
+    let (code, _, _) = call(&api, "GET", &format!("{pods}/bound"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK, "a pod being deleted stays until its kubelet deletes it");
+    let uid = marked["metadata"]["uid"].as_str().unwrap();
+    let finish = json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}});
+    let (code, _, _) = call(&api, "DELETE", &format!("{pods}/bound"), Some(admin()), Some(finish), &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    call(&api, "DELETE", &format!("{pods}/unbound"), Some(admin()), None, &[]).await;
+    call(&api, "DELETE", &format!("{pods}/forced?gracePeriodSeconds=0"), Some(admin()), None, &[]).await;
+    for name in ["bound", "unbound", "forced"] {
+        let (code, _, _) = call(&api, "GET", &format!("{pods}/{name}"), Some(admin()), None, &[]).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{name} is gone");
     }
 }
 

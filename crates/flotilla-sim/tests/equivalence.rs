@@ -842,33 +842,6 @@ fn pod_name_shape(name: &str) -> String {
     }
 }
 
-/// Columns of kubectl's output where the simulated member is known to differ, each with its
-/// reason (also in docs/testing.md): `(step, line prefix, column, why)`; the column becomes
-/// `[allowed]` on both sides.
-const KUBECTL_ALLOWED: &[(&str, &str, usize, &str)] = &[
-    // Flotilla's API server deletes a pod at once; kube-apiserver deletes a pod bound to a node
-    // gracefully (deletionTimestamp first, so kubectl shows it Terminating) and the kubelet
-    // finishes the deletion.
-    ("watch pods: last event per pod", "DELETED ", 3, "no graceful pod deletion"),
-];
-
-fn allow(steps: &mut [(String, Vec<String>)]) {
-    for (step, lines) in steps.iter_mut() {
-        for (s, prefix, column, _) in KUBECTL_ALLOWED {
-            if step != s {
-                continue;
-            }
-            for line in lines.iter_mut().filter(|l| l.starts_with(prefix)) {
-                let mut cols: Vec<&str> = line.split(' ').collect();
-                if let Some(c) = cols.get_mut(*column) {
-                    *c = "[allowed]";
-                }
-                *line = cols.join(" ");
-            }
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_script_prints_the_same_against_both() {
     let ns = unique("simeq-kubectl");
@@ -877,10 +850,8 @@ async fn kubectl_script_prints_the_same_against_both() {
         let (label, kc, ns) = (side.label, side.kubeconfig.clone(), side.ns.clone());
         tokio::task::spawn_blocking(move || run_script(label, &kc, &ns))
     };
-    let mut real_out = script(&real).await.expect("the script against the real member");
-    let mut sim_out = script(&sim).await.expect("the script against the simulated member");
-    allow(&mut real_out);
-    allow(&mut sim_out);
+    let real_out = script(&real).await.expect("the script against the real member");
+    let sim_out = script(&sim).await.expect("the script against the simulated member");
     let mut report = String::new();
     for ((step, a), (_, b)) in real_out.iter().zip(&sim_out) {
         if a != b {

@@ -1,7 +1,8 @@
 //! The kubelets' part in a pod's life, as testenv's fake kubelet plays it: a pod bound to a
 //! (working) node becomes Running and Ready after the start delay, with a pod IP from the
 //! member's pod network, conditions and container statuses; a pod of a Job then succeeds after
-//! the job pod duration. Nothing runs.
+//! the job pod duration; a pod being deleted is deleted for good (kube-apiserver and
+//! Flotilla's API server only mark a pod a node runs). Nothing runs.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -26,7 +27,19 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     };
     let Some(node) = info.node.as_deref() else { return Ok(None) };
     let node_failed = ctx.state.nodes.get(node).is_some_and(|n| n.failed_since.is_some());
-    if !ctx.cache.nodes.contains_key(node) || node_failed || info.terminating || info.phase.terminal() {
+    let node_works = ctx.cache.nodes.contains_key(node) && !node_failed;
+    if info.terminating && node_works {
+        // Being deleted: nothing runs, so the containers have stopped; finish the deletion as
+        // a kubelet does (grace 0, for this very pod). A failed node's pods stay Terminating.
+        ctx.state.starting.remove(key);
+        let options = json!({"gracePeriodSeconds": 0, "preconditions": {"uid": info.uid.to_string()}});
+        return match ctx.api.delete(&PODS, &key.0, &key.1, &options).await {
+            Ok(_) => Ok(None),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(None),
+            Err(e) => Err(e.into()),
+        };
+    }
+    if !node_works || info.terminating || info.phase.terminal() {
         ctx.state.starting.remove(key);
         return Ok(None);
     }
