@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_sim::{Fleet, FleetConfig, MemberConfig, NodeShape};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -46,7 +46,7 @@ struct Side {
     client: Client,
     kubeconfig: PathBuf,
     ns: String,
-    /// StatefulSet revision names numbered in the order this side first showed them.
+    /// StatefulSet and DaemonSet revisions numbered in the order this side first showed them.
     revisions: BTreeMap<String, String>,
 }
 
@@ -181,6 +181,7 @@ fn resource(kind: &str) -> ApiResource {
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "ReplicaSet" => ApiResource::erase::<ReplicaSet>(&()),
         "StatefulSet" => ApiResource::erase::<StatefulSet>(&()),
+        "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
         "Job" => ApiResource::erase::<Job>(&()),
         "Pod" => ApiResource::erase::<Pod>(&()),
         "Service" => ApiResource::erase::<Service>(&()),
@@ -193,6 +194,15 @@ impl Side {
     fn api(&self, kind: &str) -> Api<DynamicObject> {
         let ar = resource(kind);
         if kind == "Namespace" { Api::all_with(self.client.clone(), &ar) } else { Api::namespaced_with(self.client.clone(), &self.ns, &ar) }
+    }
+
+    /// Number a revision of workload `owner` in the order this side first shows it.
+    fn revision(&mut self, owner: &str, revision: &str) {
+        if revision.is_empty() || self.revisions.contains_key(revision) {
+            return;
+        }
+        let n = self.revisions.values().filter(|v| v.starts_with(&format!("{owner}-["))).count() + 1;
+        self.revisions.insert(revision.to_string(), format!("{owner}-[revision {n}]"));
     }
 
     async fn create(&self, object: Value) {
@@ -208,7 +218,7 @@ impl Side {
     /// Every object of the compared kinds in the namespace, as JSON, with its kind.
     async fn objects(&self) -> Result<Vec<(String, Value)>, kube::Error> {
         let mut out = Vec::new();
-        for kind in ["Deployment", "ReplicaSet", "StatefulSet", "Job", "Pod", "Service", "EndpointSlice"] {
+        for kind in ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Pod", "Service", "EndpointSlice"] {
             for o in self.api(kind).list(&ListParams::default()).await?.items {
                 out.push((kind.to_string(), serde_json::to_value(o).expect("JSON")));
             }
@@ -242,6 +252,8 @@ const RULES: &[(&str, &str, &str)] = &[
     // pods, so which node an endpoint is on is not compared (that it has one is).
     ("nodeName", "[node]", "placement"),
     ("zone", "[zone]", "placement"),
+    ("topology.kubernetes.io/zone", "[zone]", "placement (the binding copies the node's zone onto the pod)"),
+    ("endpoints.kubernetes.io/last-change-trigger-time", "[time]", "clock"),
 ];
 
 /// Differences between the simulator and the real controllers that are accepted, each with
@@ -331,18 +343,23 @@ fn normalise(side: &mut Side, objects: Vec<(String, Value)>) -> Vec<Value> {
             let owner = text(o, "/metadata/ownerReferences/0/name");
             let revision = text(o, "/metadata/annotations/deployment.kubernetes.io~1revision");
             renames.push((text(o, "/metadata/name").to_string(), format!("{owner}-[revision {revision}]")));
+            renames.push((text(o, "/metadata/labels/pod-template-hash").to_string(), format!("[hash of revision {revision}]")));
         }
         if kind == "StatefulSet" {
-            let name = text(o, "/metadata/name").to_string();
+            let name = text(o, "/metadata/name");
             for r in [text(o, "/status/currentRevision"), text(o, "/status/updateRevision")] {
-                if !r.is_empty() && !side.revisions.contains_key(r) {
-                    let n = side.revisions.values().filter(|v| v.starts_with(&format!("{name}-["))).count() + 1;
-                    side.revisions.insert(r.to_string(), format!("{name}-[revision {n}]"));
-                }
+                side.revision(name, r);
             }
+        }
+        // A DaemonSet's revisions show only in its pods' labels (a bare hash).
+        if kind == "Pod" && text(o, "/metadata/ownerReferences/0/kind") == "DaemonSet" {
+            side.revision(text(o, "/metadata/ownerReferences/0/name"), text(o, "/metadata/labels/controller-revision-hash"));
         }
     }
     renames.extend(side.revisions.iter().map(|(a, b)| (a.clone(), b.clone())));
+    // uids also show in label values (a Job's controller-uid).
+    renames.extend(objects.iter().map(|(_, o)| (text(o, "/metadata/uid").to_string(), "[uid]".to_string())));
+    renames.retain(|(from, _)| !from.is_empty());
     // Longest first, so a pod's name is replaced before its ReplicaSet's name inside it.
     renames.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
 
@@ -350,10 +367,15 @@ fn normalise(side: &mut Side, objects: Vec<(String, Value)>) -> Vec<Value> {
         .into_iter()
         .map(|(kind, o)| {
             let generation = o.pointer("/metadata/generation").and_then(Value::as_i64);
-            let mut v = json!({"kind": kind, "name": o["metadata"]["name"], "status": o["status"]});
+            let m = &o["metadata"];
+            let mut v = json!({
+                "kind": kind, "name": m["name"],
+                "labels": m["labels"], "annotations": m["annotations"], "ownerReferences": m["ownerReferences"],
+                "status": o["status"],
+            });
             match kind.as_str() {
                 // Generations users caused (spec changes), unlike a ReplicaSet's.
-                "Deployment" | "StatefulSet" | "Job" => v["generation"] = json!(generation),
+                "Deployment" | "StatefulSet" | "DaemonSet" | "Job" => v["generation"] = json!(generation),
                 _ => {}
             }
             if kind == "Deployment" || kind == "ReplicaSet" {
@@ -367,7 +389,11 @@ fn normalise(side: &mut Side, objects: Vec<(String, Value)>) -> Vec<Value> {
                 v["spec"] = o["spec"].clone();
             }
             if kind == "EndpointSlice" {
-                v = json!({"kind": kind, "name": o["metadata"]["name"], "addressType": o["addressType"], "endpoints": o["endpoints"], "ports": o["ports"]});
+                v = json!({
+                    "kind": kind, "name": m["name"],
+                    "labels": m["labels"], "annotations": m["annotations"], "ownerReferences": m["ownerReferences"],
+                    "addressType": o["addressType"], "endpoints": o["endpoints"], "ports": o["ports"],
+                });
                 if let Some(eps) = v.get_mut("endpoints").and_then(Value::as_array_mut) {
                     for e in eps.iter_mut() {
                         replace_field(e, "addresses", "[pod-ip]");
@@ -565,6 +591,33 @@ async fn settled_state_matches_a_real_member() {
         .await;
     }
     checkpoint(&mut real, &mut sim, "statefulset", |s| web_ready(s) && status_is(s, "StatefulSet", "db", "/status/readyReplicas", json!(2))).await;
+
+    // The StatefulSet's rolling update: highest ordinal first, one at a time.
+    for side in [&real, &sim] {
+        side.merge_patch("StatefulSet", "db", json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}})).await;
+    }
+    checkpoint(&mut real, &mut sim, "statefulset rolling update", |s| {
+        status_is(s, "StatefulSet", "db", "/status/updatedReplicas", json!(2))
+            && status_is(s, "StatefulSet", "db", "/status/readyReplicas", json!(2))
+            && status_is(s, "StatefulSet", "db", "/status/currentRevision", json!("db-[revision 2]"))
+    })
+    .await;
+
+    // A DaemonSet: a pod on every node.
+    for side in [&real, &sim] {
+        side.create(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
+            }
+        }))
+        .await;
+    }
+    checkpoint(&mut real, &mut sim, "daemonset", |s| {
+        find(s, "DaemonSet", "agent").is_some_and(|d| d["status"]["numberReady"].as_i64() > Some(0) && d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"])
+    })
+    .await;
 
     // A Job to completion.
     for side in [&real, &sim] {

@@ -110,10 +110,19 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
             return Ok(None);
         }
         let mut slice = (**first).clone();
+        let annotations = slice.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        // An empty slice (the real controller's placeholder) has no trigger time.
+        if endpoints.is_empty() {
+            annotations.remove(TRIGGER_TIME);
+        } else {
+            annotations.insert(TRIGGER_TIME.into(), trigger_time());
+        }
+        if slice.metadata.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
+            slice.metadata.annotations = None;
+        }
         slice.endpoints = (!endpoints.is_empty()).then_some(endpoints);
         slice.ports = ports;
         slice.metadata.labels = Some(labels);
-        slice.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(TRIGGER_TIME.into(), trigger_time());
         let slice_name = slice.metadata.name.clone().unwrap_or_default();
         ctx.api.replace(&ENDPOINT_SLICES, ns, &slice_name, &serde_json::to_value(&slice).unwrap_or_default(), false).await?;
         return Ok(None);
@@ -123,7 +132,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
             generate_name: Some(format!("{name}-")),
             namespace: Some(ns.into()),
             labels: Some(labels),
-            annotations: Some([(TRIGGER_TIME.to_string(), trigger_time())].into()),
+            annotations: (!endpoints.is_empty()).then(|| [(TRIGGER_TIME.to_string(), trigger_time())].into()),
             owner_references: Some(vec![pods::owner_ref(&SERVICES, name, svc.metadata.uid.as_deref().unwrap_or(""))]),
             ..Default::default()
         },
