@@ -76,6 +76,8 @@ async fn node_shape_of(client: &Client) -> NodeShape {
     let alloc = |k: &str| nodes[0].status.as_ref().and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get(k)).map(|q| q.0.clone()).unwrap_or_default();
     let computed = ["kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "topology.kubernetes.io/region", "topology.kubernetes.io/zone"];
     let labels = nodes[0].metadata.labels.clone().unwrap_or_default().into_iter().filter(|(k, _)| !computed.contains(&k.as_str())).collect();
+    let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default();
+    assert!(nodes.iter().all(|n| allocatable(n) == allocatable(&nodes[0])), "the real member's nodes differ in capacity; a simulated member's are all alike");
     let mut zones: Vec<String> = Vec::new();
     for n in &nodes {
         let z = label(n, "topology.kubernetes.io/zone");
@@ -92,6 +94,19 @@ async fn node_shape_of(client: &Client) -> NodeShape {
         zones,
         labels,
         taints: Vec::new(),
+    }
+}
+
+/// The scenario's pods (they request nothing, apart from the one that must not fit) need a
+/// few pod slots on every node of the shared member, which other tests use too.
+async fn has_room(client: &Client, shape: &NodeShape) {
+    const NEEDED: usize = 20;
+    let running = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed");
+    let pods = Api::<Pod>::all(client.clone()).list(&running).await.expect("list the real member's pods").items;
+    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.expect("list the real member's nodes").items;
+    for node in nodes.into_iter().filter_map(|n| n.metadata.name) {
+        let used = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())).count();
+        assert!(used + NEEDED <= shape.pods as usize, "node {node} of the real member runs {used} of {} pods: no room for the scenario", shape.pods);
     }
 }
 
@@ -144,7 +159,9 @@ async fn client_from(kubeconfig: &Path) -> Client {
 async fn both(ns: &str) -> Option<(Side, Side, Sim, NamespaceGuard)> {
     let real = real_member()?;
     let real_client = real.client().await;
-    let sim = start_sim(node_shape_of(&real_client).await).await;
+    let shape = node_shape_of(&real_client).await;
+    has_room(&real_client, &shape).await;
+    let sim = start_sim(shape).await;
     let sim_kubeconfig = sim.fleet.entry(REAL_MEMBER).expect("the simulated member").kubeconfig.clone();
     let sim_client = client_from(&sim_kubeconfig).await;
     same_node_labels(&real_client, &sim_client).await;
