@@ -861,6 +861,17 @@ fn run_script(label: &str, kc: &Path, ns: &str) -> Vec<(String, Vec<String>)> {
     record(&mut steps, "get endpointslices", kubectl(&kc, &n(&["get", "endpointslices", "-l", "kubernetes.io/service-name=web"]), None), &renames);
     record(&mut steps, "get -o yaml", kubectl(&kc, &n(&["get", "configmap", "settings", "-o", "yaml"]), None), &renames);
 
+    // A rollout and a scale-up, each waited for; `rollout status` prints progress lines as it
+    // sees them (timing), so only its verdict, the last line, is compared.
+    let verdict = |out: String| out.lines().last().unwrap_or_default().to_string();
+    record(&mut steps, "set image", kubectl(&kc, &n(&["set", "image", "deployment/web", "c=nginx:1.26"]), None), &[]);
+    record(&mut steps, "rollout status", verdict(kubectl(&kc, &n(&["rollout", "status", "deployment/web", "--timeout=120s"]), None)), &[]);
+    record(&mut steps, "rollout history", kubectl(&kc, &n(&["rollout", "history", "deployment/web"]), None), &[]);
+    record(&mut steps, "scale", kubectl(&kc, &n(&["scale", "deployment/web", "--replicas=3"]), None), &[]);
+    record(&mut steps, "rollout status after scale", verdict(kubectl(&kc, &n(&["rollout", "status", "deployment/web", "--timeout=120s"]), None)), &[]);
+    let renames = output_renames(&kc, &ns);
+    record(&mut steps, "get after rollout", kubectl(&kc, &n(&["get", "deployments,replicasets", "-l", "app=web"]), None), &renames);
+
     // Watched: a ConfigMap applied, changed by apply, deleted.
     let watched = |mode: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\n  labels: {{watched: \"yes\"}}\ndata:\n  mode: {mode}\n");
     record(&mut steps, "apply watched", kubectl(&kc, &n(&["apply", "-f", "-"]), Some(&watched("blue"))), &[]);
@@ -879,7 +890,7 @@ fn run_script(label: &str, kc: &Path, ns: &str) -> Vec<(String, Vec<String>)> {
         assert!(std::time::Instant::now() < deadline, "{}: web's pods were never deleted", label);
         std::thread::sleep(Duration::from_millis(300));
     }
-    // The pod watch saw the rolling start and the deletion; how many MODIFIED events each pod
+    // The pod watch saw the start, the rollout, the scale-up and the deletion; how many MODIFIED events each pod
     // went through and how pods interleave depend on timing, so each pod is compared by the
     // last event the watch reported for it (all DELETED), and the number of pods.
     assert!(pod_watch.wait_for(&["DELETED"], DEADLINE), "{}: the pod watch saw no deletion", label);
