@@ -687,7 +687,8 @@ fn kubectl<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(kubeconfig: &Path, args:
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A `kubectl get --watch-only` running in the background; killed when dropped.
+/// A `kubectl get --watch-only` running in the background; killed when dropped, and ending by
+/// itself after its request timeout (longer than the script) if the test process is killed.
 struct Watch {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
@@ -698,7 +699,7 @@ impl Watch {
         let mut child = Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(["get", "--watch-only", "--output-watch-events", "--request-timeout=150s"])
+            .args(["get", "--watch-only", "--output-watch-events", "--request-timeout=600s"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
