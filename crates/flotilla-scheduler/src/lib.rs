@@ -16,6 +16,9 @@
 //! annotation, the `Scheduled` condition, the observed generation and `lastScheduledTime`, and
 //! `ScheduleBindingSucceed`/`ScheduleBindingFailed` Events ([`runner::writeback`]).
 //!
+//! [`kubefed_planner`] is KubeFed's ReplicaSchedulingPreference planner, a second pure replica
+//! strategy beside Karmada's (its controller arrives with the KubeFed sync path).
+//!
 //! Invariant: outside [`runner`], nothing reads a clock, a random source or the network — the
 //! same binding and snapshot always give the same result.
 
@@ -23,6 +26,7 @@ pub mod assign;
 pub mod binding;
 pub mod estimator;
 pub mod explain;
+pub mod kubefed_planner;
 pub mod placement;
 pub mod plugins;
 pub mod runner;
