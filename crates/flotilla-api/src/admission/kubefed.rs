@@ -115,7 +115,7 @@ fn set_default(object: &mut Map<String, Value>, key: &str, value: Value) {
 }
 
 /// `SetDefaultKubeFedConfig`. Durations are written as Go prints them (`1m0s`).
-fn default_kubefed_config(spec: &mut Map<String, Value>) {
+pub(crate) fn default_kubefed_config(spec: &mut Map<String, Value>) {
     let durations = child(spec, "controllerDuration");
     set_default(durations, "availableDelay", json!("20s"));
     set_default(durations, "unavailableDelay", json!("1m0s"));

@@ -25,7 +25,8 @@ pub fn crds() -> Vec<Value> {
     crds
 }
 
-/// [`crds`] as multi-document YAML (`---` between documents), the output of `flotilla crds`;
+/// [`crds`] and the default `Federated<Kind>` CRDs ([`kubefed::default_federated_type_crds`])
+/// as multi-document YAML (`---` between documents), the output of `flotilla crds`;
 /// `kubectl apply -f -` accepts it as it is.
 ///
 /// A real kube-apiserver host given these CRDs serves the kinds with the same names, schemas,
@@ -33,6 +34,14 @@ pub fn crds() -> Vec<Value> {
 /// labels, Weighted and spread defaults, the 48-character Cluster name limit, ...) unless that
 /// chain is served to it as a webhook, and serves Cluster without the `proxy` subresource.
 pub fn crds_yaml() -> String {
-    let crds = crds();
+    let mut crds = crds();
+    crds.extend(kubefed::default_federated_type_crds());
     serde_saphyr::to_string_multiple(&crds).expect("CRDs serialise to YAML")
+}
+
+/// KubeFed's objects of a fresh control plane ([`kubefed::install::objects`]: the system
+/// namespace, the KubeFedConfig, the default FederatedTypeConfigs) as multi-document YAML, the
+/// output of `flotilla crds --kubefed-objects`, to apply once [`crds_yaml`]'s CRDs are served.
+pub fn kubefed_objects_yaml() -> String {
+    serde_saphyr::to_string_multiple(&kubefed::install::objects()).expect("objects serialise to YAML")
 }

@@ -4,6 +4,8 @@
 //! `multiclusterdns.kubefed.io` is not here: KubeFed removed it in v0.7.0.
 
 pub mod core;
+pub mod enable;
+pub mod install;
 pub mod scheduling;
 pub mod types;
 
@@ -48,6 +50,14 @@ pub fn default_target_types() -> Vec<core::TargetType> {
     ]
 }
 
+/// Options of the default types' `Federated<Kind>`s: KubeFed's defaults with the built-in
+/// kinds' short names (`fdeploy`, `fcm`, ...).
+pub fn default_type_options(target: &core::TargetType) -> FederatedTypeOptions {
+    let mut options = FederatedTypeOptions::for_target(target);
+    options.target_short_names = builtin_short_names(&target.kind).iter().map(|s| s.to_string()).collect();
+    options
+}
+
 /// Short names of the built-in kinds among [`default_target_types`] (kube-apiserver v1.37's
 /// discovery): `kubefedctl enable` prefixes each with `f` (`fdeploy`, `fcm`, ...).
 fn builtin_short_names(kind: &str) -> &'static [&'static str] {
@@ -67,10 +77,6 @@ fn builtin_short_names(kind: &str) -> &'static [&'static str] {
 pub fn default_federated_type_crds() -> Vec<Value> {
     default_target_types()
         .iter()
-        .map(|t| {
-            let mut options = FederatedTypeOptions::for_target(t);
-            options.target_short_names = builtin_short_names(&t.kind).iter().map(|s| s.to_string()).collect();
-            federated_type_crd_with(t, &options)
-        })
+        .map(|t| federated_type_crd_with(t, &default_type_options(t)))
         .collect()
 }
