@@ -15,7 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Which control plane: `--control-plane-kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct ControlPlane {
+pub(crate) struct ControlPlane {
     /// Kubeconfig of the Flotilla control plane (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, value_name = "FILE")]
     control_plane_kubeconfig: Option<PathBuf>,
@@ -25,7 +25,7 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    async fn client(&self) -> anyhow::Result<kube::Client> {
+    pub(crate) async fn client(&self) -> anyhow::Result<kube::Client> {
         control_plane_client(self.control_plane_kubeconfig.clone(), self.control_plane_context.clone()).await
     }
 }

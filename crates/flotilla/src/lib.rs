@@ -1,7 +1,8 @@
 //! `flotilla` as a library: the pieces `flotilla up` is assembled from — the control plane (API
-//! server on a store, federation CRDs installed), its controllers with in-process clients, and
-//! the simulated demo members — so the binary and the benchmarks (`examples/`) run the same
-//! wiring. Start at [`control_plane`], then [`controllers`] and [`demo`].
+//! server on a store, federation CRDs installed), its controllers with in-process clients, the
+//! simulated demo members, and KubeFed's objects ([`kubefed`]: seeding a fresh control plane,
+//! `enable`/`disable`) — so the binary and the benchmarks (`examples/`) run the same wiring.
+//! Start at [`control_plane`], then [`controllers`] and [`demo`].
 //!
 //! Invariant: these pieces take typed settings and return running components; the command
 //! line (`main.rs` and its `*_cmd` modules, `up.rs`) stays in the binary.
@@ -10,3 +11,4 @@ pub mod control_plane;
 pub mod controllers;
 pub mod demo;
 pub mod federation_args;
+pub mod kubefed;

@@ -4,6 +4,7 @@
 mod certs_cmd;
 mod cluster_proxy;
 mod controllers_cmd;
+mod enable_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
@@ -37,8 +38,13 @@ enum Command {
     /// `flotilla crds | kubectl apply --server-side -f -`, then run `flotilla controllers` against
     /// it. Such a host lacks Flotilla's admission chain: the controllers set the permanent ids and
     /// defaults themselves, but invalid policies are stored and only reported
-    /// (docs/controllers-on-any-host.md).
-    Crds,
+    /// (docs/controllers-on-any-host.md). `--kubefed-objects` prints instead KubeFed's objects
+    /// of a fresh control plane (namespace kube-federation-system, the KubeFedConfig, the
+    /// default FederatedTypeConfigs), to apply once the CRDs are established.
+    Crds {
+        #[arg(long)]
+        kubefed_objects: bool,
+    },
     /// Run the federation controllers and the scheduler against any API server hosting the
     /// federation CRDs (`flotilla crds`), e.g. a plain kube-apiserver, until SIGTERM. A plain
     /// host has no admission chain: the controllers set the permanent ids and defaults themselves
@@ -52,6 +58,13 @@ enum Command {
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
+    /// Federate a type, as `kubefedctl enable`: resolve NAME (kind, plural, short name or
+    /// plural.group) through discovery and create its FederatedTypeConfig and the
+    /// Federated<Kind> CRD in types.kubefed.io (`-o yaml` prints them instead).
+    Enable(enable_cmd::EnableArgs),
+    /// Stop federating a type, as `kubefedctl disable`: delete its FederatedTypeConfig (and,
+    /// with --delete-crd, its Federated<Kind> CRD once no such objects remain).
+    Disable(enable_cmd::DisableArgs),
     /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
     /// (`flotilla get deploy -A --clusters all`).
     Get(get_cmd::GetArgs),
@@ -85,10 +98,16 @@ fn main() -> std::process::ExitCode {
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
-            Command::Crds => {
+            Command::Crds { kubefed_objects: false } => {
                 print!("{}", flotilla_api::federation::crds_yaml());
                 Ok(())
             }
+            Command::Crds { kubefed_objects: true } => {
+                print!("{}", flotilla_api::federation::kubefed_objects_yaml());
+                Ok(())
+            }
+            Command::Enable(args) => enable_cmd::enable(args).await,
+            Command::Disable(args) => enable_cmd::disable(args).await,
         }
     });
     match result {

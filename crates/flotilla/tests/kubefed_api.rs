@@ -1,0 +1,223 @@
+//! KubeFed's API on a fresh `flotilla up`: the seeded system namespace, KubeFedConfig and
+//! default FederatedTypeConfigs; KubeFed's manifests applied unchanged with kubectl; bad input
+//! refused with the field named; `flotilla enable`/`disable` for a CRD kind Flotilla does not
+//! know; seeding that leaves everything alone on restart.
+
+mod support;
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use support::{Flotilla, apply_yaml, flotilla_cmd, get_json, kubectl, kubectl_bin, kubectl_fails};
+
+const NS: &str = "kube-federation-system";
+
+const DEFAULT_FTCS: [&str; 10] = [
+    "clusterroles.rbac.authorization.k8s.io",
+    "configmaps",
+    "deployments.apps",
+    "ingresses.networking.k8s.io",
+    "jobs.batch",
+    "namespaces",
+    "replicasets.apps",
+    "secrets",
+    "serviceaccounts",
+    "services",
+];
+
+fn server() -> &'static Flotilla {
+    static SERVER: OnceLock<Flotilla> = OnceLock::new();
+    SERVER.get_or_init(Flotilla::start)
+}
+
+fn data(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../flotilla-api/tests/data/federation/kubefed").join(file).to_str().unwrap().to_string()
+}
+
+/// `flotilla ARGS --control-plane-kubeconfig KC`.
+fn flotilla(kc: &Path, args: &[&str]) -> (bool, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--control-plane-kubeconfig", kc.to_str().unwrap()]);
+    flotilla_cmd(&all)
+}
+
+/// The first column of a `kubectl get` table, header dropped.
+fn names(table: &str) -> Vec<String> {
+    table.lines().skip(1).filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
+}
+
+fn resource_version(kc: &Path, args: &[&str]) -> String {
+    get_json(kc, args).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string()
+}
+
+/// A CRD of kind `kind` in `group`, as e.g. Istio's installer creates it.
+fn crd(group: &str, kind: &str, plural: &str, short: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {plural}.{group}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: {plural}, singular: {singular}, kind: {kind}, shortNames: [{short}]}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
+        singular = kind.to_lowercase()
+    )
+}
+
+#[test]
+fn a_fresh_control_plane_serves_kubefeds_defaults() {
+    let kc = &server().kubeconfig;
+    let k = kubectl_bin();
+    let table = kubectl(&k, kc, &["-n", NS, "get", "federatedtypeconfigs"]);
+    assert_eq!(names(&table), DEFAULT_FTCS, "{table}");
+    // Each default type's Federated<Kind> is served, with the scope of its target (namespaces
+    // excepted: FederatedNamespace is namespaced).
+    let resources = kubectl(&k, kc, &["api-resources", "--api-group", "types.kubefed.io", "--no-headers"]);
+    for (plural, namespaced) in [("federateddeployments", "true"), ("federatednamespaces", "true"), ("federatedclusterroles", "false"), ("federatedconfigmaps", "true")] {
+        let line = resources.lines().find(|l| l.starts_with(&format!("{plural} "))).unwrap_or_else(|| panic!("{plural} not served:\n{resources}"));
+        assert!(line.split_whitespace().any(|c| c == namespaced), "{line}");
+    }
+    let config = get_json(kc, &["-n", NS, "get", "kubefedconfig", "kubefed"]).unwrap();
+    assert_eq!(config["spec"]["scope"], "Cluster");
+    assert_eq!(config["spec"]["clusterHealthCheck"]["period"], "10s");
+    assert_eq!(config["spec"]["syncController"]["adoptResources"], "Enabled");
+    let ftc = get_json(kc, &["-n", NS, "get", "ftc", "deployments.apps"]).unwrap();
+    assert_eq!(ftc["spec"]["federatedType"]["kind"], "FederatedDeployment");
+    assert_eq!(ftc["spec"]["targetType"]["group"], "apps");
+    assert_eq!(ftc["spec"]["propagation"], "Enabled");
+}
+
+#[test]
+fn kubefed_manifests_apply_unchanged() {
+    let kc = &server().kubeconfig;
+    let k = kubectl_bin();
+    kubectl(&k, kc, &["create", "namespace", "test-namespace"]);
+    for f in ["federatednamespace.yaml", "federateddeployment.yaml", "federateddeployment-rsp.yaml", "federatedingress.yaml", "kubefedcluster.yaml"] {
+        kubectl(&k, kc, &["apply", "-f", &data(f)]);
+    }
+    let fd = get_json(kc, &["-n", "test-namespace", "get", "fdeploy", "test-deployment"]).unwrap();
+    assert_eq!(fd["spec"]["placement"]["clusters"], serde_json::json!([{"name": "cluster2"}, {"name": "cluster1"}]));
+    let ops = &fd["spec"]["overrides"][0]["clusterOverrides"];
+    assert_eq!(ops[1]["value"], "nginx:1.17.0-alpine");
+    assert_eq!(ops[2]["op"], "add");
+    assert_eq!(ops[2]["value"], serde_json::json!({"foo": "bar"}));
+    assert_eq!(ops[3]["op"], "remove");
+    assert_eq!(fd["spec"]["template"]["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+    let rsp = get_json(kc, &["-n", "test-namespace", "get", "rsp", "test-deployment"]).unwrap();
+    assert_eq!(rsp["spec"]["totalReplicas"], 10);
+    assert_eq!(rsp["spec"]["clusters"]["cluster2"]["weight"], 3);
+    let fns = get_json(kc, &["-n", "test-namespace", "get", "federatednamespace", "test-namespace"]).unwrap();
+    assert_eq!(fns["metadata"]["namespace"], "test-namespace");
+    let ing = get_json(kc, &["-n", "test-namespace", "get", "federatedingress", "test-ingress"]).unwrap();
+    assert_eq!(ing["spec"]["template"]["spec"]["rules"][0]["http"]["paths"][0]["backend"]["serviceName"], "test-service");
+    let kfc = get_json(kc, &["-n", NS, "get", "kfc", "cluster1"]).unwrap();
+    assert_eq!(kfc["spec"]["secretRef"]["name"], "cluster1-x7k2p");
+    assert_eq!(kfc["spec"]["apiEndpoint"], "https://172.17.0.2:6443");
+    let table = kubectl(&k, kc, &["-n", NS, "get", "kubefedclusters"]);
+    assert_eq!(table.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(), ["NAME", "AGE", "READY", "KUBERNETES-VERSION"]);
+    assert_eq!(names(&table), ["cluster1"]);
+}
+
+#[test]
+fn bad_kubefed_input_is_refused_naming_the_field() {
+    let kc = &server().kubeconfig;
+    let k = kubectl_bin();
+    kubectl(&k, kc, &["create", "namespace", "bad-input"]);
+    let cases = [
+        (
+            "apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: web, namespace: bad-input}\nspec:\n  targetKind: FederatedDeployment\n  totalReplicas: 9\n  clusters:\n    cluster1: {weight: -1}\n",
+            "spec.clusters.cluster1.weight",
+        ),
+        (
+            "apiVersion: core.kubefed.io/v1beta1\nkind: FederatedTypeConfig\nmetadata: {name: widgets, namespace: kube-federation-system}\nspec:\n  targetType: {group: example.com, version: v1, kind: Widget, scope: Namespaced}\n  federatedType: {group: types.kubefed.io, version: v1beta1, kind: FederatedWidget, scope: Namespaced}\n  propagation: Enabled\n",
+            "name must be \"widgets.example.com\"",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: cm, namespace: bad-input}\nspec:\n  template: {data: {a: b}}\n  overrides:\n  - clusterName: cluster1\n    clusterOverrides:\n    - {op: move, path: /data/a}\n",
+            "spec.overrides[0].clusterOverrides[0].op",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: cm2, namespace: bad-input}\nspec:\n  placement:\n    clusters: [{}]\n",
+            "spec.placement.clusters[0].name",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (yaml, field)) in cases.iter().enumerate() {
+        let f = dir.path().join(format!("{i}.yaml"));
+        std::fs::write(&f, yaml).unwrap();
+        let (_, stderr) = kubectl_fails(&k, kc, &["apply", "-f", f.to_str().unwrap()]);
+        assert!(stderr.contains(field), "case {i}: {stderr}");
+    }
+    // KubeFed accepts minimums that exceed the total (its planner lets the heaviest clusters
+    // win); so does Flotilla — the planner reports the shortfall when it plans.
+    apply_yaml(kc, "apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: greedy, namespace: bad-input}\nspec:\n  targetKind: FederatedDeployment\n  totalReplicas: 3\n  clusters:\n    '*': {minReplicas: 5, weight: 1}\n");
+}
+
+#[test]
+fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
+    let kc = &server().kubeconfig;
+    let k = kubectl_bin();
+    apply_yaml(kc, &crd("networking.istio.io", "VirtualService", "virtualservices", "vs"));
+    // -o yaml prints and creates nothing.
+    let (ok, printed) = flotilla(kc, &["enable", "vs", "-o", "yaml"]);
+    assert!(ok, "{printed}");
+    assert!(printed.contains("kind: FederatedTypeConfig") && printed.contains("name: federatedvirtualservices.types.kubefed.io"), "{printed}");
+    kubectl_fails(&k, kc, &["-n", NS, "get", "ftc", "virtualservices.networking.istio.io"]);
+
+    let (ok, out) = flotilla(kc, &["enable", "VirtualService"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/federatedvirtualservices.types.kubefed.io created"), "{out}");
+    let ftc = get_json(kc, &["-n", NS, "get", "ftc", "virtualservices.networking.istio.io"]).unwrap();
+    assert_eq!(ftc["spec"]["targetType"], serde_json::json!({"group": "networking.istio.io", "version": "v1", "kind": "VirtualService", "pluralName": "virtualservices", "scope": "Namespaced"}));
+    assert_eq!(ftc["spec"]["federatedType"]["kind"], "FederatedVirtualService");
+    let generated = get_json(kc, &["get", "crd", "federatedvirtualservices.types.kubefed.io"]).unwrap();
+    assert_eq!(generated["spec"]["scope"], "Namespaced");
+    assert_eq!(generated["spec"]["names"]["shortNames"], serde_json::json!(["fvs"]));
+    // Enabling again changes nothing.
+    let rv = resource_version(kc, &["get", "crd", "federatedvirtualservices.types.kubefed.io"]);
+    let (ok, out) = flotilla(kc, &["enable", "virtualservices.networking.istio.io"]);
+    assert!(ok && out.contains("federatedvirtualservices.types.kubefed.io unchanged"), "{out}");
+    assert_eq!(resource_version(kc, &["get", "crd", "federatedvirtualservices.types.kubefed.io"]), rv);
+
+    // The new type accepts an object, template kept as written.
+    kubectl(&k, kc, &["create", "namespace", "mesh"]);
+    apply_yaml(kc, "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedVirtualService\nmetadata: {name: reviews, namespace: mesh}\nspec:\n  template:\n    spec:\n      hosts: [reviews]\n      http:\n      - route:\n        - destination: {host: reviews, subset: v1}\n  placement:\n    clusterSelector:\n      matchLabels: {mesh: istio}\n  overrides:\n  - clusterName: cluster1\n    clusterOverrides:\n    - path: /spec/hosts/0\n      value: reviews.cluster1\n");
+    let fvs = get_json(kc, &["-n", "mesh", "get", "fvs", "reviews"]).unwrap();
+    assert_eq!(fvs["spec"]["template"]["spec"]["http"][0]["route"][0]["destination"]["subset"], "v1");
+    assert_eq!(fvs["spec"]["placement"]["clusterSelector"]["matchLabels"]["mesh"], "istio");
+
+    // Unknown and ambiguous names are refused with the reason.
+    let (ok, out) = flotilla(kc, &["enable", "nosuchkind"]);
+    assert!(!ok && out.contains("no API resource named \"nosuchkind\""), "{out}");
+    apply_yaml(kc, &crd("a.example.com", "Gizmo", "gizmos", "gz"));
+    apply_yaml(kc, &crd("b.example.com", "Gizmo", "gizmos", "gzb"));
+    let (ok, out) = flotilla(kc, &["enable", "gizmo"]);
+    assert!(!ok && out.contains("gizmos.a.example.com, gizmos.b.example.com"), "{out}");
+
+    // --delete-crd is refused while objects exist, and then nothing changed.
+    let (ok, out) = flotilla(kc, &["disable", "vs", "--delete-crd"]);
+    assert!(!ok && out.contains("mesh/reviews"), "{out}");
+    get_json(kc, &["-n", NS, "get", "ftc", "virtualservices.networking.istio.io"]).unwrap();
+    kubectl(&k, kc, &["-n", "mesh", "delete", "fvs", "reviews"]);
+    let (ok, out) = flotilla(kc, &["disable", "vs", "--delete-crd"]);
+    assert!(ok, "{out}");
+    kubectl_fails(&k, kc, &["-n", NS, "get", "ftc", "virtualservices.networking.istio.io"]);
+    kubectl_fails(&k, kc, &["get", "crd", "federatedvirtualservices.types.kubefed.io"]);
+    let (ok, out) = flotilla(kc, &["disable", "vs"]);
+    assert!(!ok && out.contains("is not enabled"), "{out}");
+}
+
+/// Seeding happens once: a restart rewrites nothing, and a type the user disabled stays
+/// disabled.
+#[test]
+fn seeding_leaves_a_seeded_control_plane_alone() {
+    let first = Flotilla::start();
+    let kc = first.kubeconfig.clone();
+    let config = ["-n", NS, "get", "kubefedconfig", "kubefed"];
+    let ftc = ["-n", NS, "get", "ftc", "deployments.apps"];
+    let crd = ["get", "crd", "federateddeployments.types.kubefed.io"];
+    let before = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd)];
+    let (ok, out) = flotilla(&kc, &["disable", "jobs.batch"]);
+    assert!(ok, "{out}");
+    let second = Flotilla::start_in(first.stop(), &[]);
+    let kc = second.kubeconfig.clone();
+    let after = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd)];
+    assert_eq!(before, after);
+    let table = kubectl(&kubectl_bin(), &kc, &["-n", NS, "get", "federatedtypeconfigs"]);
+    let expected: Vec<&str> = DEFAULT_FTCS.iter().copied().filter(|n| *n != "jobs.batch").collect();
+    assert_eq!(names(&table), expected);
+}
