@@ -429,3 +429,11 @@ fn crds_yaml_is_one_document_per_crd_and_reads_back() {
         "unquoted True would read back as a boolean in YAML 1.1"
     );
 }
+
+#[test]
+fn kubefed_objects_yaml_reads_back() {
+    let yaml = flotilla_api::federation::kubefed_objects_yaml();
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(&yaml).unwrap();
+    assert_eq!(docs, flotilla_api::federation::kubefed::install::objects());
+    assert_eq!(docs.len(), 12, "namespace, KubeFedConfig, ten FederatedTypeConfigs");
+}
