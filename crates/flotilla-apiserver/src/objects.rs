@@ -777,6 +777,11 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
         }
     }
     flotilla_api_hooks::defaults(info, &mut obj)?;
+    // A CRD is defaulted before its generation is judged, as kube-apiserver defaults on decode:
+    // an update that only omits defaulted fields (listKind, conversion) changes nothing.
+    if is_crd(info) {
+        crate::crd::default_crd(&mut obj);
+    }
     // Generation: +1 when the desired state changes.
     if info.generation {
         let old_gen = meta::generation(old).max(1);
@@ -802,9 +807,6 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
                 )],
             ));
         }
-    }
-    if is_crd(info) {
-        crate::crd::default_crd(&mut obj);
     }
     if sub.is_none() {
         admission_chain::mutate(info, &mut obj, false, ctx.namespace())?;

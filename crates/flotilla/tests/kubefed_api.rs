@@ -201,8 +201,8 @@ fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
     assert!(!ok && out.contains("is not enabled"), "{out}");
 }
 
-/// Seeding happens once: a restart rewrites nothing, and a type the user disabled stays
-/// disabled.
+/// Seeding happens once: a restart rewrites nothing (neither the seeded objects nor the fixed
+/// CRDs installed at every start), and a type the user disabled stays disabled.
 #[test]
 fn seeding_leaves_a_seeded_control_plane_alone() {
     let first = Flotilla::start();
@@ -210,12 +210,14 @@ fn seeding_leaves_a_seeded_control_plane_alone() {
     let config = ["-n", NS, "get", "kubefedconfig", "kubefed"];
     let ftc = ["-n", NS, "get", "ftc", "deployments.apps"];
     let crd = ["get", "crd", "federateddeployments.types.kubefed.io"];
-    let before = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd)];
+    // A fixed CRD, which every start installs again: unchanged, it must not be rewritten.
+    let fixed = ["get", "crd", "kubefedclusters.core.kubefed.io"];
+    let before = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd), resource_version(&kc, &fixed)];
     let (ok, out) = flotilla(&kc, &["disable", "jobs.batch"]);
     assert!(ok, "{out}");
     let second = Flotilla::start_in(first.stop(), &[]);
     let kc = second.kubeconfig.clone();
-    let after = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd)];
+    let after = [resource_version(&kc, &config), resource_version(&kc, &ftc), resource_version(&kc, &crd), resource_version(&kc, &fixed)];
     assert_eq!(before, after);
     let table = kubectl(&kubectl_bin(), &kc, &["-n", NS, "get", "federatedtypeconfigs"]);
     let expected: Vec<&str> = DEFAULT_FTCS.iter().copied().filter(|n| *n != "jobs.batch").collect();
