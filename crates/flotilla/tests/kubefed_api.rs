@@ -201,6 +201,27 @@ fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
     assert!(!ok && out.contains("is not enabled"), "{out}");
 }
 
+/// `enable` of a default type finds it exactly as seeded; a CRD target whose `spec.replicas` is
+/// an integer gets `spec.retainReplicas` in its federated type, as kubefedctl decides it.
+#[test]
+fn enable_agrees_with_the_seeded_types_and_detects_scalable_crds() {
+    let kc = &server().kubeconfig;
+    let (ok, out) = flotilla(kc, &["enable", "deploy"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("federateddeployments.types.kubefed.io unchanged") && out.contains("deployments.apps unchanged"), "{out}");
+    let retain = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/retainReplicas";
+    let fdeploy = get_json(kc, &["get", "crd", "federateddeployments.types.kubefed.io"]).unwrap();
+    assert_eq!(fdeploy.pointer(retain).unwrap()["type"], "boolean");
+
+    apply_yaml(kc, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: scalers.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: scalers, singular: scaler, kind: Scaler}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              replicas: {type: integer, format: int32}\n");
+    let (ok, out) = flotilla(kc, &["enable", "scalers.example.com"]);
+    assert!(ok, "{out}");
+    let fscaler = get_json(kc, &["get", "crd", "federatedscalers.types.kubefed.io"]).unwrap();
+    assert_eq!(fscaler.pointer(retain).unwrap()["type"], "boolean");
+    let fcm = get_json(kc, &["get", "crd", "federatedconfigmaps.types.kubefed.io"]).unwrap();
+    assert!(fcm.pointer(retain).is_none(), "ConfigMaps have no replicas");
+}
+
 /// Seeding happens once: a restart rewrites nothing (neither the seeded objects nor the fixed
 /// CRDs installed at every start), and a type the user disabled stays disabled.
 #[test]
