@@ -52,7 +52,8 @@ pub const REASON_APPLY_POLICY_FAILED: &str = "ApplyPolicyFailed";
 
 /// Namespaces whose objects are never propagated.
 pub fn is_reserved_namespace(ns: &str) -> bool {
-    matches!(ns, "kube-system" | "kube-public" | "kube-node-lease" | "karmada-system" | "karmada-cluster" | "flotilla-system") || ns.starts_with("karmada-es-")
+    matches!(ns, "kube-system" | "kube-public" | "kube-node-lease" | "karmada-system" | "karmada-cluster" | "flotilla-system" | "kube-federation-system")
+        || ns.starts_with("karmada-es-")
 }
 
 /// API groups whose kinds are Karmada's own and never propagated.
@@ -907,5 +908,7 @@ mod tests {
         assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
         assert_eq!(spec.conflict_resolution, Some(ConflictResolution::Abort));
         assert!(is_reserved_namespace("karmada-es-m1") && is_reserved_namespace("kube-system") && !is_reserved_namespace("default"));
+        // KubeFed's system namespace holds member credentials (KubeFedCluster Secrets).
+        assert!(is_reserved_namespace("kube-federation-system"));
     }
 }

@@ -184,6 +184,7 @@ mod tests {
         assert!(propagates(&ns("shop", json!({}))));
         assert!(!propagates(&ns("default", json!({}))));
         assert!(!propagates(&ns("kube-system", json!({}))));
+        assert!(!propagates(&ns("kube-federation-system", json!({}))));
         assert!(!propagates(&ns("karmada-es-member1", json!({}))));
         assert!(!propagates(&ns("quiet", json!({SKIP_AUTO_PROPAGATION_LABEL: "true"}))));
     }

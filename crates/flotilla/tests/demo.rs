@@ -1,6 +1,7 @@
 //! `flotilla up --demo 2`: simulated members start in-process, join in Push mode with a
 //! least-privilege identity, turn Ready through the health probe, and Karmada's quick-start
-//! sample is claimed by its policy and bound.
+//! sample is claimed by its policy and bound; namespaces propagate, KubeFed's system namespace
+//! does not.
 
 mod support;
 
@@ -67,6 +68,15 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"])?;
         if d["status"]["readyReplicas"] == 2 && d["status"]["observedGeneration"] == d["metadata"]["generation"] { Ok(()) } else { Err(d["status"].to_string()) }
     });
+    // Namespaces reach the members, but never KubeFed's system namespace (it holds member
+    // credentials), which has existed since start-up, before the one created here.
+    let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["create", "namespace", "shop"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mk = cp.dir.path().join("data/demo/member1.kubeconfig");
+    wait_for("namespace shop in member1", Duration::from_secs(60), || get_json(&mk, &["get", "namespace", "shop"]));
+    assert!(get_json(&kc, &["get", "namespace", "kube-federation-system"]).is_ok());
+    let err = get_json(&mk, &["get", "namespace", "kube-federation-system"]).unwrap_err();
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
     drop(cp);
 }
 
