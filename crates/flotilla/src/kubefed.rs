@@ -275,6 +275,16 @@ pub async fn apply_enable(client: &Client, plan: &EnablePlan) -> anyhow::Result<
     Ok(Enabled { crd, ftc: Change::of(before, after.metadata.resource_version) })
 }
 
+/// The `plural[.group]` of `plan`'s target when the member role `flotilla join` creates does
+/// not cover it: Flotilla's least-privilege member identity cannot propagate such objects until
+/// the role is widened (`flotilla join … --allow-kinds`). `None` when the default role covers it.
+pub fn member_role_gap(plan: &EnablePlan) -> Option<String> {
+    let target = &plan.ftc.spec.target_type;
+    let group = target.group.as_deref().unwrap_or_default();
+    let covered = flotilla_member::join::DEFAULT_KINDS.iter().any(|(g, resources)| *g == group && resources.contains(&target.plural_name.as_str()));
+    (!covered).then(|| install::federated_type_config_name(target))
+}
+
 /// What [`disable`] removed.
 #[derive(Debug)]
 pub struct Disabled {
