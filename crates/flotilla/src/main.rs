@@ -38,10 +38,11 @@ enum Command {
     /// `flotilla crds | kubectl apply --server-side -f -`, then run `flotilla controllers` against
     /// it. Such a host lacks Flotilla's admission chain: the controllers set the permanent ids and
     /// defaults themselves, but invalid policies are stored and only reported
-    /// (docs/controllers-on-any-host.md). `--kubefed-objects` prints instead KubeFed's objects
-    /// of a fresh control plane (namespace kube-federation-system, the KubeFedConfig, the
-    /// default FederatedTypeConfigs), to apply once the CRDs are established.
+    /// (docs/controllers-on-any-host.md).
     Crds {
+        /// Print instead KubeFed's objects of a fresh control plane (namespace
+        /// kube-federation-system, the KubeFedConfig `kubefed`, the default
+        /// FederatedTypeConfigs), to apply once the CRDs are established.
         #[arg(long)]
         kubefed_objects: bool,
     },
