@@ -232,10 +232,13 @@ pub enum Change {
 }
 
 impl Change {
-    fn of(before: Option<String>, after: Option<String>) -> Change {
+    /// From the object's generation before and after (None before: it did not exist). The
+    /// generation moves only with the desired state: a new field manager's entry in
+    /// managedFields is not a change worth reporting.
+    fn of(before: Option<Option<i64>>, after: Option<i64>) -> Change {
         match before {
             None => Change::Created,
-            Some(rv) if Some(&rv) == after.as_ref() => Change::Unchanged,
+            Some(generation) if generation == after => Change::Unchanged,
             Some(_) => Change::Updated,
         }
     }
@@ -264,15 +267,15 @@ pub struct Enabled {
 pub async fn apply_enable(client: &Client, plan: &EnablePlan) -> anyhow::Result<Enabled> {
     let params = PatchParams::apply(ENABLE_FIELD_MANAGER).force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let before = crds.get_opt(plan.crd_name()).await.context("read the CRD")?.and_then(|c| c.metadata.resource_version);
+    let before = crds.get_opt(plan.crd_name()).await.context("read the CRD")?.map(|c| c.metadata.generation);
     let after = crds.patch(plan.crd_name(), &params, &Patch::Apply(&plan.crd)).await.with_context(|| format!("apply the CRD {}", plan.crd_name()))?;
-    let crd = Change::of(before, after.metadata.resource_version);
+    let crd = Change::of(before, after.metadata.generation);
     let namespace = plan.ftc.metadata.namespace.as_deref().unwrap_or(DEFAULT_SYSTEM_NAMESPACE);
     let ftcs: Api<FederatedTypeConfig> = Api::namespaced(client.clone(), namespace);
     let name = plan.ftc.metadata.name.clone().unwrap_or_default();
-    let before = ftcs.get_opt(&name).await.context("read the FederatedTypeConfig")?.and_then(|f| f.metadata.resource_version);
+    let before = ftcs.get_opt(&name).await.context("read the FederatedTypeConfig")?.map(|f| f.metadata.generation);
     let after = ftcs.patch(&name, &params, &Patch::Apply(&plan.ftc)).await.with_context(|| format!("apply the FederatedTypeConfig {namespace}/{name}"))?;
-    Ok(Enabled { crd, ftc: Change::of(before, after.metadata.resource_version) })
+    Ok(Enabled { crd, ftc: Change::of(before, after.metadata.generation) })
 }
 
 /// The `plural[.group]` of `plan`'s target when the member role `flotilla join` creates does
