@@ -408,7 +408,7 @@ fn names_of(crd: &Value) -> HashSet<String> {
 }
 
 /// Every CRD in the store, oldest first, with its revision.
-async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
+pub(crate) async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
     let resp = store.range(RangeRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))).await?;
     let mut out: Vec<(Value, i64)> = resp
         .kvs

@@ -1,9 +1,15 @@
-//! `/openapi/v2`: a minimal document until real schemas arrive (issue: API depth). Clients
-//! find no model for a kind and skip client-side validation; `kubectl create/apply` work from
-//! 1.20 to 1.33. `/openapi/v3` answers 404, so current kubectl falls back to this.
+//! `/openapi/v2`: a minimal document (clients find no model for a kind and skip client-side
+//! validation; `kubectl create/apply` work from 1.20 to 1.33); `/openapi/v3`: the real schemas
+//! (below), which current kubectl reads first.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::resources::Catalog;
 
 /// The protobuf `openapi_v2.Document` with only `swagger: "2.0"` (field 1).
 const MINIMAL_PROTOBUF: &[u8] = &[0x0a, 0x03, b'2', b'.', b'0'];
@@ -27,4 +33,198 @@ pub fn v2(headers: &HeaderMap) -> Response {
         r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         r
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAPI v3: what `kubectl explain` reads.
+//
+// `/openapi/v3` lists one document per served group-version; each document holds, in
+// `components.schemas`, the schemas of the kinds served there and everything they refer to.
+// Built-in kinds' schemas are a real kube-apiserver's, recorded in
+// `flotilla-api/data/openapi-v3-schemas.json` (`scripts/regen-openapi-v3.sh`); a custom
+// resource's is its CRD's `openAPIV3Schema` with apiVersion, kind and metadata added, as
+// apiextensions-apiserver publishes it. Documents carry no operations: clients of the documents
+// (kubectl explain, kube-rs' schema tools) read the schemas; each resource's collection path is
+// there only to name its kind.
+
+const RECORDED: &str = include_str!("../../flotilla-api/data/openapi-v3-schemas.json");
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+
+struct Recorded {
+    schemas: Map<String, Value>,
+    /// (group, version, kind) → schema name.
+    by_gvk: HashMap<(String, String, String), String>,
+}
+
+fn recorded() -> &'static Recorded {
+    static R: OnceLock<Recorded> = OnceLock::new();
+    R.get_or_init(|| {
+        let doc: Value = serde_json::from_str(RECORDED).unwrap_or_else(|e| panic!("data/openapi-v3-schemas.json: {e}"));
+        let schemas = doc.get("schemas").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut by_gvk = HashMap::new();
+        for (name, s) in &schemas {
+            for g in s.get("x-kubernetes-group-version-kind").and_then(Value::as_array).into_iter().flatten() {
+                let f = |k: &str| g.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                by_gvk.insert((f("group"), f("version"), f("kind")), name.clone());
+            }
+        }
+        Recorded { schemas, by_gvk }
+    })
+}
+
+/// `api/v1`, `apis/apps/v1`.
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+}
+
+/// Add `name` and every schema it refers to (recorded ones) to `out`.
+fn with_references(name: &str, out: &mut BTreeMap<String, Value>) {
+    if out.contains_key(name) {
+        return;
+    }
+    let Some(s) = recorded().schemas.get(name) else { return };
+    out.insert(name.to_string(), s.clone());
+    for r in references(s) {
+        with_references(&r, out);
+    }
+}
+
+fn references(v: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                if let Some(r) = m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/")) {
+                    out.insert(r.to_string());
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The schema apiextensions-apiserver publishes for one version of a CRD (and its list).
+fn custom_schemas(crd: &Value, version: &str, out: &mut BTreeMap<String, Value>) {
+    let spec = &crd["spec"];
+    let group = spec["group"].as_str().unwrap_or("");
+    let kind = spec["names"]["kind"].as_str().unwrap_or("");
+    let list_kind = spec["names"]["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
+    let plural = spec["names"]["plural"].as_str().unwrap_or("");
+    let Some(v) = spec["versions"].as_array().into_iter().flatten().find(|v| v["name"] == version) else { return };
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    let prefix = format!("{}.{version}", reversed.join("."));
+    let gvk = |k: &str| json!([{"group": group, "kind": k, "version": version}]);
+    let mut schema = v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(|| json!({"type": "object"}));
+    let props = schema.as_object_mut().map(|m| m.entry("properties").or_insert_with(|| json!({})));
+    if let Some(Value::Object(p)) = props {
+        p.entry("apiVersion").or_insert_with(|| json!({"description": API_VERSION_DOC, "type": "string"}));
+        p.entry("kind").or_insert_with(|| json!({"description": KIND_DOC, "type": "string"}));
+        p.insert(
+            "metadata".into(),
+            json!({"description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+                "allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}]}),
+        );
+    }
+    schema["x-kubernetes-group-version-kind"] = gvk(kind);
+    out.insert(format!("{prefix}.{kind}"), schema);
+    out.insert(
+        format!("{prefix}.{list_kind}"),
+        json!({
+            "description": format!("{list_kind} is a list of {kind}"),
+            "type": "object",
+            "required": ["items"],
+            "properties": {
+                "apiVersion": {"description": API_VERSION_DOC, "type": "string"},
+                "items": {"description": format!("List of {plural}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"), "type": "array", "items": {"$ref": format!("#/components/schemas/{prefix}.{kind}")}},
+                "kind": {"description": KIND_DOC, "type": "string"},
+                "metadata": {"description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds", "allOf": [{"$ref": format!("#/components/schemas/{LIST_META}")}]}
+            },
+            "x-kubernetes-group-version-kind": gvk(&list_kind),
+        }),
+    );
+    for name in [OBJECT_META, LIST_META] {
+        with_references(name, out);
+    }
+}
+
+/// The document of one group-version; None when nothing is served there.
+fn v3_document(catalog: &Catalog, crds: &[Value], group: &str, version: &str) -> Option<Value> {
+    let resources = catalog.resources(group, version);
+    if resources.is_empty() {
+        return None;
+    }
+    let mut schemas = BTreeMap::new();
+    let custom = resources.iter().any(|r| r.is_custom());
+    if custom {
+        for crd in crds.iter().filter(|c| c["spec"]["group"] == group) {
+            custom_schemas(crd, version, &mut schemas);
+        }
+    } else {
+        for r in resources {
+            for kind in [&r.kind, &r.list_kind] {
+                if let Some(name) = recorded().by_gvk.get(&(group.to_string(), version.to_string(), kind.clone())) {
+                    with_references(name, &mut schemas);
+                }
+            }
+        }
+    }
+    // The collection path of each resource with its kind: how clients (kubectl explain) find
+    // the schema of a resource. Operations are not described further.
+    let mut paths = Map::new();
+    let prefix = if group.is_empty() { "/api".to_string() } else { format!("/apis/{group}") };
+    for r in resources.iter().filter(|r| !r.plural.contains('/')) {
+        let path = if r.namespaced { format!("{prefix}/{version}/namespaces/{{namespace}}/{}", r.plural) } else { format!("{prefix}/{version}/{}", r.plural) };
+        paths.insert(path, json!({"get": {"x-kubernetes-action": "list", "x-kubernetes-group-version-kind": {"group": group, "kind": r.kind, "version": version}}}));
+    }
+    let title = if custom { "Kubernetes CRD Swagger" } else { "Kubernetes" };
+    let info_version = if custom { "v0.1.0".to_string() } else { "unversioned".to_string() };
+    Some(json!({"openapi": "3.0.0", "info": {"title": title, "version": info_version}, "paths": paths, "components": {"schemas": schemas}}))
+}
+
+/// A document's hash, as its URL carries it (clients cache by URL).
+fn hash_of(doc: &Value) -> String {
+    let text = doc.to_string();
+    let (mut a, mut b) = (0xcbf2_9ce4_8422_2325_u64, 0x8422_2325_cbf2_9ce4_u64);
+    for byte in text.bytes() {
+        a = (a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        b = (b ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(7);
+    }
+    format!("{a:016X}{b:016X}")
+}
+
+fn json_ok(body: &Value) -> Response {
+    let mut r = (StatusCode::OK, body.to_string()).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// `/openapi/v3` and `/openapi/v3/<api/v1 | apis/<group>/<version>>`.
+pub async fn v3(catalog: &Catalog, store: &dyn flotilla_store::Store, path: &str) -> Option<Response> {
+    let crds: Vec<Value> = crate::crd::load(store).await.map(|v| v.into_iter().map(|(c, _)| c).collect()).unwrap_or_default();
+    let rest = path.strip_prefix("/openapi/v3").unwrap_or("").trim_matches('/');
+    if rest.is_empty() {
+        let mut paths = Map::new();
+        for g in catalog.groups() {
+            for v in &g.versions {
+                if let Some(doc) = v3_document(catalog, &crds, &g.name, v) {
+                    let p = gv_path(&g.name, v);
+                    paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash_of(&doc))}));
+                }
+            }
+        }
+        return Some(json_ok(&json!({"paths": paths})));
+    }
+    let (group, version) = match rest.split('/').collect::<Vec<_>>()[..] {
+        ["api", v] => ("", v),
+        ["apis", g, v] => (g, v),
+        _ => return None,
+    };
+    v3_document(catalog, &crds, group, version).map(|doc| json_ok(&doc))
 }

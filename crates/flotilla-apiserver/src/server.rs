@@ -501,6 +501,9 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
             Ok(resp)
         }
         "/openapi/v2" => Ok(crate::openapi::v2(headers)),
+        p if p == "/openapi/v3" || p.starts_with("/openapi/v3/") => {
+            crate::openapi::v3(&inner.registry.catalog(), inner.store.as_ref(), p).await.ok_or_else(ApiError::page_not_found)
+        }
         _ => Err(ApiError::page_not_found()),
     }
 }
