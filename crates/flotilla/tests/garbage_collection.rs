@@ -1,7 +1,9 @@
 //! Garbage collection by ownerReferences on `flotilla up`: Background, Foreground (with
 //! `blockOwnerDeletion`) and Orphan deletes through kubectl's `--cascade`, dependents of an
 //! owner that never existed, an object keeping its live owner while shedding a dead one, and a
-//! custom resource of a CRD created after the collector started.
+//! custom resource of a CRD created after the collector started. The same scenario runs
+//! against a real cluster (a testenv member: kube-controller-manager's garbage collector), so
+//! every expectation below is one a real cluster meets.
 
 mod support;
 
@@ -14,6 +16,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use support::{Flotilla, kubectl_bin};
+
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -62,22 +65,46 @@ async fn gone(api: &Api<ConfigMap>, name: &str) {
     .await
 }
 
-fn kubectl(cp: &Flotilla, args: &[&str]) {
-    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(&cp.kubeconfig).args(args).output().unwrap();
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) {
+    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap();
     assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+async fn client_of(kubeconfig: &std::path::Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    kube::Client::try_from(cfg).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owners_take_their_dependents_with_them_as_asked() {
     let cp = Flotilla::start_with(&["--gc-rediscover-interval", "1s"]);
-    let client = cp.client().await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    scenario(&cp.kubeconfig, "default", "gc.example.com").await;
+    drop(cp);
+}
+
+/// The scenario against a real cluster: what Flotilla is held to is what a real one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_cluster_collects_the_same_way() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let kubeconfig = env.member("member3").kubeconfig.clone();
+    let ns = format!("gc-{}", std::process::id());
+    kubectl(&kubeconfig, &["create", "namespace", &ns]);
+    let group = format!("g{}.gc.example.com", std::process::id());
+    scenario(&kubeconfig, &ns, &group).await;
+    kubectl(&kubeconfig, &["delete", "namespace", &ns, "--wait=false"]);
+    kubectl(&kubeconfig, &["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
+}
+
+async fn scenario(kubeconfig: &std::path::Path, ns: &str, group: &str) {
+    let client = client_of(kubeconfig).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
 
     // Background (kubectl's default): the owner goes at once, then its dependents.
     let owner = config_map(&cms, "bg-owner", vec![], &[]).await;
     config_map(&cms, "bg-dep-1", vec![owner_ref(&owner, false)], &[]).await;
     config_map(&cms, "bg-dep-2", vec![owner_ref(&owner, true)], &[]).await;
-    kubectl(&cp, &["-n", "default", "delete", "configmap", "bg-owner"]);
+    kubectl(kubeconfig, &["-n", ns, "delete", "configmap", "bg-owner"]);
     gone(&cms, "bg-dep-1").await;
     gone(&cms, "bg-dep-2").await;
 
@@ -86,7 +113,7 @@ async fn owners_take_their_dependents_with_them_as_asked() {
     let owner = config_map(&cms, "fg-owner", vec![], &[]).await;
     config_map(&cms, "fg-held", vec![owner_ref(&owner, true)], &["example.com/hold"]).await;
     config_map(&cms, "fg-free", vec![owner_ref(&owner, false)], &[]).await;
-    kubectl(&cp, &["-n", "default", "delete", "configmap", "fg-owner", "--cascade=foreground", "--wait=false"]);
+    kubectl(kubeconfig, &["-n", ns, "delete", "configmap", "fg-owner", "--cascade=foreground", "--wait=false"]);
     gone(&cms, "fg-free").await;
     let held = eventually("fg-held marked for deletion", || async {
         let cm = cms.get("fg-held").await.unwrap();
@@ -105,7 +132,7 @@ async fn owners_take_their_dependents_with_them_as_asked() {
     let owner = config_map(&cms, "or-owner", vec![], &[]).await;
     let other = config_map(&cms, "or-other-owner", vec![], &[]).await;
     config_map(&cms, "or-dep", vec![owner_ref(&owner, true), owner_ref(&other, false)], &[]).await;
-    kubectl(&cp, &["-n", "default", "delete", "configmap", "or-owner", "--cascade=orphan"]);
+    kubectl(kubeconfig, &["-n", ns, "delete", "configmap", "or-owner", "--cascade=orphan"]);
     gone(&cms, "or-owner").await;
     let dep = eventually("or-dep orphaned", || async {
         let cm = cms.get("or-dep").await.unwrap();
@@ -131,26 +158,26 @@ async fn owners_take_their_dependents_with_them_as_asked() {
     // A CRD created now (found by rediscovery), its object owned by a ConfigMap.
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.gc.example.com"},
-        "spec": {"group": "gc.example.com", "scope": "Namespaced",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     });
     let crds: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")));
     crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
-    let widget_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("gc.example.com", "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &widget_ar);
+    let widget_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget_ar);
     let owner = config_map(&cms, "widget-owner", vec![], &[]).await;
     let widget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "gc.example.com/v1", "kind": "Widget",
+        "apiVersion": format!("{group}/v1"), "kind": "Widget",
         "metadata": {"name": "w1", "ownerReferences": [owner_ref(&owner, false)]}
     }))
     .unwrap();
     eventually("the Widget created", || async { widgets.create(&PostParams::default(), &widget).await.map(|_| ()).map_err(|e| e.to_string()) }).await;
     // Whether the collector's new watch lists the Widget before or after its owner is gone,
     // the Widget is collected.
-    kubectl(&cp, &["-n", "default", "delete", "configmap", "widget-owner"]);
+    kubectl(kubeconfig, &["-n", ns, "delete", "configmap", "widget-owner"]);
     eventually("the Widget collected", || async {
         match widgets.get_opt("w1").await.unwrap() {
             None => Ok(()),
@@ -158,5 +185,4 @@ async fn owners_take_their_dependents_with_them_as_asked() {
         }
     })
     .await;
-    drop(cp);
 }
