@@ -14,6 +14,7 @@ pub mod execution;
 pub mod garbage_collector;
 pub mod namespace;
 pub mod namespace_sync;
+pub mod policy_report;
 pub mod queue;
 pub mod util;
 pub mod work_status;

@@ -30,5 +30,6 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     set.spawn(c::execution::run(client(c::execution::NAME), settings.execution(), members.clone()));
     set.spawn(c::work_status::run(client(c::work_status::NAME), settings.work_status(), members.clone()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
+    set.spawn(c::policy_report::run(client(c::policy_report::NAME), settings.policy_report()));
     set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
 }

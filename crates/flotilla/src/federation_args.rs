@@ -48,6 +48,9 @@ pub struct FederationArgs {
     /// How often the garbage collector reads discovery again to collect new kinds (CRDs).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub gc_rediscover_interval: Duration,
+    /// How long a new propagation policy may select nothing before a Warning Event says so.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub unmatched_policy_grace: Duration,
 }
 
 impl Default for FederationArgs {
@@ -60,6 +63,7 @@ impl Default for FederationArgs {
             member_request_timeout: Duration::from_secs(30),
             unschedulable_retry: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
+            unmatched_policy_grace: Duration::from_secs(10),
         }
     }
 }
@@ -84,6 +88,10 @@ impl FederationArgs {
 
     pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
         flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, ..Default::default() }
+    }
+
+    pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
+        flotilla_controllers::policy_report::Config { grace: self.unmatched_policy_grace }
     }
 
     pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {
