@@ -12,6 +12,7 @@
 //! reason; `resourceVersion` is the store revision.
 
 pub mod auth;
+mod cel_rules;
 pub mod connect;
 mod crd;
 mod discovery;

@@ -344,13 +344,17 @@ fn is_crd(info: &ResourceInfo) -> bool {
 
 /// Validation beyond metadata: custom resources against their schema, CRDs as the real server
 /// checks them.
-fn validate_kind(info: &ResourceInfo, obj: &Value, sub: Option<&str>) -> Vec<Cause> {
+fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> Vec<Cause> {
     match &info.codec {
         Codec::Custom(structural) => {
             // A /status write is validated against the status schema alone (kube-apiserver's
             // messages then name fields relative to status); both check the scale replicas.
             let status_write = sub == Some("status");
             let mut causes = if status_write { structural.validate_status(obj) } else { structural.validate(obj) };
+            // Validation rules run on what the schema accepts.
+            if causes.is_empty() {
+                causes.extend(structural.validate_rules(obj, old, status_write));
+            }
             if let Some(scale) = &info.scale {
                 let pointer = if status_write { &scale.status_replicas } else { &scale.spec_replicas };
                 if let Some(n) = obj.pointer(pointer).and_then(Value::as_i64).filter(|n| *n < 0) {
@@ -645,7 +649,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj, None));
+    causes.extend(validate_kind(info, &obj, None, None));
     if causes.is_empty() {
         causes.extend(admission_chain::validate(info, &obj, None));
     }
@@ -813,7 +817,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     }
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj, sub));
+    causes.extend(validate_kind(info, &obj, Some(old), sub));
     if is_crd(info) && sub.is_none() {
         causes.extend(crate::crd::validate_crd_update(&obj, old));
     }

@@ -49,6 +49,8 @@ pub struct Schema {
     pub any_of: Vec<Schema>,
     pub one_of: Vec<Schema>,
     pub not: Option<Box<Schema>>,
+    /// `x-kubernetes-validations`, compiled.
+    pub rules: Vec<crate::cel_rules::Rule>,
 }
 
 /// Why a schema is not structural or is invalid: a field path and a message.
@@ -134,6 +136,9 @@ impl Schema {
         s.int_or_string = o.get("x-kubernetes-int-or-string").and_then(Value::as_bool).unwrap_or(false);
         s.embedded_resource = o.get("x-kubernetes-embedded-resource").and_then(Value::as_bool).unwrap_or(false);
         s.list_type = get_str("x-kubernetes-list-type");
+        if let Some(rules) = o.get("x-kubernetes-validations") {
+            s.rules = crate::cel_rules::compile(rules, path, errors);
+        }
         s.list_map_keys = o.get("x-kubernetes-list-map-keys").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
         s.required = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
         s.enum_ = o.get("enum").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -566,6 +571,20 @@ impl Structural {
         validate(status, schema, "", &mut causes);
         for c in &mut causes {
             c.field = if c.field.is_empty() { "status".into() } else { format!("status.{}", c.field) };
+        }
+        causes
+    }
+
+    /// Every failed validation rule of `obj` (`old`: the object before an update); a /status
+    /// write is judged on its status alone.
+    pub fn validate_rules(&self, obj: &Value, old: Option<&Value>, status_write: bool) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        if status_write {
+            if let (Some(status), Some(schema)) = (obj.get("status"), self.schema.properties.get("status")) {
+                crate::cel_rules::check(status, old.and_then(|o| o.get("status")), schema, "status", &mut causes);
+            }
+        } else {
+            crate::cel_rules::check(obj, old, &self.schema, "", &mut causes);
         }
         causes
     }
