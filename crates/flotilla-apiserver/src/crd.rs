@@ -195,6 +195,7 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
                 Schema::parse(schema, &base, &mut errs);
                 c.extend(errs.into_iter().map(|e| Cause::new(e.reason, e.path, e.message)));
                 invalid_defaults(schema, &base, &mut c);
+                top_level_metadata(schema, &base, &mut c);
             }
         }
         let scale = v.pointer("/subresources/scale").filter(|_| !(shared_subresources && i > 0));
@@ -224,6 +225,24 @@ pub fn validate_crd(obj: &Value) -> Vec<Cause> {
         }
     }
     c
+}
+
+/// A custom resource's top-level `metadata` may say nothing but restrictions of name and
+/// generateName: the rest is implied (ObjectMeta), as kube-apiserver insists.
+fn top_level_metadata(schema: &Value, base: &str, c: &mut Vec<Cause>) {
+    let Some(meta) = schema.pointer("/properties/metadata").and_then(Value::as_object) else { return };
+    let path = format!("{base}.properties[metadata]");
+    let only_names = meta.iter().all(|(k, v)| match k.as_str() {
+        "type" => v == "object",
+        "properties" => v.as_object().is_some_and(|p| p.keys().all(|n| n == "name" || n == "generateName")),
+        _ => false,
+    });
+    if !only_names {
+        c.push(Cause::new("FieldValueForbidden", path.clone(), "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"));
+    }
+    if meta.contains_key("default") {
+        c.push(Cause::new("FieldValueForbidden", format!("{path}.default"), "Forbidden: must not be set in top-level metadata"));
+    }
 }
 
 /// Every `default` in a schema must pass its own node's validation (kube-apiserver reports it at

@@ -237,6 +237,11 @@ pub fn federated_type_crd(target: &TargetType) -> Value {
 /// `spec.retainReplicas` unless the target is scalable.
 pub fn federated_type_crd_with(target: &TargetType, options: &FederatedTypeOptions) -> Value {
     let mut schema = openapi_schema::<FederatedObject>();
+    // kube-apiserver allows nothing about a custom resource's top-level metadata but name
+    // and generateName: metadata is implied.
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        props.remove("metadata");
+    }
     if !options.scalable
         && let Some(spec) = schema
             .pointer_mut("/properties/spec/properties")
