@@ -31,6 +31,7 @@ use flotilla_api::federation::karmada::work::{
 };
 use flotilla_api::interpreter::{self, Health};
 use flotilla_api::overrides::{self, AppliedOverrides};
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -178,6 +179,9 @@ pub enum RenderError {
     Override(overrides::OverrideError, String),
 }
 
+/// How many of one binding's Work writes are in flight at once.
+const WORK_WRITES_IN_FLIGHT: usize = 16;
+
 /// The manifest a cluster's Work carries, and the overrides applied to it.
 pub fn render_manifest(
     template: &Value,
@@ -315,6 +319,8 @@ struct Context {
     clusters: Store<Cluster>,
     ops: Store<OverridePolicy>,
     cops: Store<ClusterOverridePolicy>,
+    /// The Works of each binding, kept by the Work watch.
+    index: Arc<WorkIndex>,
     /// Template kinds resolved through discovery, by (apiVersion, kind).
     kinds: Mutex<HashMap<(String, String), ApiResource>>,
 }
@@ -330,7 +336,11 @@ impl Context {
     /// Every Work of a binding, found by the binding's reference annotations (a permanent id
     /// may be missing on a binding written by hand).
     fn works_of(&self, key: &BindingKey) -> Vec<Arc<Work>> {
-        self.works.state().into_iter().filter(|w| binding_of_work(w).as_ref() == Some(key)).collect()
+        let refs = self.index.works_of(key);
+        refs.iter()
+            .filter_map(|(ns, name)| self.works.get(&ObjectRef::new(name).within(ns)))
+            .filter(|w| binding_of_work(w).as_ref() == Some(key))
+            .collect()
     }
 
     fn all_bindings(&self) -> Vec<BindingKey> {
@@ -360,6 +370,55 @@ impl Context {
         let key = key.clone();
         let step = step.into();
         move |source| Error::Api { key, step, source }
+    }
+}
+
+/// What of a Cluster can change a binding's Works: whether it exists, its labels and spec
+/// (override policies select and rewrite by them) and its deletion — not its status.
+type ClusterPrint = (Option<BTreeMap<String, String>>, String, bool);
+
+fn cluster_fingerprint(c: &Cluster) -> ClusterPrint {
+    (c.metadata.labels.clone(), serde_json::to_string(&c.spec).unwrap_or_default(), c.metadata.deletion_timestamp.is_some())
+}
+
+/// The Works of each binding (by the Works' reference annotations), so a reconcile looks up its
+/// own Works instead of scanning every Work in the control plane.
+#[derive(Default)]
+struct WorkIndex {
+    inner: Mutex<WorkIndexInner>,
+}
+
+#[derive(Default)]
+struct WorkIndexInner {
+    by_binding: HashMap<BindingKey, std::collections::HashSet<(String, String)>>,
+    binding_of: HashMap<(String, String), BindingKey>,
+}
+
+impl WorkIndex {
+    /// Record a Work event: `binding` is the binding the Work now names (if any).
+    fn record(&self, w: &Work, binding: Option<BindingKey>, deleted: bool) {
+        let work = (w.metadata.namespace.clone().unwrap_or_default(), w.name_any());
+        let mut inner = self.inner.lock();
+        let binding = binding.filter(|_| !deleted);
+        if let Some(old) = inner.binding_of.get(&work).cloned()
+            && Some(&old) != binding.as_ref()
+        {
+            if let Some(set) = inner.by_binding.get_mut(&old) {
+                set.remove(&work);
+                if set.is_empty() {
+                    inner.by_binding.remove(&old);
+                }
+            }
+            inner.binding_of.remove(&work);
+        }
+        if let Some(b) = binding {
+            inner.by_binding.entry(b.clone()).or_default().insert(work.clone());
+            inner.binding_of.insert(work, b);
+        }
+    }
+
+    fn works_of(&self, key: &BindingKey) -> Vec<(String, String)> {
+        self.inner.lock().by_binding.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default()
     }
 }
 
@@ -450,6 +509,9 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
     let mut failures = Vec::new();
     let mut changed = 0usize;
+    // Rendered first, written concurrently: a binding fanned out to a hundred members would
+    // otherwise wait for a hundred writes one after another.
+    let mut writes = Vec::new();
     for (cluster_name, replicas) in &targets {
         let Some(cluster) = ctx.clusters.get(&ObjectRef::new(cluster_name)) else {
             tracing::debug!(controller = NAME, binding = %b.key, cluster = %cluster_name, "target cluster not found; skipped");
@@ -470,7 +532,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                 if let RenderError::Override(err, cluster) = &e {
                     ctx.events.publish_ref(&template_reference(template), true, overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_FAILED, "ApplyOverridePolicy", err.event_message(cluster)).await;
                 }
-                failures.push(format!("cluster {cluster_name}: {e}"));
+                failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
                 continue;
             }
         };
@@ -479,16 +541,23 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             continue;
         }
         let works: Api<Work> = Api::namespaced(ctx.client.clone(), &namespace);
-        let result = match &existing {
-            None => works.create(&PostParams::default(), &want).await.map(|_| ()),
-            Some(have) => {
-                let mut next = (**have).clone();
-                next.spec = want.spec.clone();
-                next.metadata.labels.get_or_insert_default().extend(want.metadata.labels.clone().unwrap_or_default());
-                next.metadata.annotations.get_or_insert_default().extend(want.metadata.annotations.clone().unwrap_or_default());
-                works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
-            }
-        };
+        let name = name.clone();
+        writes.push(async move {
+            let result = match &existing {
+                None => works.create(&PostParams::default(), &want).await.map(|_| ()),
+                Some(have) => {
+                    let mut next = (**have).clone();
+                    next.spec = want.spec.clone();
+                    next.metadata.labels.get_or_insert_default().extend(want.metadata.labels.clone().unwrap_or_default());
+                    next.metadata.annotations.get_or_insert_default().extend(want.metadata.annotations.clone().unwrap_or_default());
+                    works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
+                }
+            };
+            (cluster_name.as_str(), applied, result)
+        });
+    }
+    let written: Vec<_> = futures::stream::iter(writes).buffered(WORK_WRITES_IN_FLIGHT).collect().await;
+    for (cluster_name, applied, result) in written {
         match result {
             Ok(()) => {
                 changed += 1;
@@ -499,10 +568,13 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                 }
             }
             // Someone else wrote it first (or the namespace is still being made): next round.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => failures.push(format!("cluster {cluster_name}: {}", s.message)),
-            Err(e) => failures.push(format!("cluster {cluster_name}: {e}")),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => failures.push((cluster_name, format!("cluster {cluster_name}: {}", s.message))),
+            Err(e) => failures.push((cluster_name, format!("cluster {cluster_name}: {e}"))),
         }
     }
+    // In the targets' order, as if written one after another.
+    failures.sort_by_key(|(cluster, _)| *cluster);
+    let mut failures: Vec<String> = failures.into_iter().map(|(_, failure)| failure).collect();
 
     // Works of clusters no longer targeted.
     let keep = evicting_clusters(&b.spec);
@@ -624,8 +696,12 @@ pub async fn run(client: Client, config: Config) {
         q.add(BindingKey { namespace: None, name: b.name_any() });
     });
     let q = queue.clone();
-    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
-        if let Some(key) = binding_of_work(w) {
+    let index = Arc::new(WorkIndex::default());
+    let work_index = index.clone();
+    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+        let key = binding_of_work(w);
+        work_index.record(w, key.clone(), deleted);
+        if let Some(key) = key {
             q.add(key);
         }
     });
@@ -641,7 +717,21 @@ pub async fn run(client: Client, config: Config) {
         }
     };
     let wake = wake_all(everything.clone(), queue.clone());
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| wake());
+    let cluster_seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+        // Status writes (health, resource summaries: one per member every probe interval) change
+        // no Work; waking every binding on each of them kept the queue full.
+        let name = c.name_any();
+        let changed = if deleted {
+            cluster_seen.lock().remove(&name).is_some()
+        } else {
+            let print = cluster_fingerprint(c);
+            cluster_seen.lock().insert(name, print.clone()).as_ref() != Some(&print)
+        };
+        if changed {
+            wake();
+        }
+    });
     let wake = wake_all(everything.clone(), queue.clone());
     let (ops, op_task) = watch_into_store(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &OverridePolicy, _| wake());
     let wake = wake_all(everything.clone(), queue.clone());
@@ -656,6 +746,7 @@ pub async fn run(client: Client, config: Config) {
         clusters,
         ops,
         cops,
+        index,
         kinds: Mutex::new(HashMap::new()),
     });
     *everything.lock() = Some(ctx.clone());
@@ -799,5 +890,56 @@ mod tests {
         assert_eq!(item.applied, Some(false));
         assert_eq!(item.applied_message.as_deref(), Some("Failed to apply all manifests (0/1): boom"));
         assert_eq!(fully_applied(1, &[item]).2, MESSAGE_FULLY_APPLIED_FAILED);
+    }
+
+    fn work_of(namespace: &str, name: &str, binding: &str) -> Work {
+        let mut w = Work::new(name, WorkSpec::default());
+        w.metadata.namespace = Some(namespace.into());
+        w.metadata.annotations = Some(BTreeMap::from([
+            (RESOURCE_BINDING_NAMESPACE_ANNOTATION.to_string(), "default".to_string()),
+            (RESOURCE_BINDING_NAME_ANNOTATION.to_string(), binding.to_string()),
+        ]));
+        w
+    }
+
+    #[test]
+    fn the_work_index_follows_works_between_bindings_and_out() {
+        let index = WorkIndex::default();
+        let key = |b: &str| BindingKey { namespace: Some("default".into()), name: b.into() };
+        let refs = |b: &str| {
+            let mut v = index.works_of(&key(b));
+            v.sort();
+            v
+        };
+        let a1 = work_of("karmada-es-m1", "w", "a");
+        let a2 = work_of("karmada-es-m2", "w", "a");
+        index.record(&a1, binding_of_work(&a1), false);
+        index.record(&a2, binding_of_work(&a2), false);
+        assert_eq!(refs("a"), vec![("karmada-es-m1".to_string(), "w".to_string()), ("karmada-es-m2".to_string(), "w".to_string())]);
+        // Re-pointed at another binding (annotations rewritten by hand): it moves.
+        let moved = work_of("karmada-es-m2", "w", "b");
+        index.record(&moved, binding_of_work(&moved), false);
+        assert_eq!(refs("a"), vec![("karmada-es-m1".to_string(), "w".to_string())]);
+        assert_eq!(refs("b"), vec![("karmada-es-m2".to_string(), "w".to_string())]);
+        index.record(&a1, binding_of_work(&a1), true);
+        assert!(refs("a").is_empty());
+        let mut unowned = moved.clone();
+        unowned.metadata.annotations = None;
+        index.record(&unowned, binding_of_work(&unowned), false);
+        assert!(refs("b").is_empty());
+    }
+
+    #[test]
+    fn cluster_status_changes_wake_no_binding() {
+        let c = cluster("m1");
+        let mut with_status = c.clone();
+        with_status.status = Some(serde_json::from_value(json!({"kubernetesVersion": "v1.31.0"})).unwrap());
+        assert_eq!(cluster_fingerprint(&c), cluster_fingerprint(&with_status));
+        let mut labelled = c.clone();
+        labelled.metadata.labels = Some(BTreeMap::from([("region".to_string(), "eu".to_string())]));
+        assert_ne!(cluster_fingerprint(&c), cluster_fingerprint(&labelled));
+        let mut moved = c.clone();
+        moved.spec.region = Some("eu".into());
+        assert_ne!(cluster_fingerprint(&c), cluster_fingerprint(&moved));
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Only kinds some policy selects are watched: a policy naming a new apiVersion/kind starts a
 //! watch of that kind on the control plane (a CRD not yet installed is retried). Every template
-//! event, and every policy change for the kinds that policy selects, queues the template.
+//! event that changes more than the template's status, and every policy change for the kinds that
+//! policy selects, queues the template.
 //!
 //! Policy choice (Karmada's): a namespaced template takes the best PropagationPolicy of its
 //! namespace, and only when there is none the best ClusterPropagationPolicy; best = higher
@@ -74,6 +75,9 @@ impl Default for Config {
         Config { workers: 4, missing_kind_retry: Duration::from_secs(5) }
     }
 }
+
+/// How soon a claim that raced another write of the template is tried again.
+const CLAIM_RETRY: Duration = Duration::from_millis(200);
 
 /// A kind as policies name it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -369,13 +373,30 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
         let mut stream = std::pin::pin!(stream);
         let key = |o: &DynamicObject| TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
+        // What each template looked like last time, so an update of its status alone (the
+        // binding controller's aggregated status, on every member change) queues nothing.
+        let mut seen: HashMap<TemplateKey, u64> = HashMap::new();
         // Listed objects reach the store only at InitDone; queue them then.
         let mut listed = Vec::new();
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => ctx.queue.add(key(&o)),
+                Ok(watcher::Event::Apply(o)) => {
+                    let k = key(&o);
+                    let print = specification_print(&o);
+                    if seen.insert(k.clone(), print) != Some(print) {
+                        ctx.queue.add(k);
+                    }
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    let k = key(&o);
+                    seen.remove(&k);
+                    ctx.queue.add(k);
+                }
                 Ok(watcher::Event::Init) => listed.clear(),
-                Ok(watcher::Event::InitApply(o)) => listed.push(key(&o)),
+                Ok(watcher::Event::InitApply(o)) => {
+                    seen.insert(key(&o), specification_print(&o));
+                    listed.push(key(&o));
+                }
                 Ok(watcher::Event::InitDone) => {
                     for k in listed.drain(..) {
                         ctx.queue.add(k);
@@ -385,6 +406,29 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
             }
         }
     });
+}
+
+/// A fingerprint of what a template's update can change for the detector: everything but its
+/// `status` and the fields every write moves (`resourceVersion`, `generation`, `managedFields`)
+/// — Karmada's detector drops updates that change nothing else the same way.
+fn specification_print(o: &DynamicObject) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut meta = o.metadata.clone();
+    meta.resource_version = None;
+    meta.generation = None;
+    meta.managed_fields = None;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&meta).unwrap_or_default().hash(&mut hasher);
+    match o.data.as_object() {
+        Some(fields) => {
+            for (name, value) in fields.iter().filter(|(name, _)| name.as_str() != "status") {
+                name.hash(&mut hasher);
+                serde_json::to_string(value).unwrap_or_default().hash(&mut hasher);
+            }
+        }
+        None => serde_json::to_string(&o.data).unwrap_or_default().hash(&mut hasher),
+    }
+    hasher.finish()
 }
 
 fn kinds_of(selectors: &[ResourceSelector]) -> HashSet<Kind> {
@@ -446,10 +490,13 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if let Some(patch) = metadata_patch(&template, &labels, &annotations) {
         match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
-            // Changed meanwhile: the watch brings the new version.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
-                tracing::debug!(controller = NAME, template = %describe(&key), code = s.code, "claim raced a change; waiting for the watch");
-                return Ok(Next::Done);
+            // Gone: the watch brings the deletion.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Next::Done),
+            // Changed meanwhile. The watch brings the new version but queues it only if more
+            // than its status changed, so look again once the store has it.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::debug!(controller = NAME, template = %describe(&key), "claim raced a change; looking again");
+                return Ok(Next::After(CLAIM_RETRY));
             }
             Err(e) => return Err(api_err(format!("claiming {}", describe(&key)))(e)),
         }
@@ -910,5 +957,25 @@ mod tests {
         assert!(is_reserved_namespace("karmada-es-m1") && is_reserved_namespace("kube-system") && !is_reserved_namespace("default"));
         // KubeFed's system namespace holds member credentials (KubeFedCluster Secrets).
         assert!(is_reserved_namespace("kube-federation-system"));
+    }
+
+    #[test]
+    fn only_changes_beyond_status_count_as_template_changes() {
+        let object = |v: Value| -> DynamicObject { serde_json::from_value(v).unwrap() };
+        let base = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "d", "name": "web", "resourceVersion": "5", "generation": 1, "labels": {"app": "web"}},
+            "spec": {"replicas": 2}});
+        let print = specification_print(&object(base.clone()));
+        let mut status_only = base.clone();
+        status_only["status"] = json!({"replicas": 2, "readyReplicas": 2});
+        status_only["metadata"]["resourceVersion"] = json!("6");
+        assert_eq!(specification_print(&object(status_only)), print);
+        let mut scaled = base.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        scaled["metadata"]["generation"] = json!(2);
+        assert_ne!(specification_print(&object(scaled)), print);
+        let mut claimed = base.clone();
+        claimed["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] = json!("id");
+        assert_ne!(specification_print(&object(claimed)), print);
     }
 }

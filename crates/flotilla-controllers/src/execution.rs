@@ -184,7 +184,10 @@ pub fn desired_object(work: &Work, manifest: &Value) -> Value {
 pub fn apply_options(work: &Work, manifest: &Value) -> ApplyOptions {
     let in_manifest = manifest.pointer("/metadata/annotations").and_then(|a| a.get(CONFLICT_RESOLUTION_ANNOTATION)).and_then(Value::as_str);
     let resolution = in_manifest.or_else(|| work.annotations().get(CONFLICT_RESOLUTION_ANNOTATION).map(String::as_str));
-    ApplyOptions { overwrite: resolution == Some("overwrite"), force: false }
+    // A Work without an Applied condition has never been applied: its objects are most likely
+    // not in the member yet, so creating them needs no read first.
+    let never_applied = condition_status(work.status.as_ref().and_then(|s| s.conditions.as_deref()), APPLIED).is_none();
+    ApplyOptions { overwrite: resolution == Some("overwrite"), force: false, create_first: never_applied }
 }
 
 /// The resource template a manifest was made from, for Events (Karmada's `GenEventRef`: only
@@ -260,21 +263,45 @@ pub fn manifests(work: &Work) -> &[Value] {
     work.spec.workload.as_ref().and_then(|w| w.manifests.as_deref()).unwrap_or_default()
 }
 
-/// Change a Work's conditions with `change` (which says whether it changed anything) on the
-/// freshest copy, guarded by its resourceVersion and retried on conflicts, as Karmada's
-/// `RetryOnConflict`. Returns whether anything was written.
-pub(crate) async fn update_work_conditions(api: &Api<Work>, name: &str, change: impl Fn(&mut Vec<Condition>) -> bool) -> Result<bool, kube::Error> {
+/// What [`update_work_conditions`] did.
+pub(crate) struct ConditionsUpdate {
+    /// Whether anything was written.
+    pub changed: bool,
+    /// The Work as the API server stored it after the write (None when nothing was written).
+    pub stored: Option<Work>,
+}
+
+/// Change a Work's conditions with `change` (which says whether it changed anything), guarded by
+/// the resourceVersion it was computed from and retried on conflicts on the freshest copy, as
+/// Karmada's `RetryOnConflict`.
+///
+/// `known` is the caller's copy (the informer's, or what its last write returned): when it needs
+/// the change, the first attempt patches against it without a read — a stale copy costs a 409
+/// and a read. "Nothing to change" is only ever concluded from a fresh read.
+pub(crate) async fn update_work_conditions(api: &Api<Work>, name: &str, known: Option<&Work>, change: impl Fn(&mut Vec<Condition>) -> bool) -> Result<ConditionsUpdate, kube::Error> {
+    let unchanged = ConditionsUpdate { changed: false, stored: None };
     let mut last = None;
+    let mut candidate = known.cloned();
     for _ in 0..5 {
-        let Some(work) = api.get_opt(name).await? else { return Ok(false) };
+        let (work, fresh) = match candidate.take() {
+            Some(work) => (work, false),
+            None => match api.get_opt(name).await? {
+                Some(work) => (work, true),
+                None => return Ok(unchanged),
+            },
+        };
         let mut conditions = work.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
         if !change(&mut conditions) {
-            return Ok(false);
+            if fresh {
+                return Ok(unchanged);
+            }
+            // The caller's copy needs nothing: confirm on a fresh read.
+            continue;
         }
         let patch = json!({"metadata": {"resourceVersion": work.metadata.resource_version}, "status": {"conditions": conditions}});
         match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
+            Ok(stored) => return Ok(ConditionsUpdate { changed: true, stored: Some(stored) }),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(unchanged),
             Err(kube::Error::Api(s)) if s.code == 409 => last = Some(kube::Error::Api(s)),
             Err(e) => return Err(e),
         }
@@ -358,7 +385,7 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     let suspended = is_suspended(&work);
     let dispatching = dispatching_condition(suspended);
-    let changed = update_work_conditions(&api, &key.name, |conds| {
+    let dispatched = update_work_conditions(&api, &key.name, Some(&*work), |conds| {
         if condition_status(Some(conds), DISPATCHING).is_some_and(|c| c.status == dispatching.status) {
             return false;
         }
@@ -366,7 +393,7 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     })
     .await
     .map_err(err("updating the Dispatching condition"))?;
-    if changed {
+    if dispatched.changed {
         ctx.events.publish(&*work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
     }
     if suspended {
@@ -381,11 +408,12 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::After(ctx.config.not_ready_requeue));
     }
     let conn = ctx.connect(&key, &cluster).await?;
-    sync(&ctx, &key, &api, &work, &conn).await
+    sync(&ctx, &key, &api, &work, dispatched.stored.as_ref(), &conn).await
 }
 
-/// Apply every manifest, then record the outcome.
-async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, conn: &Connection) -> Result<Next, Error> {
+/// Apply every manifest, then record the outcome. `written` is the Work as our own last write
+/// stored it, if this reconcile wrote it.
+async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, written: Option<&Work>, conn: &Connection) -> Result<Next, Error> {
     let cluster = conn.cluster.as_str();
     let list = manifests(work);
     let mut errors = Vec::new();
@@ -404,6 +432,10 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, conn: 
             }
             Err(e) => {
                 tracing::info!(controller = NAME, work = %key, cluster, object = %what, error = %e, "applying a manifest failed");
+                if matches!(e, ApplyError::Unauthorized { .. }) {
+                    // The credential may have been rotated since it was read: read it again.
+                    ctx.clients.forget(cluster);
+                }
                 if let Some(r) = template_reference(manifest) {
                     ctx.events.publish_ref(&r, true, EVENT_SYNC_FAILED, "Apply", format!("Failed to create or update resource({what}) in member cluster({cluster}): {e}")).await;
                 }
@@ -412,9 +444,10 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, conn: 
         }
     }
     let applied = applied_condition(list.len() - errors.len(), list.len(), &errors);
-    let changed = update_work_conditions(api, &key.name, |conds| set_condition(conds, applied.clone()))
+    let changed = update_work_conditions(api, &key.name, Some(written.unwrap_or(work)), |conds| set_condition(conds, applied.clone()))
         .await
-        .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?;
+        .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?
+        .changed;
     if errors.is_empty() {
         if wrote || changed {
             ctx.events.publish(work, false, EVENT_SYNC_SUCCEED, "Sync", format!("Sync work({key}) to cluster({cluster}) successful.")).await;

@@ -463,12 +463,12 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if !errors.is_empty() {
         let message = aggregate(&errors);
         let failed = condition(APPLIED, false, REASON_RECREATE_FAILED, message.clone(), None);
-        update_work_conditions(&api, &key.name, |c| set_condition(c, failed.clone())).await.map_err(err("updating the Applied condition"))?;
+        update_work_conditions(&api, &key.name, None, |c| set_condition(c, failed.clone())).await.map_err(err("updating the Applied condition"))?;
         return Err(Error::Correct { work: key.clone(), cluster: cluster_name, message });
     }
     if corrected && applied.reason == REASON_RECREATE_FAILED {
         let ok = condition(APPLIED, true, REASON_RECREATE_SUCCESSFUL, APPLIED_MESSAGE, None);
-        update_work_conditions(&api, &key.name, |c| {
+        update_work_conditions(&api, &key.name, None, |c| {
             // Only our own failure is ours to clear.
             condition_status(Some(c), APPLIED).is_some_and(|a| a.reason == REASON_RECREATE_FAILED) && set_condition(c, ok.clone())
         })

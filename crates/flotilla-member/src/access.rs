@@ -159,9 +159,31 @@ fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// A shared cache of member clients by cluster name and request timeout (rebuilt when the
 /// access data changes), each with its discovery cache. Callers that need different timeouts (a
 /// health probe, applies, long-running watches) get different clients.
+///
+/// [`Clients::connect`] also keeps what it read from each Cluster's Secret for
+/// [`ACCESS_REUSE`], so applying many Works to a member costs one Secret read, not one per
+/// Work; a changed Cluster spec (endpoint, secretRef, TLS, proxy) reads it again at once.
 #[derive(Default)]
 pub struct Clients {
     inner: parking_lot::Mutex<std::collections::HashMap<(String, Duration), Cached>>,
+    accesses: parking_lot::Mutex<std::collections::HashMap<String, ReadAccess>>,
+}
+
+/// How long access data read from a Cluster's Secret is reused by [`Clients::connect`]: a
+/// rotated token is picked up within this long.
+pub const ACCESS_REUSE: Duration = Duration::from_secs(10);
+
+/// Access data as read for a Cluster whose access-relevant spec was `spec`.
+struct ReadAccess {
+    spec: String,
+    at: std::time::Instant,
+    access: MemberAccess,
+}
+
+/// The parts of a Cluster's spec [`MemberAccess::from_cluster`] reads.
+fn access_spec(cluster: &Cluster) -> String {
+    let s = &cluster.spec;
+    serde_json::json!([s.api_endpoint, s.secret_ref.as_ref().map(|r| (&r.namespace, &r.name)), s.insecure_skip_tls_verification, s.proxy_url]).to_string()
 }
 
 struct Cached {
@@ -226,10 +248,25 @@ impl Clients {
         Ok(Connection { cluster: access.cluster.clone(), client, discovery })
     }
 
-    /// Read `cluster`'s access data from the control plane and connect.
+    /// Read `cluster`'s access data from the control plane (or reuse what was read less than
+    /// [`ACCESS_REUSE`] ago for the same spec) and connect.
     pub async fn connect(&self, control_plane: &kube::Client, cluster: &Cluster, timeout: Duration) -> Result<Connection, MemberError> {
-        let access = MemberAccess::from_cluster(control_plane, cluster).await?;
+        let access = self.access(control_plane, cluster).await?;
         self.connection(&access, timeout)
+    }
+
+    async fn access(&self, control_plane: &kube::Client, cluster: &Cluster) -> Result<MemberAccess, MemberError> {
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let spec = access_spec(cluster);
+        if let Some(read) = self.accesses.lock().get(&name)
+            && read.spec == spec
+            && read.at.elapsed() < ACCESS_REUSE
+        {
+            return Ok(read.access.clone());
+        }
+        let access = MemberAccess::from_cluster(control_plane, cluster).await?;
+        self.accesses.lock().insert(name, ReadAccess { spec, at: std::time::Instant::now(), access: access.clone() });
+        Ok(access)
     }
 
     /// A client this cache did not configure (e.g. the cluster proxy's streaming client without
@@ -251,5 +288,6 @@ impl Clients {
 
     pub fn forget(&self, cluster: &str) {
         self.inner.lock().retain(|(c, _), _| c != cluster);
+        self.accesses.lock().remove(cluster);
     }
 }

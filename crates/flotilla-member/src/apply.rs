@@ -201,6 +201,9 @@ pub struct ApplyOptions {
     pub overwrite: bool,
     /// Write even when the member's object already holds everything desired.
     pub force: bool,
+    /// The object is most likely absent (never applied before): try to create it without
+    /// reading it first; an object that exists after all is read and updated as usual.
+    pub create_first: bool,
 }
 
 /// Apply `manifest` (already carrying Karmada's labels and annotations) to the member.
@@ -213,15 +216,22 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
             meta.remove("namespace");
         }
     }
-    // Two rounds: a create racing another writer, or a stale resourceVersion, gets one retry.
-    for round in 0..2 {
-        let observed = api.get_opt(&r.name).await.map_err(|e| classify(m.cluster, &r, "get", e))?;
+    // Two rounds after the first read: a create racing another writer, or a stale
+    // resourceVersion, gets one retry. Creating without a read first adds a round.
+    let rounds = if opts.create_first { 3 } else { 2 };
+    for round in 0..rounds {
+        let retry = round + 1 < rounds;
+        let observed = if round == 0 && opts.create_first {
+            None
+        } else {
+            api.get_opt(&r.name).await.map_err(|e| classify(m.cluster, &r, "get", e))?
+        };
         let Some(observed) = observed.map(to_value) else {
             let mut fresh = desired.clone();
             strip_server_fields(&mut fresh);
             match api.create(&PostParams::default(), &from_value(&fresh)?).await {
                 Ok(o) => return Ok(Applied::Created(to_value(o))),
-                Err(kube::Error::Api(s)) if s.code == 409 && round == 0 => continue,
+                Err(kube::Error::Api(s)) if s.code == 409 && retry => continue,
                 Err(e) => return Err(classify(m.cluster, &r, "create", e)),
             }
         };
@@ -234,7 +244,7 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
         }
         match api.replace(&r.name, &PostParams::default(), &from_value(&next)?).await {
             Ok(o) => return Ok(Applied::Updated(to_value(o))),
-            Err(kube::Error::Api(s)) if s.code == 409 && round == 0 => continue,
+            Err(kube::Error::Api(s)) if s.code == 409 && retry => continue,
             Err(e) => return Err(classify(m.cluster, &r, "update", e)),
         }
     }

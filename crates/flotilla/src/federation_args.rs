@@ -51,6 +51,18 @@ pub struct FederationArgs {
     /// How long a new propagation policy may select nothing before a Warning Event says so.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub unmatched_policy_grace: Duration,
+    /// Resource templates the detector reconciles at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_resource_template_syncs: u16,
+    /// Bindings the scheduler schedules at once (one binding is never scheduled twice at once).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_schedules: u16,
+    /// ResourceBindings and ClusterResourceBindings the binding controller syncs at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_resourcebinding_syncs: u16,
+    /// Works applied to members at once (Karmada's default is 5; each apply waits on a member).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_work_syncs: u16,
 }
 
 impl Default for FederationArgs {
@@ -64,6 +76,10 @@ impl Default for FederationArgs {
             unschedulable_retry: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
             unmatched_policy_grace: Duration::from_secs(10),
+            concurrent_resource_template_syncs: 8,
+            concurrent_schedules: 8,
+            concurrent_resourcebinding_syncs: 8,
+            concurrent_work_syncs: 64,
         }
     }
 }
@@ -78,8 +94,20 @@ impl FederationArgs {
         }
     }
 
+    pub fn detector(&self) -> flotilla_controllers::detector::Config {
+        flotilla_controllers::detector::Config { workers: self.concurrent_resource_template_syncs.into(), ..Default::default() }
+    }
+
+    pub fn binding(&self) -> flotilla_controllers::binding::Config {
+        flotilla_controllers::binding::Config { workers: self.concurrent_resourcebinding_syncs.into(), ..Default::default() }
+    }
+
     pub fn execution(&self) -> flotilla_controllers::execution::Config {
-        flotilla_controllers::execution::Config { member_timeout: self.member_request_timeout, ..Default::default() }
+        flotilla_controllers::execution::Config {
+            member_timeout: self.member_request_timeout,
+            workers: self.concurrent_work_syncs.into(),
+            ..Default::default()
+        }
     }
 
     pub fn work_status(&self) -> flotilla_controllers::work_status::Config {
@@ -87,7 +115,11 @@ impl FederationArgs {
     }
 
     pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
-        flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, ..Default::default() }
+        flotilla_scheduler::runner::Config {
+            unschedulable_retry: self.unschedulable_retry,
+            workers: self.concurrent_schedules.into(),
+            ..Default::default()
+        }
     }
 
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
@@ -126,5 +158,10 @@ mod tests {
         assert_eq!(parsed.cluster_status_update_frequency, d.cluster_status_update_frequency);
         assert_eq!(parsed.cluster_failure_threshold, d.cluster_failure_threshold);
         assert_eq!(parsed.unschedulable_retry, d.unschedulable_retry);
+        assert_eq!(parsed.concurrent_resource_template_syncs, d.concurrent_resource_template_syncs);
+        assert_eq!(parsed.concurrent_schedules, d.concurrent_schedules);
+        assert_eq!(parsed.concurrent_resourcebinding_syncs, d.concurrent_resourcebinding_syncs);
+        assert_eq!(parsed.concurrent_work_syncs, d.concurrent_work_syncs);
+        assert!(T::try_parse_from(["t", "--concurrent-work-syncs", "0"]).is_err(), "at least one worker");
     }
 }
