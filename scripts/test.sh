@@ -131,7 +131,10 @@ bench_smoke() {
     "$CARGO_TARGET_DIR/debug/examples/apiserver-bench" --smoke &&
     # Control plane + 4 simulated members in one process; fails only on errors (a template
     # missing or wrong in a member), never on speed.
-    "$CARGO_TARGET_DIR/debug/examples/propagation-bench" --smoke
+    "$CARGO_TARGET_DIR/debug/examples/propagation-bench" --smoke &&
+    # 20 simulated members in one process: /readyz over HTTPS, a watch each, Deployments and
+    # pods to Ready; fails only on errors, never on memory or speed.
+    "$CARGO_TARGET_DIR/debug/examples/sim-bench" --smoke
 }
 
 phase toolchain toolchain
