@@ -91,6 +91,65 @@ struct Args {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Live heap bytes
+
+/// The system allocator, counting the bytes currently allocated: RSS keeps memory freed earlier
+/// (malloc reuses it before growing), so after anything is freed an RSS slope understates what
+/// new objects take; the live count does not. (A process-wide counter is inherent to a global
+/// allocator; this binary is its only user.)
+#[allow(unsafe_code)]
+mod live_heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub static LIVE: AtomicU64 = AtomicU64::new(0);
+
+    pub struct Counting;
+
+    // SAFETY: every call is forwarded to `System` with the same arguments; only a counter is
+    // added.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) };
+            LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if !p.is_null() {
+                LIVE.fetch_add(new_size as u64, Ordering::Relaxed);
+                LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+            }
+            p
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: live_heap::Counting = live_heap::Counting;
+
+/// Bytes allocated on the heap now.
+fn live() -> u64 {
+    live_heap::LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Figures
 
 /// Resident set of this process, and its anonymous part, in bytes (`/proc/self/status`).
@@ -465,14 +524,17 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
             m
         })
         .collect();
+    let live0 = live();
     let samples: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(0.0, rss0 as f64)]));
+    let live_samples: Arc<Mutex<Vec<(f64, f64)>>> = Arc::new(Mutex::new(vec![(0.0, live0 as f64)]));
     let every = (n / 20).max(1);
     let phase = Phase::start();
-    let s = samples.clone();
+    let (s, ls) = (samples.clone(), live_samples.clone());
     let fleet = Fleet::start(FleetConfig::new(members, dir.path().to_path_buf()), move |done, total| {
         if done % every == 0 || done == total {
             let (r, _) = rss();
             s.lock().push((done as f64, r as f64));
+            ls.lock().push((done as f64, live() as f64));
             if done % (every * 4) == 0 || done == total {
                 println!("  {done}/{total} members started, RSS {}", mib(r as f64));
             }
@@ -496,6 +558,10 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     with_idle.push((n as f64, rss_idle as f64));
     let (idle_slope, _, idle_r2) = fit(&with_idle);
     let settled_avg = (rss_idle as f64 - rss0 as f64) / n as f64;
+    let (live_member_slope, _, live_member_r2) = fit(&live_samples.lock());
+    let live_idle = live();
+    let live_settled_avg = (live_idle as f64 - live0 as f64) / n as f64;
+    println!("live heap: {} with no member, {} with {n} idle: per member slope {} (R² {live_member_r2:.4}), (settled − empty)/N {}", mib(live0 as f64), mib(live_idle as f64), kib(live_member_slope), kib(live_settled_avg));
     println!(
         "nodes held: {nodes} ({:.1} per member)\nper idle member: slope {} (R² {member_r2:.4}, {} samples, intercept {}); with the settled point {} (R² {idle_r2:.4}); (settled − empty)/N {}",
         nodes as f64 / n as f64,
@@ -518,16 +584,20 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         println!("\n## 1b. idle for {} s (heartbeats only), RSS every 10 s", hold.as_secs());
         let phase = Phase::start();
         let mut over_time = vec![(0.0, rss().0 as f64)];
+        let mut live_over_time = vec![(0.0, live() as f64)];
         while phase.wall.elapsed() < hold {
             tokio::time::sleep(Duration::from_secs(10).min(hold)).await;
             let (r, _) = rss();
             let t = phase.wall.elapsed().as_secs_f64();
             over_time.push((t, r as f64));
+            live_over_time.push((t, live() as f64));
             if over_time.len() % 3 == 1 {
                 println!("  {t:.0} s: RSS {}", mib(r as f64));
             }
         }
         let (rate, _, r2) = fit(&over_time);
+        let (live_rate, _, live_r2) = fit(&live_over_time);
+        println!("live heap grows {} per member per minute (R² {live_r2:.4})", kib(live_rate * 60.0 / n as f64));
         let (keys, revs) = fleet.members().next().and_then(|e| e.member.store_sizes()).unwrap_or((0, 0));
         println!(
             "RSS grows {} per member per minute (R² {r2:.4}); one member's store now {keys} keys, {revs} revisions of history {}",
@@ -585,6 +655,7 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
 
     // 4. One watch per member.
     let (rss_before_watch, _) = rss();
+    let live_before_watch = live();
     println!("\n## 4. one watch per member (Deployments in default, over HTTPS with the member's token)");
     let phase = Phase::start();
     let watches = Arc::new(Watches::default());
@@ -611,6 +682,8 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (rss_watch, _) = rss();
     let per_watch = (rss_watch as f64 - rss_before_watch as f64) / open.max(1) as f64;
+    let live_per_watch = (live() as f64 - live_before_watch as f64) / open.max(1) as f64;
+    println!("live heap per watch: {}", kib(live_per_watch));
     println!("{open} watches open; RSS {} → {}: {} per watch (client and server ends, TLS) {}", mib(rss_before_watch as f64), mib(rss_watch as f64), kib(per_watch), phase.end());
 
     // 5. A 1-replica Deployment in a sample of the members.
@@ -680,6 +753,8 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     let (rss_p0, _) = rss();
     let mut fresh_points = vec![(0.0, rss_p0 as f64)];
     let mut settled_points = Vec::new();
+    let mut live_fresh_points = vec![(0.0, live() as f64)];
+    let mut live_settled_points = Vec::new();
     println!("before: RSS {} (write history dropped)", mib(rss_p0 as f64));
     let per_batch = sizes.pods.div_ceil(sizes.batches);
     let mut made = 0usize;
@@ -743,9 +818,11 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         all_idle(&fleet, conc).await;
         let (r_fresh, _) = rss();
         fresh_points.push((made as f64, r_fresh as f64));
+        live_fresh_points.push((made as f64, live() as f64));
         settle_history(&fleet, conc, &errors).await;
         let (r_settled, _) = rss();
         settled_points.push((made as f64, r_settled as f64));
+        live_settled_points.push((made as f64, live() as f64));
         println!("  batch {}: {made} pods Ready; RSS {} fresh, {} once the write history is dropped {}", b + 1, mib(r_fresh as f64), mib(r_settled as f64), phase.end());
     }
     create_lat.sort();
@@ -767,6 +844,15 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     // so the slope is what a pod keeps).
     let (pod_slope_raw, _, r2_raw) = fit(&fresh_points);
     let (pod_slope, _, r2_c) = fit(&settled_points);
+    let (live_pod_fresh, _, live_r2_f) = fit(&live_fresh_points);
+    let (live_pod, _, live_r2_c) = fit(&live_settled_points);
+    println!(
+        "live heap per pod: fresh {:.0} B (R² {live_r2_f:.4}) = {:.2}× stored; settled {:.0} B (R² {live_r2_c:.4}) = {:.2}× stored",
+        live_pod_fresh,
+        live_pod_fresh / stored_avg.max(1.0),
+        live_pod,
+        live_pod / stored_avg.max(1.0)
+    );
     println!(
         "a pod as stored: {:.0} bytes (mean of {} in the store; {} bytes as served by GET)\nper pod: slope of fresh points {} (R² {r2_raw:.4}) = {:.2}× stored; settled slope {} (R² {r2_c:.4}, {} batches) = {:.2}× stored",
         stored_avg,
@@ -788,6 +874,7 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     println!("| members started (one process, one HTTPS listener) | {n} in {:.1} s | — | — |", start_time.as_secs_f64());
     println!("| RSS per idle member (slope, R² {member_r2:.4}) | {} | ≤ 1,024 KiB | {:.2}× |", kib(member_slope), member_slope / (1024.0 * 1024.0));
     println!("| RSS per idle member, settled: (RSS idle − RSS empty) / N | {} | ≤ 1,024 KiB | {:.2}× |", kib(settled_avg), settled_avg / (1024.0 * 1024.0));
+    println!("| live heap per idle member (slope, R² {live_member_r2:.4}) | {} | ≤ 1,024 KiB | {:.2}× |", kib(live_member_slope), live_member_slope / (1024.0 * 1024.0));
     if let Some((per_min, r2, held)) = growth {
         let held_avg = (rss_held as f64 - rss0 as f64) / n as f64;
         println!("| RSS per idle member after {:.0} s idle: (RSS − RSS empty) / N | {} | ≤ 1,024 KiB | {:.2}× |", held.as_secs_f64(), kib(held_avg), held_avg / (1024.0 * 1024.0));
@@ -796,12 +883,14 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         println!("| projected idle peak (settled + 10 min of history, the compactor's most) | {} | ≤ 1,024 KiB | {:.2}× |", kib(peak), peak / (1024.0 * 1024.0));
     }
     println!("| /readyz over HTTPS, one at a time: p50 / p99 | {} / {} ({readyz_ok}/{n} ok) | — | — |", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99)));
-    println!("| watches open / RSS per watch | {open} / {} | — | — |", kib(per_watch));
+    println!("| watches open / RSS per watch / live heap per watch | {open} / {} / {} | — | — |", kib(per_watch), kib(live_per_watch));
     println!("| 1-replica Deployment create → Ready (watch): p50 / p99 | {} / {} ({}/{}) | — | — |", ms(pct(&dl, 0.5)), ms(pct(&dl, 0.99)), dl.len(), sample.len());
     println!("| pod as stored | {stored_avg:.0} B | — | — |");
     println!("| RSS per pod, settled: slope over batches, write history dropped (R² {r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |", pod_slope, 1.5 * stored_avg, pod_slope / stored_avg.max(1.0));
+    println!("| live heap per pod, settled (R² {live_r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |", live_pod, 1.5 * stored_avg, live_pod / stored_avg.max(1.0));
+    println!("| live heap per pod, fresh (R² {live_r2_f:.4}) | {:.0} B | — | {:.2}× stored |", live_pod_fresh, live_pod_fresh / stored_avg.max(1.0));
     println!("| RSS per pod, fresh: slope with each batch's write history held (R² {r2_raw:.4}) | {:.0} B | — | {:.2}× stored |", pod_slope_raw, pod_slope_raw / stored_avg.max(1.0));
-    println!("| RSS at the end | {} (anonymous {}) | — | — |", mib(rss_end as f64), mib(anon_end as f64));
+    println!("| RSS at the end / live heap | {} (anonymous {}) / {} | — | — |", mib(rss_end as f64), mib(anon_end as f64), mib(live() as f64));
     println!("watch events received: {events}; whole run {}", begin.end());
 
     watches.stopping.store(true, Ordering::Relaxed);
