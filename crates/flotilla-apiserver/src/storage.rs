@@ -50,7 +50,9 @@ pub fn encode(obj: &Value) -> ApiResult<Bytes> {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    serde_json::to_vec(&obj).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+    // Exactly the object's size: `Bytes::from(Vec)` keeps the Vec's spare capacity (the buffer
+    // grows by doubling: up to twice the object) for as long as the store holds the value.
+    serde_json::to_vec(&obj).map(|v| Bytes::from(v.into_boxed_slice())).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
 }
 
 /// A list's continuation: the snapshot revision and the last key returned.
