@@ -526,7 +526,16 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             .as_ref()
             .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let (manifest, applied) = match render_manifest(template, b, &cluster, *replicas, &cops, &ops, (&namespace, &name, &work_id)) {
+        // A KubeFed federated object's binding: the cluster's member object comes from it.
+        let (source, replicas) = match crate::kubefed_sync::render::member_object_for_binding(&b.meta, template, cluster_name) {
+            None => (std::borrow::Cow::Borrowed(template), *replicas),
+            Some(Ok(member)) => (std::borrow::Cow::Owned(member), None),
+            Some(Err(e)) => {
+                failures.push(format!("cluster {cluster_name}: {e}"));
+                continue;
+            }
+        };
+        let (manifest, applied) = match render_manifest(&source, b, &cluster, replicas, &cops, &ops, (&namespace, &name, &work_id)) {
             Ok(r) => r,
             Err(e) => {
                 if let RenderError::Override(err, cluster) = &e {

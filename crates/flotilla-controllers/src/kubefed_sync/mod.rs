@@ -1,0 +1,592 @@
+//! KubeFed's sync controller, mapped onto the one engine: every `Federated<Kind>` of an
+//! enabled FederatedTypeConfig gets one binding (ResourceBinding in its namespace, or a
+//! ClusterResourceBinding for a cluster-scoped federated type) named as Karmada names bindings
+//! (`<name>-federated<kind>`), owned by the federated object, with its placement as the cluster
+//! affinity and Duplicated scheduling. The scheduler fills `spec.clusters`; the binding
+//! controller renders each cluster's member object through [`render::member_object_for_binding`]
+//! (template, overrides, `kubefed.io/managed`); execution and work status are Karmada's.
+//!
+//! Back onto the federated object: `status.clusters[]`, the `Propagation` condition with
+//! KubeFed's reasons and `status.observedGeneration`, from the placement, the clusters'
+//! readiness, the overrides and the Works' `Applied` conditions; Events
+//! `CreateInCluster` / `UpdateInCluster` / `DeleteInCluster` and their failures.
+//!
+//! Deletion: the federated object carries no finalizer of ours. The garbage collector deletes
+//! the binding through its owner reference; the binding's finalizer holds until its Works are
+//! gone, and each Work until its member object is deleted (or released, under
+//! `kubefed.io/orphan: "true"`, which becomes `preserveResourcesOnDeletion`). A member that is
+//! not ready holds only its own Work, never the federated object.
+
+pub mod render;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::names::{binding_name, work_name};
+use flotilla_api::federation::karmada::work::{
+    BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec, TEMPLATE_GENERATION_ANNOTATION, Work,
+};
+use flotilla_api::federation::kubefed::core::{FederatedTypeConfig, PropagationMode, ResourceScope};
+use flotilla_api::federation::kubefed::types::FederatedSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::binding::binding_of_work;
+use crate::cluster::execution_space;
+use crate::execution::is_cluster_ready;
+use crate::queue::{Next, WorkQueue, run_workers};
+use crate::util::{Events, condition_status, watch_into_store};
+use render::{ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Selection, Target, WorkState};
+
+pub const NAME: &str = MANAGED_BY;
+
+/// KubeFed's Event reasons on federated objects.
+pub const REASON_CREATE_IN_CLUSTER: &str = "CreateInCluster";
+pub const REASON_UPDATE_IN_CLUSTER: &str = "UpdateInCluster";
+pub const REASON_DELETE_IN_CLUSTER: &str = "DeleteInCluster";
+pub const REASON_CREATE_IN_CLUSTER_FAILED: &str = "CreateInClusterFailed";
+pub const REASON_UPDATE_IN_CLUSTER_FAILED: &str = "UpdateInClusterFailed";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workers: usize,
+    /// How soon to look again while a selected cluster's Work has no result yet.
+    pub pending_recheck: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { workers: 2, pending_recheck: Duration::from_secs(5) }
+    }
+}
+
+/// A federated object: the FTC of its type, its namespace (None when cluster-scoped) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FedKey {
+    pub ftc: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// One enabled federated type and the watch of its objects.
+struct FedType {
+    spec: (flotilla_api::federation::kubefed::core::ApiResource, flotilla_api::federation::kubefed::core::ApiResource),
+    federated: ApiResource,
+    target: Target,
+    store: Store<DynamicObject>,
+    watch: tokio::task::AbortHandle,
+}
+
+impl Drop for FedType {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{key:?}: {step}: {source}")]
+    Api { key: FedKey, step: String, source: kube::Error },
+    #[error("{key:?}: binding {binding} belongs to something else")]
+    BindingTaken { key: FedKey, binding: String },
+}
+
+struct Context {
+    client: Client,
+    config: Config,
+    events: Events,
+    queue: Arc<WorkQueue<FedKey>>,
+    types: Mutex<HashMap<String, Arc<FedType>>>,
+    rbs: Store<ResourceBinding>,
+    crbs: Store<ClusterResourceBinding>,
+    works: Store<Work>,
+    clusters: Store<Cluster>,
+}
+
+fn api_err(key: &FedKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let (key, step) = (key.clone(), step.into());
+    move |source| Error::Api { key, step, source }
+}
+
+fn kube_resource(r: &flotilla_api::federation::kubefed::core::ApiResource) -> ApiResource {
+    let group = r.group.clone().unwrap_or_default();
+    let api_version = if group.is_empty() { r.version.clone() } else { format!("{group}/{}", r.version) };
+    ApiResource { group, version: r.version.clone(), api_version, kind: r.kind.clone(), plural: r.plural_name.clone() }
+}
+
+impl Context {
+    /// The federated object a binding of ours refers to.
+    fn key_of_binding(&self, meta: &ObjectMeta, spec: &ResourceBindingSpec) -> Option<FedKey> {
+        Target::of_binding(meta)?;
+        let r = &spec.resource;
+        let types = self.types.lock();
+        let (ftc, _) = types.iter().find(|(_, t)| t.federated.api_version == r.api_version && t.federated.kind == r.kind)?;
+        Some(FedKey { ftc: ftc.clone(), namespace: r.namespace.clone().filter(|n| !n.is_empty()), name: r.name.clone() })
+    }
+
+    fn key_of_work(&self, w: &Work) -> Option<FedKey> {
+        let b = binding_of_work(w)?;
+        match &b.namespace {
+            Some(ns) => self.rbs.get(&ObjectRef::new(&b.name).within(ns)).and_then(|rb| self.key_of_binding(&rb.metadata, &rb.spec)),
+            None => self.crbs.get(&ObjectRef::new(&b.name)).and_then(|crb| self.key_of_binding(&crb.metadata, &crb.spec.0)),
+        }
+    }
+
+    fn all_keys(&self) -> Vec<FedKey> {
+        let types: Vec<(String, Arc<FedType>)> = self.types.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        types
+            .into_iter()
+            .flat_map(|(ftc, t)| t.store.state().into_iter().map(move |o| FedKey { ftc: ftc.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() }).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Start, restart or stop the watch of an FTC's federated type.
+    fn sync_type(self: &Arc<Self>, ftc: &FederatedTypeConfig, deleted: bool) {
+        let name = ftc.name_any();
+        let wanted = !deleted && ftc.metadata.deletion_timestamp.is_none() && ftc.spec.propagation == PropagationMode::Enabled;
+        let spec = (ftc.spec.target_type.clone(), ftc.spec.federated_type.clone());
+        let mut types = self.types.lock();
+        if wanted && types.get(&name).is_some_and(|t| t.spec == spec) {
+            return;
+        }
+        types.remove(&name);
+        let running = if wanted {
+            types.insert(name.clone(), self.start_type(&name, spec));
+            true
+        } else {
+            false
+        };
+        drop(types);
+        if !deleted {
+            let ctx = self.clone();
+            let ftc = ftc.clone();
+            tokio::spawn(async move { ctx.write_ftc_status(&ftc, running).await });
+        }
+    }
+
+    fn start_type(self: &Arc<Self>, ftc: &str, spec: (flotilla_api::federation::kubefed::core::ApiResource, flotilla_api::federation::kubefed::core::ApiResource)) -> Arc<FedType> {
+        let federated = kube_resource(&spec.1);
+        let target_ar = kube_resource(&spec.0);
+        let target = Target { api_version: target_ar.api_version.clone(), kind: target_ar.kind.clone(), namespaced: spec.0.scope == ResourceScope::Namespaced };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &federated);
+        let writer = kube::runtime::reflector::store::Writer::new(federated.clone());
+        let store = writer.as_reader();
+        let queue = self.queue.clone();
+        let ftc_name = ftc.to_string();
+        let task = tokio::spawn(async move {
+            use futures::StreamExt;
+            use kube::runtime::WatchStreamExt;
+            use kube::runtime::watcher::Event as E;
+            let key = |o: &DynamicObject| FedKey { ftc: ftc_name.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
+            let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+            let mut stream = std::pin::pin!(stream);
+            let mut listed = Vec::new();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(E::Apply(o) | E::Delete(o)) => queue.add(key(&o)),
+                    Ok(E::Init) => listed.clear(),
+                    Ok(E::InitApply(o)) => listed.push(key(&o)),
+                    Ok(E::InitDone) => listed.drain(..).for_each(|k| queue.add(k)),
+                    Err(e) => tracing::debug!(controller = NAME, error = %e, "federated type watch error; retrying"),
+                }
+            }
+        });
+        Arc::new(FedType { spec, federated, target, store, watch: task.abort_handle() })
+    }
+
+    async fn write_ftc_status(&self, ftc: &FederatedTypeConfig, running: bool) {
+        let want = if running { "Running" } else { "NotRunning" };
+        let generation = ftc.metadata.generation.unwrap_or(0);
+        let status = ftc.status.as_ref();
+        if status.is_some_and(|s| s.observed_generation == generation && s.propagation_controller.map(|c| format!("{c:?}")) == Some(want.into())) {
+            return;
+        }
+        let api: Api<FederatedTypeConfig> = Api::namespaced(self.client.clone(), ftc.namespace().as_deref().unwrap_or_default());
+        let patch = json!({"status": {"observedGeneration": generation, "propagationController": want}});
+        if let Err(e) = api.patch_status(&ftc.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::debug!(controller = NAME, ftc = %ftc.name_any(), error = %e, "writing the FederatedTypeConfig status failed");
+        }
+    }
+}
+
+fn owner_of(obj: &DynamicObject, ar: &ApiResource) -> OwnerReference {
+    OwnerReference {
+        api_version: ar.api_version.clone(),
+        kind: ar.kind.clone(),
+        name: obj.name_any(),
+        uid: obj.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The binding metadata we own, on top of what `have` carries.
+fn binding_meta(have: Option<&ObjectMeta>, name: &str, namespace: Option<&str>, owner: OwnerReference, target: &Target) -> ObjectMeta {
+    let mut meta = have.cloned().unwrap_or_else(|| ObjectMeta { name: Some(name.into()), namespace: namespace.map(str::to_string), ..Default::default() });
+    let (id_label, finalizer) =
+        if namespace.is_some() { (RESOURCE_BINDING_PERMANENT_ID_LABEL, BINDING_FINALIZER) } else { (CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CLUSTER_RESOURCE_BINDING_FINALIZER) };
+    let labels = meta.labels.get_or_insert_default();
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    labels.entry(id_label.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
+    let annotations = meta.annotations.get_or_insert_default();
+    for (k, v) in target.annotations() {
+        annotations.insert(k.into(), v);
+    }
+    meta.owner_references = Some(vec![owner]);
+    if let Some(f) = crate::util::with_finalizer(meta.finalizers.as_ref(), finalizer) {
+        meta.finalizers = Some(f);
+    }
+    meta
+}
+
+/// Keep what the scheduler and the eviction machinery own.
+fn carry_over(spec: &mut ResourceBindingSpec, old: &ResourceBindingSpec) {
+    spec.clusters = old.clusters.clone();
+    spec.graceful_eviction_tasks = old.graceful_eviction_tasks.clone();
+    spec.required_by = old.required_by.clone();
+    spec.reschedule_triggered_at = old.reschedule_triggered_at.clone();
+}
+
+/// Whether `meta` is a binding this controller may write for `owner_uid`.
+fn ours(meta: &ObjectMeta, owner_uid: &str) -> bool {
+    Target::of_binding(meta).is_some() && meta.owner_references.iter().flatten().all(|o| o.uid == owner_uid)
+}
+
+/// Create or update the federated object's binding (a ResourceBinding beside a namespaced
+/// federated object, else a ClusterResourceBinding); returns whether anything was written.
+async fn ensure_binding(ctx: &Context, key: &FedKey, t: &FedType, obj: &DynamicObject, mut spec: ResourceBindingSpec) -> Result<bool, Error> {
+    let name = binding_name(&t.federated.kind, &key.name);
+    let owner = owner_of(obj, &t.federated);
+    let uid = owner.uid.clone();
+    let (ar, api): (ApiResource, Api<DynamicObject>) = match &key.namespace {
+        Some(ns) => {
+            let ar = ApiResource::erase::<ResourceBinding>(&());
+            (ar.clone(), Api::namespaced_with(ctx.client.clone(), ns, &ar))
+        }
+        None => {
+            let ar = ApiResource::erase::<ClusterResourceBinding>(&());
+            (ar.clone(), Api::all_with(ctx.client.clone(), &ar))
+        }
+    };
+    let existing = api.get_opt(&name).await.map_err(api_err(key, "reading the binding"))?;
+    let old_spec: Option<ResourceBindingSpec> = existing.as_ref().and_then(|e| serde_json::from_value(e.data.get("spec")?.clone()).ok());
+    if let Some(old) = &existing {
+        if !ours(&old.metadata, &uid) {
+            return Err(Error::BindingTaken { key: key.clone(), binding: name });
+        }
+        if let Some(old_spec) = &old_spec {
+            carry_over(&mut spec, old_spec);
+        }
+    }
+    let meta = binding_meta(existing.as_ref().map(|e| &e.metadata), &name, key.namespace.as_deref(), owner, &t.target);
+    if existing.as_ref().is_some_and(|e| e.metadata == meta) && old_spec.as_ref() == Some(&spec) {
+        return Ok(false);
+    }
+    let mut binding = DynamicObject::new(&name, &ar);
+    binding.metadata = meta;
+    binding.data = json!({"spec": spec});
+    let r = match existing {
+        Some(_) => api.replace(&name, &PostParams::default(), &binding).await.map(|_| ()),
+        None => api.create(&PostParams::default(), &binding).await.map(|_| ()),
+    };
+    match r {
+        // Changed meanwhile (the scheduler wrote its result): the watch brings it back.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(api_err(key, "writing the binding")(e)),
+        Ok(()) => Ok(true),
+    }
+}
+
+fn reference(obj: &DynamicObject, ar: &ApiResource) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(ar.api_version.clone()),
+        kind: Some(ar.kind.clone()),
+        name: Some(obj.name_any()),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// What a cluster's Work says about the current generation.
+fn work_state(work: Option<&Work>, generation: i64) -> (WorkState, String) {
+    let Some(w) = work.filter(|w| w.metadata.deletion_timestamp.is_none()) else { return (WorkState::Pending, String::new()) };
+    let manifest = w.spec.workload.as_ref().and_then(|l| l.manifests.as_ref()).and_then(|m| m.first());
+    let carried = manifest
+        .and_then(|m| m.pointer("/metadata/annotations"))
+        .and_then(|a| a.get(TEMPLATE_GENERATION_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|g| g.parse::<i64>().ok());
+    if carried != Some(generation) {
+        return (WorkState::Pending, String::new());
+    }
+    match condition_status(w.status.as_ref().and_then(|s| s.conditions.as_deref()), "Applied") {
+        Some(c) if c.status == "True" => (WorkState::Applied, String::new()),
+        Some(c) => (WorkState::Failed, c.message.clone()),
+        None => (WorkState::Pending, String::new()),
+    }
+}
+
+async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    let Some(t) = ctx.types.lock().get(&key.ftc).cloned() else { return Ok(Next::Done) };
+    let oref = match &key.namespace {
+        Some(ns) => ObjectRef::new_with(&key.name, t.federated.clone()).within(ns),
+        None => ObjectRef::new_with(&key.name, t.federated.clone()),
+    };
+    // Gone or going: the garbage collector deletes the binding through its owner reference.
+    let Some(obj) = t.store.get(&oref).filter(|o| o.metadata.deletion_timestamp.is_none()) else { return Ok(Next::Done) };
+    let fed = serde_json::to_value(&*obj).unwrap_or_default();
+    let fed_ref = reference(&obj, &t.federated);
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let observed = fed.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    let spec = match render::federated_spec(&fed) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.events.publish_ref(&fed_ref, true, render::REASON_COMPUTE_PLACEMENT_FAILED, "Propagate", e).await;
+            return Ok(Next::Done);
+        }
+    };
+    if observed != Some(generation) {
+        for reason in render::dropped_template_fields(&spec) {
+            let what = if reason == "AnnotationsNotSupported" { "annotations" } else { "finalizers" };
+            let msg = format!("spec.template.metadata.{what} are not propagated (members own them); use overrides instead");
+            ctx.events.publish_ref(&fed_ref, true, reason, "Propagate", msg).await;
+        }
+    }
+    let bspec = match render::binding_spec(&fed, &spec, &t.target) {
+        Ok(b) => b,
+        Err(e) => {
+            ctx.events.publish_ref(&fed_ref, true, "ComputeResourceFailed", "Propagate", e).await;
+            return Ok(Next::Done);
+        }
+    };
+    match ensure_binding(&ctx, &key, &t, &obj, bspec).await {
+        Err(e @ Error::BindingTaken { .. }) => {
+            ctx.events.publish_ref(&fed_ref, true, "BindingConflict", "Propagate", e.to_string()).await;
+            return Ok(Next::Done);
+        }
+        r => r?,
+    };
+    write_status(&ctx, &key, &t, &obj, &fed, &spec, &fed_ref, generation).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_status(
+    ctx: &Context,
+    key: &FedKey,
+    t: &FedType,
+    obj: &DynamicObject,
+    fed: &Value,
+    spec: &FederatedSpec,
+    fed_ref: &k8s_openapi::api::core::v1::ObjectReference,
+    generation: i64,
+) -> Result<Next, Error> {
+    let selection: Selection = render::selection(spec.placement.as_ref());
+    let previous: BTreeMap<String, Option<String>> = fed
+        .pointer("/status/clusters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.get("status").and_then(Value::as_str).map(str::to_string))))
+        .collect();
+    let observed = fed.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    let work = work_name(&t.federated.kind, &key.name, key.namespace.as_deref());
+    let mut clusters: Vec<Arc<Cluster>> = ctx.clusters.state().into_iter().filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
+    clusters.sort_by_key(|c| c.name_any());
+    let target_display = match &key.namespace {
+        Some(ns) => format!("{} \"{ns}/{}\"", t.target.kind, key.name),
+        None => format!("{} \"{}\"", t.target.kind, key.name),
+    };
+
+    let mut out: Vec<(String, Option<&'static str>)> = Vec::new();
+    let mut pending = false;
+    let mut events: Vec<(bool, &'static str, String)> = Vec::new();
+    for c in &clusters {
+        let name = c.name_any();
+        let w = ctx.works.get(&ObjectRef::new(&work).within(&execution_space(&name)));
+        if !render::selects(&selection, c) {
+            if w.is_some() {
+                out.push((name, Some(render::cluster_status::WAITING_FOR_REMOVAL)));
+            } else if previous.contains_key(&name) {
+                events.push((false, REASON_DELETE_IN_CLUSTER, format!("Deleted {target_display} in cluster \"{name}\"")));
+            }
+            continue;
+        }
+        let override_error = render::member_object(fed, spec, &t.target, &name).err();
+        let (state, message) = work_state(w.as_deref(), generation);
+        let was_ok = previous.get(&name).is_some_and(Option::is_none);
+        let facts = ClusterFacts { name: name.clone(), ready: is_cluster_ready(c), override_error: override_error.is_some(), work: state, was_ok };
+        let status = match render::cluster_status_of(&facts) {
+            Ok(s) => s,
+            Err(()) => {
+                pending = true;
+                continue;
+            }
+        };
+        let changed = previous.get(&name) != Some(&status.map(str::to_string)) || observed != Some(generation);
+        if changed {
+            match (status, &override_error) {
+                (None, _) if was_ok => events.push((false, REASON_UPDATE_IN_CLUSTER, format!("Updated {target_display} in cluster \"{name}\""))),
+                (None, _) => events.push((false, REASON_CREATE_IN_CLUSTER, format!("Created {target_display} in cluster \"{name}\""))),
+                (Some(s), Some(e)) if s == render::cluster_status::APPLY_OVERRIDES_FAILED => events.push((true, s, format!("Cluster \"{name}\": {e}"))),
+                (Some(s), _) if s == render::cluster_status::CREATION_FAILED => events.push((true, REASON_CREATE_IN_CLUSTER_FAILED, format!("Failed to create {target_display} in cluster \"{name}\": {message}"))),
+                (Some(s), _) if s == render::cluster_status::UPDATE_FAILED => events.push((true, REASON_UPDATE_IN_CLUSTER_FAILED, format!("Failed to update {target_display} in cluster \"{name}\": {message}"))),
+                (Some(s), _) => events.push((true, s, format!("Cluster \"{name}\" is not ready"))),
+            }
+        }
+        out.push((name, status));
+    }
+    if pending {
+        return Ok(Next::After(ctx.config.pending_recheck));
+    }
+    let ok = out.iter().all(|(_, s)| s.is_none());
+    let reason = (!ok).then_some(render::REASON_CHECK_CLUSTERS);
+    let old_cond = fed.pointer("/status/conditions").and_then(Value::as_array).and_then(|cs| cs.iter().find(|c| c["type"] == "Propagation")).cloned();
+    let old_status = old_cond.as_ref().and_then(|c| c["status"].as_str()).map(str::to_string);
+    let old_reason = old_cond.as_ref().and_then(|c| c.get("reason")).and_then(Value::as_str).filter(|r| !r.is_empty()).map(str::to_string);
+    let want_status = if ok { "True" } else { "False" };
+    let new_clusters: BTreeMap<String, Option<String>> = out.iter().map(|(n, s)| (n.clone(), s.map(str::to_string))).collect();
+    let same = observed == Some(generation) && previous == new_clusters && old_status.as_deref() == Some(want_status) && old_reason.as_deref() == reason;
+    if !same {
+        let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
+        let transition = match &old_cond {
+            Some(c) if old_status.as_deref() == Some(want_status) && old_reason.as_deref() == reason => c.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
+            _ => json!(now),
+        };
+        let mut cond = json!({"type": "Propagation", "status": want_status, "lastUpdateTime": now, "lastTransitionTime": transition});
+        if let Some(r) = reason {
+            cond["reason"] = json!(r);
+        }
+        let clusters: Vec<Value> = out.iter().map(|(n, s)| if let Some(s) = s { json!({"name": n, "status": s}) } else { json!({"name": n}) }).collect();
+        let patch = json!({
+            "metadata": {"resourceVersion": obj.metadata.resource_version},
+            "status": {"observedGeneration": generation, "conditions": [cond], "clusters": clusters},
+        });
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &t.federated),
+            None => Api::all_with(ctx.client.clone(), &t.federated),
+        };
+        match api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            // A newer object is on its way through the watch; its round writes the status.
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::Done),
+            r => {
+                r.map_err(api_err(key, "writing the status"))?;
+            }
+        }
+    }
+    for (warning, reason, msg) in events {
+        ctx.events.publish_ref(fed_ref, warning, reason, "Propagate", msg).await;
+    }
+    Ok(Next::Done)
+}
+
+/// Run the KubeFed sync controller until its watches end.
+pub async fn run(client: Client, config: Config) {
+    let queue: Arc<WorkQueue<FedKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
+    let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let on_binding = |everything: Arc<Mutex<Option<Arc<Context>>>>| {
+        move |meta: &ObjectMeta, spec: &ResourceBindingSpec| {
+            if let Some(ctx) = everything.lock().clone()
+                && let Some(k) = ctx.key_of_binding(meta, spec)
+            {
+                ctx.queue.add(k);
+            }
+        }
+    };
+    let f = on_binding(everything.clone());
+    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), ours.clone(), move |b: &ResourceBinding, _| f(&b.metadata, &b.spec));
+    let f = on_binding(everything.clone());
+    let (crbs, crb_task) = watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), ours, move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
+    let e = everything.clone();
+    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
+        if let Some(ctx) = e.lock().clone()
+            && let Some(k) = ctx.key_of_work(w)
+        {
+            ctx.queue.add(k);
+        }
+    });
+    let e = everything.clone();
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+        if let Some(ctx) = e.lock().clone() {
+            for k in ctx.all_keys() {
+                ctx.queue.add(k);
+            }
+        }
+    });
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), NAME),
+        client: client.clone(),
+        config: config.clone(),
+        queue: queue.clone(),
+        types: Mutex::new(HashMap::new()),
+        rbs,
+        crbs,
+        works,
+        clusters,
+    });
+    *everything.lock() = Some(ctx.clone());
+    let c = ctx.clone();
+    let (_ftcs, ftc_task) = watch_into_store(Api::<FederatedTypeConfig>::all(client), watcher::Config::default(), move |ftc: &FederatedTypeConfig, deleted| c.sync_type(ftc, deleted));
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
+    tokio::select! {
+        _ = ftc_task => tracing::warn!(controller = NAME, "federated type config watch ended"),
+        _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
+        _ = crb_task => tracing::warn!(controller = NAME, "cluster binding watch ended"),
+        _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
+        _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
+        _ = workers => {},
+    }
+    everything.lock().take();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_deterministic_and_apart_from_the_plain_objects() {
+        assert_eq!(binding_name("FederatedDeployment", "test-deployment"), "test-deployment-federateddeployment");
+        let fed = work_name("FederatedDeployment", "test-deployment", Some("test-namespace"));
+        assert_eq!(fed, work_name("FederatedDeployment", "test-deployment", Some("test-namespace")));
+        assert_ne!(fed, work_name("Deployment", "test-deployment", Some("test-namespace")));
+        assert_ne!(binding_name("FederatedDeployment", "web"), binding_name("Deployment", "web"));
+    }
+
+    #[test]
+    fn work_state_follows_the_generation_and_applied() {
+        use flotilla_api::federation::karmada::work::{WorkSpec, WorkStatus, WorkloadTemplate};
+        let mut w = Work::new("n", WorkSpec {
+            workload: Some(WorkloadTemplate { manifests: Some(vec![json!({"metadata": {"annotations": {TEMPLATE_GENERATION_ANNOTATION: "2"}}})]) }),
+            ..Default::default()
+        });
+        assert_eq!(work_state(None, 2).0, WorkState::Pending);
+        assert_eq!(work_state(Some(&w), 2).0, WorkState::Pending);
+        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", "boom", None)]), ..Default::default() });
+        assert_eq!(work_state(Some(&w), 2), (WorkState::Failed, "boom".into()));
+        // A Work still carrying the previous generation says nothing about this one.
+        assert_eq!(work_state(Some(&w), 3).0, WorkState::Pending);
+        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", true, "AppliedSuccessful", "", None)]), ..Default::default() });
+        assert_eq!(work_state(Some(&w), 2).0, WorkState::Applied);
+    }
+
+    #[test]
+    fn bindings_of_others_are_left_alone() {
+        let mut meta = ObjectMeta::default();
+        assert!(!ours(&meta, "u"));
+        meta.labels = Some(BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())]));
+        meta.annotations = Some(Target { api_version: "v1".into(), kind: "ConfigMap".into(), namespaced: true }.annotations().into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        assert!(ours(&meta, "u"));
+        meta.owner_references = Some(vec![OwnerReference { uid: "other".into(), ..Default::default() }]);
+        assert!(!ours(&meta, "u"));
+    }
+}

@@ -1,0 +1,541 @@
+//! KubeFed's sync rules as pure functions: a `Federated<Kind>`'s placement as a Karmada cluster
+//! affinity, its per-cluster member object (template, forced identity, JSON-patch overrides,
+//! the managed label), the binding spec that carries it through the one engine, and the
+//! per-cluster status KubeFed reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::policy::{ClusterAffinity, ConflictResolution, DEFAULT_SCHEDULER_NAME, Placement, ReplicaSchedulingStrategy, ReplicaSchedulingType};
+use flotilla_api::federation::karmada::work::{ObjectReference, ResourceBindingSpec};
+use flotilla_api::federation::kubefed::types::{ClusterOverrides, FederatedPlacement, FederatedSpec, MANAGED_LABEL, ORPHAN_ANNOTATION};
+use flotilla_api::selector::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as MetaLabelSelector, LabelSelectorRequirement};
+use kube::api::ObjectMeta;
+use serde_json::{Value, json};
+
+/// Karmada's label for bindings made by something other than a propagation policy; the
+/// scheduler takes bindings carrying it.
+pub const MANAGED_BY_LABEL: &str = "binding.karmada.io/managed-by";
+/// The value of [`MANAGED_BY_LABEL`] on the bindings of `Federated<Kind>` objects.
+pub const MANAGED_BY: &str = "kubefed-sync-controller";
+/// The target kind's apiVersion, on the binding (a federated object does not name it).
+pub const TARGET_API_VERSION_ANNOTATION: &str = "kubefed.flotilla.io/target-api-version";
+/// The target kind, on the binding.
+pub const TARGET_KIND_ANNOTATION: &str = "kubefed.flotilla.io/target-kind";
+/// `Namespaced` or `Cluster`: the target kind's scope, on the binding.
+pub const TARGET_SCOPE_ANNOTATION: &str = "kubefed.flotilla.io/target-scope";
+/// A label no cluster can carry both with and without: the selector of an empty placement.
+const NO_CLUSTER_KEY: &str = "kubefed.flotilla.io/no-placement";
+
+/// Paths KubeFed never lets an override touch.
+pub const FORBIDDEN_PATHS: [&str; 4] = ["/metadata/namespace", "/metadata/name", "/metadata/generateName", "/kind"];
+
+/// The kind a federated type propagates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub api_version: String,
+    pub kind: String,
+    pub namespaced: bool,
+}
+
+impl Target {
+    /// The target named on a binding this controller wrote; `None` for any other binding.
+    pub fn of_binding(meta: &ObjectMeta) -> Option<Target> {
+        if meta.labels.as_ref()?.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
+            return None;
+        }
+        let a = meta.annotations.as_ref()?;
+        Some(Target {
+            api_version: a.get(TARGET_API_VERSION_ANNOTATION)?.clone(),
+            kind: a.get(TARGET_KIND_ANNOTATION)?.clone(),
+            namespaced: a.get(TARGET_SCOPE_ANNOTATION).map(String::as_str) != Some("Cluster"),
+        })
+    }
+
+    pub fn annotations(&self) -> [(&'static str, String); 3] {
+        [
+            (TARGET_API_VERSION_ANNOTATION, self.api_version.clone()),
+            (TARGET_KIND_ANNOTATION, self.kind.clone()),
+            (TARGET_SCOPE_ANNOTATION, if self.namespaced { "Namespaced" } else { "Cluster" }.into()),
+        ]
+    }
+}
+
+/// Why a cluster's member object could not be computed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideError {
+    #[error("cluster {cluster} appears more than once in spec.overrides")]
+    DuplicateCluster { cluster: String },
+    #[error("path {path} is overridden more than once for cluster {cluster}")]
+    DuplicatePath { cluster: String, path: String },
+    #[error("path {path} may not be overridden")]
+    ForbiddenPath { path: String },
+    #[error("op {op:?} of path {path} is not add, remove or replace")]
+    BadOp { path: String, op: String },
+    #[error("applying the overrides of cluster {cluster}: {message}")]
+    Apply { cluster: String, message: String },
+    #[error("spec.template is not an object")]
+    Template,
+}
+
+/// Which clusters a KubeFed placement selects, as KubeFed's table says:
+/// `clusters` present and non-empty → exactly those names (the selector is ignored);
+/// `clusters: []` → none; `clusters` absent and `clusterSelector: {}` → every cluster;
+/// `clusters` absent and a non-empty selector → the clusters whose labels match;
+/// both absent (or no placement at all) → none.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selection {
+    None,
+    Named(Vec<String>),
+    Selector(MetaLabelSelector),
+}
+
+pub fn selection(placement: Option<&FederatedPlacement>) -> Selection {
+    let Some(p) = placement else { return Selection::None };
+    match (&p.clusters, &p.cluster_selector) {
+        (Some(names), _) if names.is_empty() => Selection::None,
+        (Some(names), _) => {
+            let mut seen = BTreeSet::new();
+            Selection::Named(names.iter().filter(|c| seen.insert(c.name.clone())).map(|c| c.name.clone()).collect())
+        }
+        (None, Some(selector)) => Selection::Selector(selector.clone()),
+        (None, None) => Selection::None,
+    }
+}
+
+/// The Karmada cluster affinity of a KubeFed placement. Names of clusters that do not exist
+/// select nothing (KubeFed intersects with the joined clusters; the scheduler never finds them).
+/// The empty placement is a selector no cluster satisfies, because an affinity without
+/// restrictions means "every cluster" to Karmada.
+pub fn cluster_affinity(placement: Option<&FederatedPlacement>) -> ClusterAffinity {
+    match selection(placement) {
+        Selection::Named(names) => ClusterAffinity { cluster_names: Some(names), ..Default::default() },
+        Selection::Selector(selector) => ClusterAffinity { label_selector: Some(selector), ..Default::default() },
+        Selection::None => {
+            let req = |operator: &str| LabelSelectorRequirement { key: NO_CLUSTER_KEY.into(), operator: operator.into(), values: None };
+            ClusterAffinity { label_selector: Some(MetaLabelSelector { match_labels: None, match_expressions: Some(vec![req("Exists"), req("DoesNotExist")]) }), ..Default::default() }
+        }
+    }
+}
+
+/// Whether the placement selects `cluster` (by name or labels; readiness aside).
+pub fn selects(selection: &Selection, cluster: &Cluster) -> bool {
+    let name = cluster.metadata.name.as_deref().unwrap_or_default();
+    match selection {
+        Selection::None => false,
+        Selection::Named(names) => names.iter().any(|n| n == name),
+        Selection::Selector(selector) => {
+            let parsed = serde_json::to_value(selector).ok().and_then(|v| LabelSelector::from_json(&v).ok());
+            parsed.is_some_and(|s| s.matches(cluster.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
+        }
+    }
+}
+
+/// KubeFed's whole-set checks: a cluster named twice, or a path twice for one cluster,
+/// invalidates every override.
+pub fn validate_overrides(overrides: &[ClusterOverrides]) -> Result<(), OverrideError> {
+    let mut clusters = BTreeSet::new();
+    for o in overrides {
+        let cluster = o.cluster_name.clone().unwrap_or_default();
+        if !clusters.insert(cluster.clone()) {
+            return Err(OverrideError::DuplicateCluster { cluster });
+        }
+        let mut paths = BTreeSet::new();
+        for op in o.cluster_overrides.iter().flatten() {
+            if !paths.insert(op.path.as_str()) {
+                return Err(OverrideError::DuplicatePath { cluster, path: op.path.clone() });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Apply `cluster`'s overrides to `obj` as one JSON patch (`op` empty means replace).
+pub fn apply_overrides(obj: &Value, overrides: &[ClusterOverrides], cluster: &str) -> Result<Value, OverrideError> {
+    validate_overrides(overrides)?;
+    let Some(mine) = overrides.iter().find(|o| o.cluster_name.as_deref() == Some(cluster)) else {
+        return Ok(obj.clone());
+    };
+    let mut ops = Vec::new();
+    for o in mine.cluster_overrides.iter().flatten() {
+        if FORBIDDEN_PATHS.contains(&o.path.as_str()) {
+            return Err(OverrideError::ForbiddenPath { path: o.path.clone() });
+        }
+        let op = match o.op.as_deref().unwrap_or("") {
+            "" | "replace" => "replace",
+            "add" => "add",
+            "remove" => "remove",
+            other => return Err(OverrideError::BadOp { path: o.path.clone(), op: other.into() }),
+        };
+        let mut patch = json!({"op": op, "path": o.path});
+        if op != "remove" {
+            patch["value"] = o.value.clone().unwrap_or(Value::Null);
+        }
+        ops.push(patch);
+    }
+    flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })
+}
+
+/// The spec of a federated object (`spec` may be absent on a hand-made object).
+pub fn federated_spec(federated: &Value) -> Result<FederatedSpec, String> {
+    match federated.get("spec") {
+        None | Some(Value::Null) => Ok(FederatedSpec::default()),
+        Some(spec) => serde_json::from_value(spec.clone()).map_err(|e| format!("spec: {e}")),
+    }
+}
+
+/// The template as KubeFed sends it before overrides: `kind` forced from the type,
+/// `apiVersion` defaulted, name (and namespace, for a namespaced target) forced from the
+/// federated object, template annotations and finalizers dropped (members own them).
+pub fn base_object(federated: &Value, spec: &FederatedSpec, target: &Target) -> Result<Value, OverrideError> {
+    let mut obj = spec.template.clone().unwrap_or_else(|| json!({}));
+    let Some(map) = obj.as_object_mut() else { return Err(OverrideError::Template) };
+    map.insert("kind".into(), json!(target.kind));
+    if !map.get("apiVersion").is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+        map.insert("apiVersion".into(), json!(target.api_version));
+    }
+    map.remove("status");
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let meta = meta.as_object_mut().expect("an object");
+    meta.remove("annotations");
+    meta.remove("finalizers");
+    meta.insert("name".into(), federated.pointer("/metadata/name").cloned().unwrap_or(Value::Null));
+    match federated.pointer("/metadata/namespace").filter(|_| target.namespaced) {
+        Some(ns) => meta.insert("namespace".into(), ns.clone()),
+        None => meta.remove("namespace"),
+    };
+    Ok(obj)
+}
+
+/// What a template drops that the user may not expect (KubeFed's Warning event reasons).
+pub fn dropped_template_fields(spec: &FederatedSpec) -> Vec<&'static str> {
+    let meta = spec.template.as_ref().and_then(|t| t.get("metadata"));
+    let has = |k: &str| meta.and_then(|m| m.get(k)).is_some_and(|v| v.as_object().map_or(!v.is_null(), |o| !o.is_empty()) && v.as_array().is_none_or(|a| !a.is_empty()));
+    let mut out = Vec::new();
+    if has("annotations") {
+        out.push("AnnotationsNotSupported");
+    }
+    if has("finalizers") {
+        out.push("FinalizersNotSupported");
+    }
+    out
+}
+
+/// The member object for `cluster`: template → overrides → `kubefed.io/managed: "true"`. The
+/// federated object's generation rides along so the Work records which generation it carries.
+pub fn member_object(federated: &Value, spec: &FederatedSpec, target: &Target, cluster: &str) -> Result<Value, OverrideError> {
+    let base = base_object(federated, spec, target)?;
+    let mut obj = apply_overrides(&base, spec.overrides.as_deref().unwrap_or_default(), cluster)?;
+    let meta = obj.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
+    let Some(meta) = meta else {
+        return Err(OverrideError::Apply { cluster: cluster.into(), message: "the overrides removed metadata".into() });
+    };
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    labels.as_object_mut().expect("an object").insert(MANAGED_LABEL.into(), json!("true"));
+    if let Some(g) = federated.pointer("/metadata/generation") {
+        meta.insert("generation".into(), g.clone());
+    }
+    Ok(obj)
+}
+
+/// The binding controller's hook: for a binding of a federated object, the object `cluster`
+/// gets, rendered from the federated object; `None` for every other binding.
+pub fn member_object_for_binding(binding: &ObjectMeta, federated: &Value, cluster: &str) -> Option<Result<Value, String>> {
+    let target = Target::of_binding(binding)?;
+    let spec = match federated_spec(federated) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(member_object(federated, &spec, &target, cluster).map_err(|e| format!("ApplyOverridesFailed: {e}")))
+}
+
+/// The binding spec of a federated object: the object itself as the resource, its placement
+/// as the cluster affinity, every selected cluster getting the whole template (Duplicated),
+/// KubeFed's adoption of existing member objects as Overwrite, and the orphaning annotation as
+/// Karmada's preserve-on-deletion.
+pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target) -> Result<ResourceBindingSpec, String> {
+    let s = |p: &str| federated.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let base = base_object(federated, spec, target).map_err(|e| e.to_string())?;
+    let replicas = flotilla_api::interpreter::get_replicas(&base).map_err(|e| e.to_string())?;
+    let orphan = federated.pointer("/metadata/annotations").and_then(|a| a.get(ORPHAN_ANNOTATION)).and_then(Value::as_str) == Some("true");
+    Ok(ResourceBindingSpec {
+        resource: ObjectReference {
+            api_version: s("/apiVersion").unwrap_or_default(),
+            kind: s("/kind").unwrap_or_default(),
+            namespace: s("/metadata/namespace"),
+            name: s("/metadata/name").unwrap_or_default(),
+            uid: s("/metadata/uid"),
+            // Every change of the federated object changes the binding, which is what makes the
+            // binding controller render the Works again (as the detector does for templates).
+            resource_version: s("/metadata/resourceVersion"),
+        },
+        replicas: replicas.as_ref().map(|r| r.replicas).filter(|r| *r > 0),
+        replica_requirements: replicas.and_then(|r| r.requirements),
+        placement: Some(Placement {
+            cluster_affinity: Some(cluster_affinity(spec.placement.as_ref())),
+            replica_scheduling: Some(ReplicaSchedulingStrategy { replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated), ..Default::default() }),
+            ..Default::default()
+        }),
+        scheduler_name: Some(DEFAULT_SCHEDULER_NAME.into()),
+        conflict_resolution: Some(ConflictResolution::Overwrite),
+        preserve_resources_on_deletion: orphan.then_some(true),
+        ..Default::default()
+    })
+}
+
+/// KubeFed's per-cluster status values this controller reports.
+pub mod cluster_status {
+    pub const CLUSTER_NOT_READY: &str = "ClusterNotReady";
+    pub const APPLY_OVERRIDES_FAILED: &str = "ApplyOverridesFailed";
+    pub const CREATION_FAILED: &str = "CreationFailed";
+    pub const UPDATE_FAILED: &str = "UpdateFailed";
+    pub const WAITING_FOR_REMOVAL: &str = "WaitingForRemoval";
+}
+
+/// Aggregate reasons of the `Propagation` condition.
+pub const REASON_CHECK_CLUSTERS: &str = "CheckClusters";
+pub const REASON_COMPUTE_PLACEMENT_FAILED: &str = "ComputePlacementFailed";
+
+/// What one selected cluster's Work says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkState {
+    /// No Work, or one that does not yet carry the current generation or has no `Applied`.
+    Pending,
+    Applied,
+    Failed,
+}
+
+/// One selected cluster, as the status needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterFacts {
+    pub name: String,
+    pub ready: bool,
+    pub override_error: bool,
+    pub work: WorkState,
+    /// Whether the last written status listed this cluster as OK (create vs update).
+    pub was_ok: bool,
+}
+
+/// `status.clusters[].status` of one cluster; `Ok(None)` is OK, `Err(())` still pending.
+pub fn cluster_status_of(f: &ClusterFacts) -> Result<Option<&'static str>, ()> {
+    if !f.ready {
+        return Ok(Some(cluster_status::CLUSTER_NOT_READY));
+    }
+    if f.override_error {
+        return Ok(Some(cluster_status::APPLY_OVERRIDES_FAILED));
+    }
+    match f.work {
+        WorkState::Applied => Ok(None),
+        WorkState::Failed if f.was_ok => Ok(Some(cluster_status::UPDATE_FAILED)),
+        WorkState::Failed => Ok(Some(cluster_status::CREATION_FAILED)),
+        WorkState::Pending => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::federation::kubefed::types::{ClusterOverride, GenericClusterReference};
+
+    fn cluster(name: &str, labels: &[(&str, &str)]) -> Cluster {
+        let mut c: Cluster = serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}})).unwrap();
+        c.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        c
+    }
+
+    fn placement(v: Value) -> FederatedPlacement {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn deployment_target() -> Target {
+        Target { api_version: "apps/v1".into(), kind: "Deployment".into(), namespaced: true }
+    }
+
+    /// KubeFed's documented FederatedDeployment, with its clusters renamed.
+    fn federated() -> Value {
+        json!({
+            "apiVersion": "types.kubefed.io/v1beta1", "kind": "FederatedDeployment",
+            "metadata": {"name": "test-deployment", "namespace": "test-namespace", "uid": "fd-uid", "generation": 4},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"app": "nginx"}, "annotations": {"dropped": "yes"}, "name": "ignored", "namespace": "ignored"},
+                    "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "nginx"}},
+                             "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [{"image": "nginx", "name": "nginx"}]}}}
+                },
+                "placement": {"clusters": [{"name": "member2"}, {"name": "member1"}]},
+                "overrides": [
+                    {"clusterName": "member1", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]},
+                    {"clusterName": "member2", "clusterOverrides": [
+                        {"path": "/spec/template/spec/containers/0/image", "value": "nginx:1.17.0-alpine"},
+                        {"path": "/metadata/annotations", "op": "add", "value": {"foo": "bar", "team": "edge"}},
+                        {"path": "/metadata/annotations/foo", "op": "remove"}
+                    ]}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn placement_follows_kubefeds_table() {
+        let (a, b, c) = (cluster("a", &[("env", "prod")]), cluster("b", &[("env", "dev")]), cluster("c", &[]));
+        let picked = |p: Option<FederatedPlacement>| -> Vec<String> {
+            let s = selection(p.as_ref());
+            [&a, &b, &c].iter().filter(|x| selects(&s, x)).map(|x| x.metadata.name.clone().unwrap()).collect()
+        };
+        // No placement, or neither field: nothing.
+        assert_eq!(picked(None), Vec::<String>::new());
+        assert_eq!(picked(Some(placement(json!({})))), Vec::<String>::new());
+        // Names win over a selector; an empty list is no cluster even with a selector.
+        assert_eq!(picked(Some(placement(json!({"clusters": [{"name": "b"}], "clusterSelector": {"matchLabels": {"env": "prod"}}})))), ["b"]);
+        assert_eq!(picked(Some(placement(json!({"clusters": [], "clusterSelector": {}})))), Vec::<String>::new());
+        // `{}` selects every cluster; a selector its matches.
+        assert_eq!(picked(Some(placement(json!({"clusterSelector": {}})))), ["a", "b", "c"]);
+        assert_eq!(picked(Some(placement(json!({"clusterSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}})))), ["a", "b"]);
+        // Duplicate names collapse; unknown names select nothing.
+        let p = placement(json!({"clusters": [{"name": "a"}, {"name": "nowhere"}, {"name": "a"}]}));
+        assert_eq!(selection(Some(&p)), Selection::Named(vec!["a".into(), "nowhere".into()]));
+        assert_eq!(picked(Some(p)), ["a"]);
+    }
+
+    #[test]
+    fn affinity_of_each_placement() {
+        let named = cluster_affinity(Some(&FederatedPlacement { clusters: Some(vec![GenericClusterReference { name: "m1".into() }]), cluster_selector: Some(Default::default()) }));
+        assert_eq!(named, ClusterAffinity { cluster_names: Some(vec!["m1".into()]), ..Default::default() });
+        let all = cluster_affinity(Some(&placement(json!({"clusterSelector": {}}))));
+        assert_eq!(all.label_selector, Some(MetaLabelSelector::default()));
+        assert_eq!(all.cluster_names, None);
+        // The empty placement is a selector that matches no labels at all, present or absent.
+        let none = cluster_affinity(None);
+        let sel = LabelSelector::from_json(&serde_json::to_value(none.label_selector.unwrap()).unwrap()).unwrap();
+        assert!(!sel.matches(&BTreeMap::new()));
+        assert!(!sel.matches(&BTreeMap::from([(NO_CLUSTER_KEY.to_string(), "x".to_string())])));
+    }
+
+    #[test]
+    fn member_objects_get_their_cluster_overrides() {
+        let fd = federated();
+        let spec = federated_spec(&fd).unwrap();
+        let m1 = member_object(&fd, &spec, &deployment_target(), "member1").unwrap();
+        assert_eq!(m1["apiVersion"], "apps/v1");
+        assert_eq!(m1["kind"], "Deployment");
+        assert_eq!(m1["metadata"]["name"], "test-deployment");
+        assert_eq!(m1["metadata"]["namespace"], "test-namespace");
+        assert_eq!(m1["metadata"]["labels"], json!({"app": "nginx", "kubefed.io/managed": "true"}));
+        assert_eq!(m1["metadata"]["generation"], 4);
+        assert!(m1["metadata"].get("annotations").is_none(), "template annotations are dropped: {m1}");
+        assert_eq!(m1["spec"]["replicas"], 5);
+        assert_eq!(m1["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+        let m2 = member_object(&fd, &spec, &deployment_target(), "member2").unwrap();
+        assert_eq!(m2["spec"]["replicas"], 3);
+        assert_eq!(m2["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.17.0-alpine");
+        assert_eq!(m2["metadata"]["annotations"], json!({"team": "edge"}));
+        // A cluster without overrides gets the template.
+        let m3 = member_object(&fd, &spec, &deployment_target(), "member3").unwrap();
+        assert_eq!(m3["spec"]["replicas"], 3);
+        assert_eq!(dropped_template_fields(&spec), ["AnnotationsNotSupported"]);
+    }
+
+    #[test]
+    fn cluster_scoped_targets_lose_the_namespace_and_apiversion_defaults_but_can_be_set() {
+        let fd = json!({"metadata": {"name": "admin", "namespace": "ns"}, "spec": {"template": {"apiVersion": "rbac.authorization.k8s.io/v1beta1", "rules": []}}});
+        let t = Target { api_version: "rbac.authorization.k8s.io/v1".into(), kind: "ClusterRole".into(), namespaced: false };
+        let o = member_object(&fd, &federated_spec(&fd).unwrap(), &t, "c").unwrap();
+        assert_eq!(o["apiVersion"], "rbac.authorization.k8s.io/v1beta1");
+        assert!(o["metadata"].get("namespace").is_none());
+        let fd = json!({"metadata": {"name": "cm"}, "spec": {}});
+        let t = Target { api_version: "v1".into(), kind: "ConfigMap".into(), namespaced: false };
+        assert_eq!(member_object(&fd, &federated_spec(&fd).unwrap(), &t, "c").unwrap()["apiVersion"], "v1");
+    }
+
+    #[test]
+    fn bad_overrides_fail_their_cluster_only() {
+        let with = |ops: Value| {
+            let mut fd = federated();
+            fd["spec"]["overrides"] = json!([{"clusterName": "member1", "clusterOverrides": ops}]);
+            fd
+        };
+        let run = |fd: &Value, cluster: &str| member_object(fd, &federated_spec(fd).unwrap(), &deployment_target(), cluster);
+        for path in FORBIDDEN_PATHS {
+            let fd = with(json!([{"path": path, "value": "x"}]));
+            assert_eq!(run(&fd, "member1").unwrap_err(), OverrideError::ForbiddenPath { path: path.into() });
+            assert!(run(&fd, "member2").is_ok(), "{path}");
+        }
+        // A path that does not exist: under a missing parent every op fails, and remove of a
+        // missing key fails; replace and add of a missing key under an existing object set it
+        // (KubeFed's JSON-patch library, like kube-apiserver's, is lenient there).
+        let fd = with(json!([{"path": "/spec/nothing/here", "value": true}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { .. })));
+        assert!(run(&fd, "member2").is_ok());
+        let fd = with(json!([{"path": "/spec/paused", "value": true}]));
+        assert_eq!(run(&fd, "member1").unwrap()["spec"]["paused"], true);
+        let fd = with(json!([{"path": "/spec/paused", "op": "remove"}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { .. })));
+        let fd = with(json!([{"path": "/spec/nothing/here", "op": "remove"}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { .. })));
+        let fd = with(json!([{"path": "/spec/paused", "op": "add", "value": true}]));
+        assert_eq!(run(&fd, "member1").unwrap()["spec"]["paused"], true);
+        let fd = with(json!([{"path": "/spec/a/b", "op": "add", "value": 1}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { .. })));
+        let fd = with(json!([{"path": "/spec/replicas", "op": "move", "value": 1}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::BadOp { .. })));
+    }
+
+    #[test]
+    fn duplicates_invalidate_the_whole_override_set() {
+        let mut fd = federated();
+        fd["spec"]["overrides"] = json!([{"clusterName": "member1"}, {"clusterName": "member1"}]);
+        let spec = federated_spec(&fd).unwrap();
+        for c in ["member1", "member2"] {
+            assert_eq!(member_object(&fd, &spec, &deployment_target(), c).unwrap_err(), OverrideError::DuplicateCluster { cluster: "member1".into() });
+        }
+        let op = |p: &str| ClusterOverride { op: None, path: p.into(), value: Some(json!(1)) };
+        let twice = [ClusterOverrides { cluster_name: Some("x".into()), cluster_overrides: Some(vec![op("/spec/replicas"), op("/spec/replicas")]) }];
+        assert_eq!(validate_overrides(&twice).unwrap_err(), OverrideError::DuplicatePath { cluster: "x".into(), path: "/spec/replicas".into() });
+    }
+
+    #[test]
+    fn the_binding_spec_points_at_the_federated_object() {
+        let mut fd = federated();
+        let spec = federated_spec(&fd).unwrap();
+        let b = binding_spec(&fd, &spec, &deployment_target()).unwrap();
+        assert_eq!((b.resource.api_version.as_str(), b.resource.kind.as_str(), b.resource.name.as_str()), ("types.kubefed.io/v1beta1", "FederatedDeployment", "test-deployment"));
+        assert_eq!(b.resource.namespace.as_deref(), Some("test-namespace"));
+        assert_eq!(b.replicas, Some(3));
+        let p = b.placement.unwrap();
+        assert_eq!(p.cluster_affinity.unwrap().cluster_names, Some(vec!["member2".into(), "member1".into()]));
+        assert_eq!(p.replica_scheduling.unwrap().replica_scheduling_type, Some(ReplicaSchedulingType::Duplicated));
+        assert_eq!(b.conflict_resolution, Some(ConflictResolution::Overwrite));
+        assert_eq!(b.preserve_resources_on_deletion, None);
+        fd["metadata"]["annotations"] = json!({ORPHAN_ANNOTATION: "true"});
+        assert_eq!(binding_spec(&fd, &spec, &deployment_target()).unwrap().preserve_resources_on_deletion, Some(true));
+    }
+
+    #[test]
+    fn the_hook_only_touches_kubefed_bindings() {
+        let fd = federated();
+        let mut meta = ObjectMeta::default();
+        assert!(member_object_for_binding(&meta, &fd, "member1").is_none());
+        meta.labels = Some(BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())]));
+        meta.annotations = Some(deployment_target().annotations().into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        assert_eq!(Target::of_binding(&meta), Some(deployment_target()));
+        assert_eq!(member_object_for_binding(&meta, &fd, "member1").unwrap().unwrap()["spec"]["replicas"], 5);
+    }
+
+    #[test]
+    fn cluster_status_values() {
+        let f = |ready, override_error, work, was_ok| ClusterFacts { name: "c".into(), ready, override_error, work, was_ok };
+        assert_eq!(cluster_status_of(&f(false, true, WorkState::Applied, true)), Ok(Some(cluster_status::CLUSTER_NOT_READY)));
+        assert_eq!(cluster_status_of(&f(true, true, WorkState::Applied, true)), Ok(Some(cluster_status::APPLY_OVERRIDES_FAILED)));
+        assert_eq!(cluster_status_of(&f(true, false, WorkState::Applied, false)), Ok(None));
+        assert_eq!(cluster_status_of(&f(true, false, WorkState::Failed, false)), Ok(Some(cluster_status::CREATION_FAILED)));
+        assert_eq!(cluster_status_of(&f(true, false, WorkState::Failed, true)), Ok(Some(cluster_status::UPDATE_FAILED)));
+        assert_eq!(cluster_status_of(&f(true, false, WorkState::Pending, true)), Err(()));
+    }
+}

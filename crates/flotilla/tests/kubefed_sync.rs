@@ -1,0 +1,188 @@
+//! KubeFed's sync path on the one engine, against `flotilla up --demo 2`: the documented
+//! FederatedDeployment (examples/kubefed) reaches both simulated members with each one's
+//! overrides through exactly one binding and one Work per cluster with deterministic names;
+//! status.clusters and the Propagation condition report it; a bad override fails only its
+//! cluster; shrinking the placement deletes the member object; deleting the federated object
+//! deletes member objects, except under `kubefed.io/orphan: "true"`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flotilla_api::federation::karmada::names::work_name;
+use serde_json::{Value, json};
+use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, wait_for};
+
+const NS: &str = "test-namespace";
+const LONG: Duration = Duration::from_secs(180);
+
+fn member(cp: &Flotilla, m: &str) -> PathBuf {
+    cp.dir.path().join(format!("data/demo/{m}.kubeconfig"))
+}
+
+fn patch(kc: &Path, args: &[&str], body: &Value) {
+    let body = body.to_string();
+    let mut all = args.to_vec();
+    all.extend(["--type", "merge", "-p", &body]);
+    kubectl(&kubectl_bin(), kc, &all);
+}
+
+/// `status.clusters` and the Propagation condition once they say `want` for `generation`.
+fn status_says(kc: &Path, generation: i64, clusters: Value, propagated: bool) -> Value {
+    wait_for(&format!("status {clusters} at generation {generation}"), LONG, || {
+        let fd = get_json(kc, &["-n", NS, "get", "federateddeployment", "test-deployment"])?;
+        let s = &fd["status"];
+        let cond = s["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Propagation").cloned().unwrap_or_default();
+        let want_status = if propagated { "True" } else { "False" };
+        if s["observedGeneration"] == generation && s["clusters"] == clusters && cond["status"] == want_status { Ok(fd) } else { Err(s.to_string()) }
+    })
+}
+
+/// The Works of the binding `test-deployment-federateddeployment`, as (namespace, name).
+fn works(kc: &Path) -> Vec<(String, String)> {
+    let list = get_json(kc, &["get", "works", "-A"]).unwrap();
+    let mut out: Vec<(String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "test-deployment-federateddeployment")
+        .map(|w| (w["metadata"]["namespace"].as_str().unwrap().to_string(), w["metadata"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_documented_federated_deployment_propagates_with_its_overrides() {
+    let cp = Flotilla::start_with(&["--demo", "2"]);
+    let kc = cp.kubeconfig.clone();
+    let k = kubectl_bin();
+    for name in ["member1", "member2"] {
+        wait_for(&format!("cluster {name} Ready"), LONG, || {
+            let c = get_json(&kc, &["get", "cluster", name])?;
+            if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
+        });
+    }
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/kubefed/federateddeployment.yaml");
+    kubectl(&k, &kc, &["apply", "-f", example.to_str().unwrap()]);
+
+    // Each member gets its own rendering: member1 5 replicas of the template's image, member2
+    // the template's 3 replicas of another image with the annotation added then partly removed.
+    let d1 = wait_for("member1's Deployment with 5 replicas", LONG, || {
+        let d = get_json(&member(&cp, "member1"), &["-n", NS, "get", "deployment", "test-deployment"])?;
+        if d["spec"]["replicas"] == 5 { Ok(d) } else { Err(d["spec"].to_string()) }
+    });
+    assert_eq!(d1["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+    assert_eq!(d1["metadata"]["labels"]["kubefed.io/managed"], "true");
+    assert_eq!(d1["metadata"]["labels"]["app"], "nginx");
+    assert!(d1["metadata"]["annotations"].get("team").is_none(), "{}", d1["metadata"]);
+    let d2 = wait_for("member2's Deployment with the other image", LONG, || {
+        let d = get_json(&member(&cp, "member2"), &["-n", NS, "get", "deployment", "test-deployment"])?;
+        if d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.17.0-alpine" { Ok(d) } else { Err(d["spec"].to_string()) }
+    });
+    assert_eq!(d2["spec"]["replicas"], 3);
+    assert_eq!(d2["metadata"]["annotations"]["team"], "edge");
+    assert!(d2["metadata"]["annotations"].get("foo").is_none(), "{}", d2["metadata"]);
+    assert_eq!(d2["metadata"]["labels"]["kubefed.io/managed"], "true");
+
+    // Exactly one binding, owned by the federated object, pointing at it; one Work per cluster,
+    // named as Karmada names a template's Works, apart from a plain Deployment's of that name.
+    let fd = get_json(&kc, &["-n", NS, "get", "federateddeployment", "test-deployment"]).unwrap();
+    let rbs = get_json(&kc, &["-n", NS, "get", "resourcebindings"]).unwrap();
+    let rbs = rbs["items"].as_array().unwrap();
+    assert_eq!(rbs.len(), 1, "{rbs:?}");
+    let rb = &rbs[0];
+    assert_eq!(rb["metadata"]["name"], "test-deployment-federateddeployment");
+    assert_eq!(rb["spec"]["resource"]["kind"], "FederatedDeployment");
+    assert_eq!(rb["spec"]["resource"]["apiVersion"], "types.kubefed.io/v1beta1");
+    assert_eq!(rb["spec"]["replicas"], 3);
+    assert_eq!(rb["metadata"]["ownerReferences"][0]["uid"], fd["metadata"]["uid"]);
+    assert_eq!(rb["spec"]["placement"]["clusterAffinity"]["clusterNames"], json!(["member2", "member1"]));
+    let wn = work_name("FederatedDeployment", "test-deployment", Some(NS));
+    assert_ne!(wn, work_name("Deployment", "test-deployment", Some(NS)));
+    assert_eq!(works(&kc), vec![("karmada-es-member1".to_string(), wn.clone()), ("karmada-es-member2".to_string(), wn.clone())]);
+
+    // Status: both clusters OK, Propagation True, the generation observed; Events as KubeFed's.
+    let generation = fd["metadata"]["generation"].as_i64().unwrap();
+    let fd = status_says(&kc, generation, json!([{"name": "member1"}, {"name": "member2"}]), true);
+    let cond = &fd["status"]["conditions"][0];
+    assert!(cond.get("reason").is_none() && cond["lastTransitionTime"].is_string(), "{cond}");
+    wait_for("CreateInCluster events", LONG, || {
+        let ev = get_json(&kc, &["-n", NS, "get", "events"])?;
+        let created: Vec<String> = ev["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["involvedObject"]["kind"] == "FederatedDeployment" && e["reason"] == "CreateInCluster")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let both = ["member1", "member2"].iter().all(|m| created.iter().any(|msg| msg.contains(&format!("\"{m}\""))));
+        if both { Ok(()) } else { Err(format!("{created:?}")) }
+    });
+
+    // A forbidden override path fails member2 only: member1 still takes the new replicas.
+    patch(
+        &kc,
+        &["-n", NS, "patch", "federateddeployment", "test-deployment"],
+        &json!({"spec": {"overrides": [
+            {"clusterName": "member1", "clusterOverrides": [{"path": "/spec/replicas", "value": 4}]},
+            {"clusterName": "member2", "clusterOverrides": [{"path": "/metadata/name", "value": "elsewhere"}]}
+        ]}}),
+    );
+    wait_for("member1 scaled to 4", LONG, || {
+        let d = get_json(&member(&cp, "member1"), &["-n", NS, "get", "deployment", "test-deployment"])?;
+        if d["spec"]["replicas"] == 4 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
+    });
+    let fd = status_says(&kc, generation + 1, json!([{"name": "member1"}, {"name": "member2", "status": "ApplyOverridesFailed"}]), false);
+    assert_eq!(fd["status"]["conditions"][0]["reason"], "CheckClusters");
+    let d2 = get_json(&member(&cp, "member2"), &["-n", NS, "get", "deployment", "test-deployment"]).unwrap();
+    assert_eq!(d2["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.17.0-alpine", "member2 keeps what it had");
+
+    // Placement shrinks to member1: member2's object and Work go; status lists member1 only.
+    patch(&kc, &["-n", NS, "patch", "federateddeployment", "test-deployment"], &json!({"spec": {"overrides": null, "placement": {"clusters": [{"name": "member1"}]}}}));
+    wait_for("the Deployment deleted from member2", LONG, || match get_json(&member(&cp, "member2"), &["-n", NS, "get", "deployment", "test-deployment"]) {
+        Err(e) if e.contains("NotFound") || e.contains("not found") => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    status_says(&kc, generation + 2, json!([{"name": "member1"}]), true);
+    wait_for("one Work left", LONG, || {
+        let w = works(&kc);
+        if w == vec![("karmada-es-member1".to_string(), wn.clone())] { Ok(()) } else { Err(format!("{w:?}")) }
+    });
+    let d1 = get_json(&member(&cp, "member1"), &["-n", NS, "get", "deployment", "test-deployment"]).unwrap();
+    assert_eq!(d1["spec"]["replicas"], 3, "without overrides member1 runs the template's count");
+
+    // Deleting the federated object deletes the member object (binding → Works → member).
+    kubectl(&k, &kc, &["-n", NS, "delete", "federateddeployment", "test-deployment"]);
+    wait_for("the Deployment deleted from member1", LONG, || match get_json(&member(&cp, "member1"), &["-n", NS, "get", "deployment", "test-deployment"]) {
+        Err(e) if e.contains("NotFound") || e.contains("not found") => Ok(()),
+        other => Err(format!("{:?}", other.map(|d| d["metadata"].clone()))),
+    });
+    wait_for("the binding gone", LONG, || {
+        let rbs = get_json(&kc, &["-n", NS, "get", "resourcebindings"])?;
+        if rbs["items"].as_array().is_some_and(Vec::is_empty) { Ok(()) } else { Err(rbs["items"].to_string()) }
+    });
+
+    // `clusterSelector: {}` selects every cluster; `kubefed.io/orphan: "true"` keeps member
+    // objects when the federated object goes.
+    apply_yaml(
+        &kc,
+        "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata:\n  name: keep\n  namespace: test-namespace\n  annotations: {kubefed.io/orphan: \"true\"}\nspec:\n  template:\n    data: {a: b}\n  placement:\n    clusterSelector: {}\n",
+    );
+    for m in ["member1", "member2"] {
+        let cm = wait_for(&format!("configmap keep in {m}"), LONG, || get_json(&member(&cp, m), &["-n", NS, "get", "configmap", "keep"]));
+        assert_eq!(cm["data"]["a"], "b");
+    }
+    kubectl(&k, &kc, &["-n", NS, "delete", "federatedconfigmap", "keep"]);
+    wait_for("the configmap's Works released", LONG, || {
+        let list = get_json(&kc, &["get", "works", "-A"])?;
+        let left = list["items"].as_array().unwrap().iter().filter(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "keep-federatedconfigmap").count();
+        if left == 0 { Ok(()) } else { Err(format!("{left} works")) }
+    });
+    for m in ["member1", "member2"] {
+        let cm = get_json(&member(&cp, m), &["-n", NS, "get", "configmap", "keep"]).unwrap();
+        assert_eq!(cm["data"]["a"], "b", "{m} keeps the orphaned object");
+    }
+    drop(cp);
+}
