@@ -159,17 +159,8 @@ impl Context {
             return;
         }
         types.remove(&name);
-        let running = if wanted {
+        if wanted {
             types.insert(name.clone(), self.start_type(&name, spec));
-            true
-        } else {
-            false
-        };
-        drop(types);
-        if !deleted {
-            let ctx = self.clone();
-            let ftc = ftc.clone();
-            tokio::spawn(async move { ctx.write_ftc_status(&ftc, running).await });
         }
     }
 
@@ -201,20 +192,6 @@ impl Context {
             }
         });
         Arc::new(FedType { spec, federated, target, store, watch: task.abort_handle() })
-    }
-
-    async fn write_ftc_status(&self, ftc: &FederatedTypeConfig, running: bool) {
-        let want = if running { "Running" } else { "NotRunning" };
-        let generation = ftc.metadata.generation.unwrap_or(0);
-        let status = ftc.status.as_ref();
-        if status.is_some_and(|s| s.observed_generation == generation && s.propagation_controller.map(|c| format!("{c:?}")) == Some(want.into())) {
-            return;
-        }
-        let api: Api<FederatedTypeConfig> = Api::namespaced(self.client.clone(), ftc.namespace().as_deref().unwrap_or_default());
-        let patch = json!({"status": {"observedGeneration": generation, "propagationController": want}});
-        if let Err(e) = api.patch_status(&ftc.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-            tracing::debug!(controller = NAME, ftc = %ftc.name_any(), error = %e, "writing the FederatedTypeConfig status failed");
-        }
     }
 }
 
