@@ -186,3 +186,96 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     }
     drop(cp);
 }
+
+/// `kubectl create --raw PATH -f -` with `body` on stdin, as the fleet admin.
+fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
+    use std::io::Write;
+    let admin = cp.dir.path().join("data/demo/fleet-admin.kubeconfig");
+    let mut child = std::process::Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["create", "--raw", &format!("/sim/v1/members/{m}/faults"), "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn cluster_ready(kc: &Path, name: &str, ready: &str) {
+    wait_for(&format!("cluster {name} Ready={ready}"), LONG, || {
+        let c = get_json(kc, &["get", "cluster", name])?;
+        if has_condition(&c, "Ready", ready) { Ok(()) } else { Err(c["status"]["conditions"].to_string()) }
+    });
+}
+
+fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
+    match get_json(kc, args) {
+        Err(e) if e.contains("NotFound") || e.contains("not found") => Ok(()),
+        other => Err(format!("{:?}", other.map(|o| o["metadata"].clone()))),
+    }
+}
+
+/// A member that stops answering is reported `ClusterNotReady`; deleting the federated object
+/// then neither hangs on it nor spares the ready member: the object goes at once, member1's copy
+/// is deleted, and member2's when it answers again.
+#[test]
+fn an_unready_member_is_reported_and_does_not_hold_a_deletion() {
+    let cp = Flotilla::start_with(&[
+        "--demo",
+        "2",
+        "--cluster-status-update-frequency",
+        "500ms",
+        "--cluster-probe-timeout",
+        "1s",
+        "--cluster-failure-threshold",
+        "1s",
+        "--cluster-success-threshold",
+        "1s",
+    ]);
+    let kc = cp.kubeconfig.clone();
+    let k = kubectl_bin();
+    for name in ["member1", "member2"] {
+        cluster_ready(&kc, name, "True");
+    }
+    kubectl(&k, &kc, &["create", "namespace", "shop"]);
+    apply_yaml(
+        &kc,
+        "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata:\n  name: cfg\n  namespace: shop\nspec:\n  template:\n    data: {k: v}\n  placement:\n    clusters: [{name: member1}, {name: member2}]\n",
+    );
+    let status = |clusters: Value, propagated: &str| {
+        wait_for(&format!("cfg status {clusters}"), LONG, || {
+            let o = get_json(&kc, &["-n", "shop", "get", "federatedconfigmap", "cfg"])?;
+            let cond = o["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Propagation").cloned().unwrap_or_default();
+            if o["status"]["clusters"] == clusters && cond["status"] == propagated { Ok(cond) } else { Err(o["status"].to_string()) }
+        })
+    };
+    status(json!([{"name": "member1"}, {"name": "member2"}]), "True");
+    for m in ["member1", "member2"] {
+        wait_for(&format!("cfg in {m}"), LONG, || get_json(&member(&cp, m), &["-n", "shop", "get", "configmap", "cfg"]));
+    }
+
+    sim_faults(&cp, "member2", r#"{"blackhole": true}"#);
+    cluster_ready(&kc, "member2", "False");
+    let cond = status(json!([{"name": "member1"}, {"name": "member2", "status": "ClusterNotReady"}]), "False");
+    assert_eq!(cond["reason"], "CheckClusters");
+
+    kubectl(&k, &kc, &["-n", "shop", "delete", "federatedconfigmap", "cfg"]);
+    wait_for("the federated object gone", LONG, || gone(&kc, &["-n", "shop", "get", "federatedconfigmap", "cfg"]));
+    wait_for("cfg deleted from member1", LONG, || gone(&member(&cp, "member1"), &["-n", "shop", "get", "configmap", "cfg"]));
+    // member2's Work waits for its member; the binding with it.
+    let wn = work_name("FederatedConfigMap", "cfg", Some("shop"));
+    wait_for("member2's Work deleted but waiting for its member", LONG, || {
+        let w = get_json(&kc, &["-n", "karmada-es-member2", "get", "work", &wn])?;
+        if w["metadata"]["deletionTimestamp"].is_string() { Ok(()) } else { Err(w["metadata"].to_string()) }
+    });
+
+    sim_faults(&cp, "member2", r#"{"blackhole": false}"#);
+    cluster_ready(&kc, "member2", "True");
+    wait_for("cfg deleted from member2", LONG, || gone(&member(&cp, "member2"), &["-n", "shop", "get", "configmap", "cfg"]));
+    wait_for("the binding gone", LONG, || gone(&kc, &["-n", "shop", "get", "resourcebinding", "cfg-federatedconfigmap"]));
+    drop(cp);
+}
