@@ -279,3 +279,54 @@ fn an_unready_member_is_reported_and_does_not_hold_a_deletion() {
     wait_for("the binding gone", LONG, || gone(&kc, &["-n", "shop", "get", "resourcebinding", "cfg-federatedconfigmap"]));
     drop(cp);
 }
+
+/// The same against real kube-apiservers (the shared testenv; skipped without one): two
+/// members joined, the documented FederatedDeployment with its overrides in each, status
+/// back, a placement shrink deleting member2's copy, deletion removing member1's.
+#[test]
+fn the_federated_deployment_on_real_members() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let cp = Flotilla::start();
+    let kc = cp.kubeconfig.clone();
+    let kc_s = kc.to_str().unwrap();
+    let members = [("member1", env.member("member1").kubeconfig.clone()), ("member2", env.member("member2").kubeconfig.clone())];
+    for (name, mk) in &members {
+        let (ok, out) = support::flotilla_cmd(&["join", name, "--kubeconfig", mk.to_str().unwrap(), "--control-plane-kubeconfig", kc_s]);
+        assert!(ok, "join {name} failed:\n{out}");
+        cluster_ready(&kc, name, "True");
+    }
+    let ns = support::unique("kubefed");
+    let example = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/kubefed/federateddeployment.yaml")).unwrap();
+    apply_yaml(&kc, &example.replace(NS, &ns));
+    let deploy = |m: usize| get_json(&members[m].1, &["-n", &ns, "get", "deployment", "test-deployment"]);
+    let d1 = wait_for("member1's Deployment with 5 replicas", LONG, || deploy(0).and_then(|d| if d["spec"]["replicas"] == 5 { Ok(d) } else { Err(d["spec"].to_string()) }));
+    assert_eq!(d1["metadata"]["labels"]["kubefed.io/managed"], "true");
+    assert_eq!(d1["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
+    let d2 = wait_for("member2's Deployment with the other image", LONG, || {
+        deploy(1).and_then(|d| if d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.17.0-alpine" { Ok(d) } else { Err(d["spec"].to_string()) })
+    });
+    assert_eq!(d2["spec"]["replicas"], 3);
+    assert_eq!(d2["metadata"]["annotations"]["team"], "edge");
+    assert!(d2["metadata"]["annotations"].get("foo").is_none(), "{}", d2["metadata"]);
+    let fd = wait_for("status of both clusters", LONG, || {
+        let fd = get_json(&kc, &["-n", &ns, "get", "federateddeployment", "test-deployment"])?;
+        if fd["status"]["clusters"] == json!([{"name": "member1"}, {"name": "member2"}]) && has_condition(&fd, "Propagation", "True") { Ok(fd) } else { Err(fd["status"].to_string()) }
+    });
+    assert_eq!(fd["status"]["observedGeneration"], fd["metadata"]["generation"]);
+
+    patch(&kc, &["-n", &ns, "patch", "federateddeployment", "test-deployment"], &json!({"spec": {"placement": {"clusters": [{"name": "member1"}]}}}));
+    wait_for("member2's copy deleted", LONG, || gone(&members[1].1, &["-n", &ns, "get", "deployment", "test-deployment"]));
+    kubectl(&kubectl_bin(), &kc, &["-n", &ns, "delete", "federateddeployment", "test-deployment"]);
+    wait_for("member1's copy deleted", LONG, || {
+        gone(&members[0].1, &["-n", &ns, "get", "deployment", "test-deployment"]).map_err(|e| {
+            // What still holds it, for the failure message.
+            let rb = get_json(&kc, &["-n", &ns, "get", "resourcebindings"]).map(|l| l["items"].to_string());
+            let works = get_json(&kc, &["-n", "karmada-es-member1", "get", "works"]).map(|l| l["items"].to_string());
+            format!("{e}; bindings {rb:?}; works {works:?}")
+        })
+    });
+    for (_, mk) in &members {
+        let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(mk).args(["delete", "namespace", &ns, "--wait=false"]).output();
+    }
+    drop(cp);
+}
