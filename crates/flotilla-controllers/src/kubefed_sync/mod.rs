@@ -45,7 +45,7 @@ use crate::cluster::execution_space;
 use crate::execution::is_cluster_ready;
 use crate::queue::{Next, WorkQueue, run_workers};
 use crate::util::{Events, condition_status, watch_into_store};
-use render::{ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Selection, Target, WorkState};
+use render::{ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 
 pub const NAME: &str = MANAGED_BY;
 
@@ -402,9 +402,10 @@ async fn write_status(
         let (state, message) = work_state(w.as_deref(), generation);
         let was_ok = previous.get(&name).is_some_and(Option::is_none);
         let facts = ClusterFacts { name: name.clone(), ready: is_cluster_ready(c), override_error: override_error.is_some(), work: state, was_ok };
-        let status = match render::cluster_status_of(&facts) {
-            Ok(s) => s,
-            Err(()) => {
+        let status = match render::cluster_outcome(&facts) {
+            Outcome::Ok => None,
+            Outcome::Status(s) => Some(s),
+            Outcome::Pending => {
                 pending = true;
                 continue;
             }

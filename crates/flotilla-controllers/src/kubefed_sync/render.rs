@@ -192,7 +192,7 @@ pub fn base_object(federated: &Value, spec: &FederatedSpec, target: &Target) -> 
     let mut obj = spec.template.clone().unwrap_or_else(|| json!({}));
     let Some(map) = obj.as_object_mut() else { return Err(OverrideError::Template) };
     map.insert("kind".into(), json!(target.kind));
-    if !map.get("apiVersion").is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+    if map.get("apiVersion").is_none_or(|v| v.as_str().is_none_or(str::is_empty)) {
         map.insert("apiVersion".into(), json!(target.api_version));
     }
     map.remove("status");
@@ -323,19 +323,30 @@ pub struct ClusterFacts {
     pub was_ok: bool,
 }
 
-/// `status.clusters[].status` of one cluster; `Ok(None)` is OK, `Err(())` still pending.
-pub fn cluster_status_of(f: &ClusterFacts) -> Result<Option<&'static str>, ()> {
+/// What one selected cluster reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Propagated: `status.clusters[]` without a status.
+    Ok,
+    /// One of KubeFed's per-cluster status values.
+    Status(&'static str),
+    /// No result for the current generation yet.
+    Pending,
+}
+
+/// `status.clusters[].status` of one cluster.
+pub fn cluster_outcome(f: &ClusterFacts) -> Outcome {
     if !f.ready {
-        return Ok(Some(cluster_status::CLUSTER_NOT_READY));
+        return Outcome::Status(cluster_status::CLUSTER_NOT_READY);
     }
     if f.override_error {
-        return Ok(Some(cluster_status::APPLY_OVERRIDES_FAILED));
+        return Outcome::Status(cluster_status::APPLY_OVERRIDES_FAILED);
     }
     match f.work {
-        WorkState::Applied => Ok(None),
-        WorkState::Failed if f.was_ok => Ok(Some(cluster_status::UPDATE_FAILED)),
-        WorkState::Failed => Ok(Some(cluster_status::CREATION_FAILED)),
-        WorkState::Pending => Err(()),
+        WorkState::Applied => Outcome::Ok,
+        WorkState::Failed if f.was_ok => Outcome::Status(cluster_status::UPDATE_FAILED),
+        WorkState::Failed => Outcome::Status(cluster_status::CREATION_FAILED),
+        WorkState::Pending => Outcome::Pending,
     }
 }
 
@@ -531,11 +542,11 @@ mod tests {
     #[test]
     fn cluster_status_values() {
         let f = |ready, override_error, work, was_ok| ClusterFacts { name: "c".into(), ready, override_error, work, was_ok };
-        assert_eq!(cluster_status_of(&f(false, true, WorkState::Applied, true)), Ok(Some(cluster_status::CLUSTER_NOT_READY)));
-        assert_eq!(cluster_status_of(&f(true, true, WorkState::Applied, true)), Ok(Some(cluster_status::APPLY_OVERRIDES_FAILED)));
-        assert_eq!(cluster_status_of(&f(true, false, WorkState::Applied, false)), Ok(None));
-        assert_eq!(cluster_status_of(&f(true, false, WorkState::Failed, false)), Ok(Some(cluster_status::CREATION_FAILED)));
-        assert_eq!(cluster_status_of(&f(true, false, WorkState::Failed, true)), Ok(Some(cluster_status::UPDATE_FAILED)));
-        assert_eq!(cluster_status_of(&f(true, false, WorkState::Pending, true)), Err(()));
+        assert_eq!(cluster_outcome(&f(false, true, WorkState::Applied, true)), Outcome::Status(cluster_status::CLUSTER_NOT_READY));
+        assert_eq!(cluster_outcome(&f(true, true, WorkState::Applied, true)), Outcome::Status(cluster_status::APPLY_OVERRIDES_FAILED));
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::Applied, false)), Outcome::Ok);
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::Failed, false)), Outcome::Status(cluster_status::CREATION_FAILED));
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::Failed, true)), Outcome::Status(cluster_status::UPDATE_FAILED));
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::Pending, true)), Outcome::Pending);
     }
 }
