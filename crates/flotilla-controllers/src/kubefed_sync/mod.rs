@@ -152,7 +152,14 @@ impl Context {
     /// Start, restart or stop the watch of an FTC's federated type.
     fn sync_type(self: &Arc<Self>, ftc: &FederatedTypeConfig, deleted: bool) {
         let name = ftc.name_any();
-        let wanted = !deleted && ftc.metadata.deletion_timestamp.is_none() && ftc.spec.propagation == PropagationMode::Enabled;
+        // FederatedNamespace is not synced (yet): namespace auto-propagation already writes a
+        // Work for every namespace in every member, and a second Work of the same Namespace
+        // would fight it. Its placement and intersection semantics come with their own slice.
+        let namespaces = is_namespace_target(&ftc.spec.target_type);
+        if namespaces {
+            tracing::debug!(controller = NAME, ftc = %name, "namespaces reach members through namespace auto-propagation; not synced");
+        }
+        let wanted = !deleted && !namespaces && ftc.metadata.deletion_timestamp.is_none() && ftc.spec.propagation == PropagationMode::Enabled;
         let spec = (ftc.spec.target_type.clone(), ftc.spec.federated_type.clone());
         let mut types = self.types.lock();
         if wanted && types.get(&name).is_some_and(|t| t.spec == spec) {
@@ -193,6 +200,11 @@ impl Context {
         });
         Arc::new(FedType { spec, federated, target, store, watch: task.abort_handle() })
     }
+}
+
+/// Whether a target type is core/v1 Namespace.
+fn is_namespace_target(t: &flotilla_api::federation::kubefed::core::ApiResource) -> bool {
+    t.group.as_deref().unwrap_or_default().is_empty() && t.kind == "Namespace"
 }
 
 fn owner_of(obj: &DynamicObject, ar: &ApiResource) -> OwnerReference {
@@ -555,6 +567,13 @@ mod tests {
         assert_eq!(work_state(Some(&w), 3).0, WorkState::Pending);
         w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", true, "AppliedSuccessful", "", None)]), ..Default::default() });
         assert_eq!(work_state(Some(&w), 2).0, WorkState::Applied);
+    }
+
+    #[test]
+    fn only_the_namespace_target_is_left_to_auto_propagation() {
+        use flotilla_api::federation::kubefed::default_target_types;
+        let skipped: Vec<String> = default_target_types().iter().filter(|t| is_namespace_target(t)).map(|t| t.plural_name.clone()).collect();
+        assert_eq!(skipped, ["namespaces"]);
     }
 
     #[test]
