@@ -531,7 +531,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             None => (std::borrow::Cow::Borrowed(template), *replicas),
             Some(Ok(member)) => (std::borrow::Cow::Owned(member), None),
             Some(Err(e)) => {
-                failures.push(format!("cluster {cluster_name}: {e}"));
+                failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
                 continue;
             }
         };
