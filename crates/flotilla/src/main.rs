@@ -5,6 +5,7 @@ mod certs_cmd;
 mod cluster_proxy;
 mod controllers_cmd;
 mod enable_cmd;
+mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
@@ -66,6 +67,9 @@ enum Command {
     /// Stop federating a type, as `kubefedctl disable`: delete its FederatedTypeConfig (and,
     /// with --delete-crd, its Federated<Kind> CRD once no such objects remain).
     Disable(enable_cmd::DisableArgs),
+    /// Why a template is placed where it is: runs the scheduler on its binding and the clusters
+    /// as they are now and prints, per cluster, each filter plugin's verdict and the replicas.
+    Explain(explain_cmd::ExplainArgs),
     /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
     /// (`flotilla get deploy -A --clusters all`).
     Get(get_cmd::GetArgs),
@@ -109,6 +113,7 @@ fn main() -> std::process::ExitCode {
             }
             Command::Enable(args) => enable_cmd::enable(args).await,
             Command::Disable(args) => enable_cmd::disable(args).await,
+            Command::Explain(args) => explain_cmd::explain(args).await,
         }
     });
     match result {

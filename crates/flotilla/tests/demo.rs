@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{Flotilla, get_json, kubectl_bin, wait_for};
+use support::{Flotilla, flotilla_cmd, get_json, kubectl_bin, wait_for};
 
 #[test]
 fn demo_members_join_and_the_quick_start_sample_is_bound() {
@@ -46,6 +46,13 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         if ok { Ok(rb) } else { Err(rb["status"].to_string()) }
     });
     assert_eq!(rb["spec"]["clusters"], serde_json::json!([{"name": "member1", "replicas": 1}, {"name": "member2", "replicas": 1}]));
+    // `flotilla explain` runs the scheduler on the binding and says why.
+    let kc_s = kc.to_str().unwrap();
+    let (ok, out) = flotilla_cmd(&["explain", "deployment/nginx", "-n", "default", "--control-plane-kubeconfig", kc_s]);
+    assert!(ok, "{out}");
+    assert!(out.contains("Scheduled -> member1:1, member2:1"), "{out}");
+    let (ok, out) = flotilla_cmd(&["explain", "deploy/no-such-app", "--control-plane-kubeconfig", kc_s]);
+    assert!(!ok && out.contains("no ResourceBinding default/no-such-app-deployment"), "{out}");
     for m in ["member1", "member2"] {
         let mk = cp.dir.path().join(format!("data/demo/{m}.kubeconfig"));
         let md = wait_for(&format!("nginx in {m}"), Duration::from_secs(60), || get_json(&mk, &["-n", "default", "get", "deployment", "nginx"]));
