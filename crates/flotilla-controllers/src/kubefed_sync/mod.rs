@@ -98,6 +98,8 @@ pub enum Error {
     Api { key: FedKey, step: String, source: kube::Error },
     #[error("{key:?}: binding {binding} belongs to something else")]
     BindingTaken { key: FedKey, binding: String },
+    #[error("{key:?}: binding {binding} kept changing under our writes; retrying")]
+    BindingConflict { key: FedKey, binding: String },
 }
 
 struct Context {
@@ -252,7 +254,7 @@ fn ours(meta: &ObjectMeta, owner_uid: &str) -> bool {
 
 /// Create or update the federated object's binding (a ResourceBinding beside a namespaced
 /// federated object, else a ClusterResourceBinding); returns whether anything was written.
-async fn ensure_binding(ctx: &Context, key: &FedKey, t: &FedType, obj: &DynamicObject, mut spec: ResourceBindingSpec) -> Result<bool, Error> {
+async fn ensure_binding(ctx: &Context, key: &FedKey, t: &FedType, obj: &DynamicObject, spec: ResourceBindingSpec) -> Result<bool, Error> {
     let name = binding_name(&t.federated.kind, &key.name);
     let owner = owner_of(obj, &t.federated);
     let uid = owner.uid.clone();
@@ -266,33 +268,39 @@ async fn ensure_binding(ctx: &Context, key: &FedKey, t: &FedType, obj: &DynamicO
             (ar.clone(), Api::all_with(ctx.client.clone(), &ar))
         }
     };
-    let existing = api.get_opt(&name).await.map_err(api_err(key, "reading the binding"))?;
-    let old_spec: Option<ResourceBindingSpec> = existing.as_ref().and_then(|e| serde_json::from_value(e.data.get("spec")?.clone()).ok());
-    if let Some(old) = &existing {
-        if !ours(&old.metadata, &uid) {
-            return Err(Error::BindingTaken { key: key.clone(), binding: name });
+    // The scheduler and the binding controller write the same binding: a conflict means it
+    // changed since our read, so read it again and redo the change (nothing else brings this
+    // object back here).
+    for _ in 0..8 {
+        let existing = api.get_opt(&name).await.map_err(api_err(key, "reading the binding"))?;
+        let old_spec: Option<ResourceBindingSpec> = existing.as_ref().and_then(|e| serde_json::from_value(e.data.get("spec")?.clone()).ok());
+        let mut spec = spec.clone();
+        if let Some(old) = &existing {
+            if !ours(&old.metadata, &uid) {
+                return Err(Error::BindingTaken { key: key.clone(), binding: name });
+            }
+            if let Some(old_spec) = &old_spec {
+                carry_over(&mut spec, old_spec);
+            }
         }
-        if let Some(old_spec) = &old_spec {
-            carry_over(&mut spec, old_spec);
+        let meta = binding_meta(existing.as_ref().map(|e| &e.metadata), &name, key.namespace.as_deref(), owner.clone(), &t.target);
+        if existing.as_ref().is_some_and(|e| e.metadata == meta) && old_spec.as_ref() == Some(&spec) {
+            return Ok(false);
+        }
+        let mut binding = DynamicObject::new(&name, &ar);
+        binding.metadata = meta;
+        binding.data = json!({"spec": spec});
+        let r = match existing {
+            Some(_) => api.replace(&name, &PostParams::default(), &binding).await.map(|_| ()),
+            None => api.create(&PostParams::default(), &binding).await.map(|_| ()),
+        };
+        match r {
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(api_err(key, "writing the binding")(e)),
+            Ok(()) => return Ok(true),
         }
     }
-    let meta = binding_meta(existing.as_ref().map(|e| &e.metadata), &name, key.namespace.as_deref(), owner, &t.target);
-    if existing.as_ref().is_some_and(|e| e.metadata == meta) && old_spec.as_ref() == Some(&spec) {
-        return Ok(false);
-    }
-    let mut binding = DynamicObject::new(&name, &ar);
-    binding.metadata = meta;
-    binding.data = json!({"spec": spec});
-    let r = match existing {
-        Some(_) => api.replace(&name, &PostParams::default(), &binding).await.map(|_| ()),
-        None => api.create(&PostParams::default(), &binding).await.map(|_| ()),
-    };
-    match r {
-        // Changed meanwhile (the scheduler wrote its result): the watch brings it back.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-        Err(e) => Err(api_err(key, "writing the binding")(e)),
-        Ok(()) => Ok(true),
-    }
+    Err(Error::BindingConflict { key: key.clone(), binding: name })
 }
 
 fn reference(obj: &DynamicObject, ar: &ApiResource) -> k8s_openapi::api::core::v1::ObjectReference {
