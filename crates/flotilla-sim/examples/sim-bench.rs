@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
+use flotilla_sim::bench::{Errors, cpu_time, loadavg, pct};
 use flotilla_sim::config::pod_cidr_for;
 use flotilla_sim::{Fleet, FleetConfig, MemberConfig};
 use flotilla_store::{Op, RangeRequest};
@@ -185,28 +186,8 @@ fn fit(points: &[(f64, f64)]) -> (f64, f64, f64) {
     (slope, my - slope * mx, r2)
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// The process's CPU time so far (user + system).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
-    Duration::from_millis(ticks * 10)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
 /// Wall time, CPU time and machine load over one phase.
@@ -225,24 +206,6 @@ impl Phase {
         let cpu = (cpu_time() - self.cpu).as_secs_f64();
         let (r, _) = rss();
         format!("[{wall:.1}s wall, this process {:.2} cores, RSS {}, load average {}]", cpu / wall.max(1e-9), mib(r as f64), loadavg())
-    }
-}
-
-#[derive(Default)]
-struct Errors(Mutex<Vec<String>>);
-
-impl Errors {
-    /// Record an error; the first 20 are printed as they happen.
-    fn add(&self, e: String) {
-        let mut all = self.0.lock();
-        if all.len() < 20 {
-            eprintln!("ERROR: {e}");
-        }
-        all.push(e);
-    }
-
-    fn count(&self) -> usize {
-        self.0.lock().len()
     }
 }
 

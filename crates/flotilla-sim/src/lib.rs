@@ -13,6 +13,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod bench;
 pub mod cache;
 pub mod config;
 pub mod cron;

@@ -33,6 +33,7 @@ use bytes::Bytes;
 use clap::Parser;
 use flotilla::federation_args::FederationArgs;
 use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_sim::bench::{Errors, cpu_time, loadavg, pct};
 use flotilla_sim::{FleetConfig, MemberConfig};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -141,28 +142,8 @@ impl Args {
 // ---------------------------------------------------------------------------------------------
 // Figures
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// The process's CPU time so far (user + system).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
-    Duration::from_millis(ticks * 10)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
 }
 
 /// Wall time, CPU time and machine load over one phase.
@@ -180,20 +161,6 @@ impl Phase {
         let wall = self.wall.elapsed().as_secs_f64();
         let cpu = (cpu_time() - self.cpu).as_secs_f64();
         format!("[{wall:.1}s wall, this process {:.2} cores, load average {}]", cpu / wall.max(1e-9), loadavg())
-    }
-}
-
-#[derive(Default)]
-struct Errors(Mutex<Vec<String>>);
-
-impl Errors {
-    /// Record an error; the first 20 are printed as they happen.
-    fn add(&self, e: String) {
-        let mut all = self.0.lock();
-        if all.len() < 20 {
-            eprintln!("ERROR: {e}");
-        }
-        all.push(e);
     }
 }
 
@@ -1058,7 +1025,7 @@ async fn main() -> std::process::ExitCode {
             println!("               member failure → Ready=False ({reason}) in {:.1}s (Karmada: 30–40 s; proposed goal ≤ 10 s)", d.as_secs_f64());
         }
     }
-    let errors = errors.0.into_inner();
+    let errors = errors.into_inner();
     if errors.is_empty() {
         println!("\nno errors");
         std::process::ExitCode::SUCCESS

@@ -43,6 +43,7 @@ fn flotilla(kc: &Path, args: &[&str]) -> (bool, String) {
 
 /// The first column of a `kubectl get` table, header dropped.
 fn names(table: &str) -> Vec<String> {
+    // The first line of a kubectl table is its header.
     table.lines().skip(1).filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
 }
 
