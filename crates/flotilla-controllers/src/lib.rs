@@ -12,6 +12,7 @@ pub mod cluster_status;
 pub mod detector;
 pub mod execution;
 pub mod garbage_collector;
+pub mod kubefed_cluster;
 pub mod kubefed_sync;
 pub mod namespace;
 pub mod namespace_sync;

@@ -16,8 +16,9 @@
 //!
 //! Drift is corrected only for Works the execution controller applied (`Applied` True, or False
 //! because a correction failed here), not suspended, on a Ready cluster; a failed correction
-//! sets `Applied` False `ReCreateFailed` and is retried with backoff, and its success restores
-//! `Applied` True `ReCreateSuccessful`.
+//! sets `Applied` False `ReCreateFailed` and is retried with backoff; the first later round
+//! that finds every object as its manifest wants it (put back here, or applied meanwhile by the
+//! execution controller) restores `Applied` True `ReCreateSuccessful`.
 //!
 //! Deviations from Karmada, deliberate: statuses are merged per manifest (Karmada keeps one
 //! entry, its Works having one manifest); watches are label-selected and a drift check compares
@@ -466,7 +467,11 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         update_work_conditions(&api, &key.name, None, |c| set_condition(c, failed.clone())).await.map_err(err("updating the Applied condition"))?;
         return Err(Error::Correct { work: key.clone(), cluster: cluster_name, message });
     }
-    if corrected && applied.reason == REASON_RECREATE_FAILED {
+    // A failed correction is cleared by the next round that finds every object as its manifest
+    // wants it, whether this controller put it back or the execution controller (applying a
+    // newer manifest) did: nothing else rewrites a `ReCreateFailed`, and a Work left at it would
+    // report a failure that no longer exists.
+    if applied.reason == REASON_RECREATE_FAILED && (corrected || unobserved.is_empty()) {
         let ok = condition(APPLIED, true, REASON_RECREATE_SUCCESSFUL, APPLIED_MESSAGE, None);
         update_work_conditions(&api, &key.name, None, |c| {
             // Only our own failure is ours to clear.

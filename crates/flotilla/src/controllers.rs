@@ -32,5 +32,6 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
     set.spawn(c::policy_report::run(client(c::policy_report::NAME), settings.policy_report()));
     set.spawn(c::kubefed_sync::run(client(c::kubefed_sync::NAME), Default::default()));
+    set.spawn(c::kubefed_cluster::run(client(c::kubefed_cluster::NAME), Default::default()));
     set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
 }

@@ -303,6 +303,18 @@ spec:
         if d["spec"]["replicas"] == 2 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
     });
 
+    // A failed correction that no longer holds (here written by hand; in life a correction that
+    // lost a race with the execution controller applying a newer manifest) is cleared by the
+    // next look that finds the member object as the manifest wants it.
+    let work = flotilla_api::federation::karmada::names::work_name("Deployment", "web", Some(&ns));
+    let failed = r#"{"status":{"conditions":[{"type":"Applied","status":"False","reason":"ReCreateFailed","message":"a stale failure","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#;
+    kubectl(&kubectl_bin(), &kc, &["-n", "karmada-es-drift1", "patch", "work", &work, "--subresource=status", "--type", "merge", "-p", failed]);
+    wait_for("the stale ReCreateFailed cleared", Duration::from_secs(120), || {
+        let w = get_json(&kc, &["-n", "karmada-es-drift1", "get", "work", &work])?;
+        let applied = w["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Applied").cloned().unwrap_or_default();
+        if applied["status"] == "True" { Ok(()) } else { Err(applied.to_string()) }
+    });
+
     // A CRD propagated by a ClusterPropagationPolicy, then its custom objects.
     apply_yaml(
         &kc,
