@@ -16,10 +16,7 @@ const UUID: &str = "5c2d4c4e-2a0f-4f3b-9a8e-0a1b2c3d4e5f";
 const NOW: &str = "2026-05-01T10:00:00Z";
 
 fn sample(path: &str) -> Value {
-    let text = std::fs::read_to_string(format!(
-        "{}/tests/data/federation/{path}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
+    let text = std::fs::read_to_string(manifest_dir().join(format!("tests/data/federation/{path}")))
     .unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -287,4 +284,10 @@ fn kubefed_config_defaults_and_removed_gates() {
         paths,
         ["spec.featureGates[2].name", "spec.featureGates[3].name"]
     );
+}
+
+/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
+/// in is where the binary was built, which a shared target directory may have done elsewhere).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -12,12 +12,12 @@ use flotilla_api::interpreter::{
 use serde_json::{Value, json};
 
 fn cases(file: &str) -> Vec<Value> {
-    let path = format!("{}/tests/data/interpreter/{file}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let cases: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = manifest_dir().join(format!("tests/data/interpreter/{file}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let cases: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     cases
         .as_array()
-        .unwrap_or_else(|| panic!("{path}: a list of cases"))
+        .unwrap_or_else(|| panic!("{}: a list of cases", path.display()))
         .clone()
 }
 
@@ -144,4 +144,10 @@ fn dependencies_cases() {
             .map(|d| d.map_or(Value::Null, to_value))
             .map_err(|e| e.to_string())
     });
+}
+
+/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
+/// in is where the binary was built, which a shared target directory may have done elsewhere).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -15,9 +15,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 fn data(path: &str) -> Value {
-    let path = format!("{}/tests/data/overrides/{path}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = manifest_dir().join(format!("tests/data/overrides/{path}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn decode<T: DeserializeOwned>(v: &Value, what: &str) -> T {
@@ -194,4 +194,10 @@ fn ordering_across_policies_and_rules() {
 #[test]
 fn errors_name_the_policy_and_overrider() {
     scenarios("errors.yaml");
+}
+
+/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
+/// in is where the binary was built, which a shared target directory may have done elsewhere).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -9,7 +9,7 @@ use flotilla_api::selector::{FieldSelector, LabelSelector};
 use serde_json::Value;
 
 fn golden() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/selector-golden.json");
+    let path = manifest_dir().join("tests/data/selector-golden.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -119,4 +119,10 @@ fn field_selectors_match_the_real_server() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
+/// in is where the binary was built, which a shared target directory may have done elsewhere).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -27,5 +27,11 @@ use std::path::PathBuf;
 
 /// The repository root (cases, recordings and the allowlist live there).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    manifest_dir().join("../..")
+}
+
+/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
+/// in is where the binary was built, which a shared target directory may have done elsewhere).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -364,3 +364,248 @@ pub async fn disable(client: &Client, name: &str, namespace: &str, delete_crd: b
     }
     Ok(Disabled { ftc: ftc_name, crd: deleted_crd })
 }
+
+/// Resources `federate --contents` never federates: kubefedctl's fixed list, plus the
+/// control plane's own bookkeeping (bindings and Works are what federation writes; federated
+/// objects are already federated).
+pub const CONTENTS_ALWAYS_SKIPPED: [&str; 4] = ["endpoints", "events", "events.events.k8s.io", "propagatedversions.core.kubefed.io"];
+const CONTENTS_SKIPPED_GROUPS: [&str; 4] = ["work.karmada.io", "types.kubefed.io", "core.kubefed.io", "scheduling.kubefed.io"];
+
+/// The `Federated<Kind>` of `target` as `kubefedctl federate` writes it: the object without
+/// `apiVersion`, `kind`, `status` and every `metadata` field but `labels` as `spec.template`,
+/// and a placement selecting every cluster (`clusterSelector.matchLabels: {}`). A namespace's
+/// FederatedNamespace lives in that namespace.
+pub fn federated_object(target: &Value, federated: &ApiResource) -> Value {
+    let mut template = target.clone();
+    if let Some(o) = template.as_object_mut() {
+        o.remove("apiVersion");
+        o.remove("kind");
+        o.remove("status");
+        let labels = o.get("metadata").and_then(|m| m.get("labels")).cloned();
+        match labels {
+            Some(l) => {
+                o.insert("metadata".into(), json!({"labels": l}));
+            }
+            None => {
+                o.remove("metadata");
+            }
+        }
+    }
+    let mut metadata = json!({"name": target.pointer("/metadata/name").cloned().unwrap_or_default()});
+    if let Some(ns) = target.pointer("/metadata/namespace") {
+        metadata["namespace"] = ns.clone();
+    } else if target["apiVersion"] == "v1" && target["kind"] == "Namespace" {
+        // A FederatedNamespace lives in the namespace it federates.
+        metadata["namespace"] = metadata["name"].clone();
+    }
+    json!({
+        "apiVersion": federated.api_version,
+        "kind": federated.kind,
+        "metadata": metadata,
+        "spec": {"template": template, "placement": {"clusterSelector": {"matchLabels": {}}}},
+    })
+}
+
+/// The federated type of an enabled FederatedTypeConfig.
+pub fn federated_resource(ftc: &FederatedTypeConfig) -> ApiResource {
+    let f = &ftc.spec.federated_type;
+    let group = f.group.clone().unwrap_or_default();
+    let api_version = if group.is_empty() { f.version.clone() } else { format!("{group}/{}", f.version) };
+    ApiResource { group, version: f.version.clone(), api_version, kind: f.kind.clone(), plural: f.plural_name.clone() }
+}
+
+fn target_resource(r: &DiscoveredResource) -> ApiResource {
+    let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    ApiResource { group: r.group.clone(), version: r.version.clone(), api_version, kind: r.kind.clone(), plural: r.plural.clone() }
+}
+
+/// Whether `--skip-api-resources` (or the fixed lists) names `r`: by short name, kind, plural,
+/// `plural.group` or a whole group.
+pub fn skipped(r: &DiscoveredResource, skip: &[String]) -> bool {
+    let qualified = r.qualified_name();
+    if CONTENTS_ALWAYS_SKIPPED.contains(&qualified.as_str()) || CONTENTS_SKIPPED_GROUPS.contains(&r.group.as_str()) {
+        return true;
+    }
+    skip.iter().any(|s| {
+        let s = s.to_lowercase();
+        s == qualified || s == r.plural || s == r.kind.to_lowercase() || r.short_names.contains(&s) || (!r.group.is_empty() && s == r.group)
+    })
+}
+
+/// `kubefedctl federate`'s options.
+#[derive(Clone, Debug, Default)]
+pub struct FederateOptions {
+    /// The target's namespace (namespaced kinds).
+    pub namespace: Option<String>,
+    /// Enable the type first when no FederatedTypeConfig exists.
+    pub enable_type: bool,
+    /// For a namespace: also federate every namespaced object in it.
+    pub contents: bool,
+    /// Resources `--contents` skips, besides the fixed ones.
+    pub skip: Vec<String>,
+    /// The KubeFed system namespace.
+    pub kubefed_namespace: String,
+}
+
+/// One object `federate` would create (and created, unless only printing).
+#[derive(Debug)]
+pub struct Federated {
+    /// `federated<kind>.<group>/<name>`, as kubectl names it.
+    pub display: String,
+    /// The federated object.
+    pub object: Value,
+    /// Its type.
+    pub resource: ApiResource,
+}
+
+/// The FederatedTypeConfig enabling `target`, enabled first under `enable_type` (never while
+/// only printing).
+async fn enabled_type(client: &Client, target: &DiscoveredResource, options: &FederateOptions, print_only: bool) -> anyhow::Result<FederatedTypeConfig> {
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(client.clone(), &options.kubefed_namespace);
+    let name = target.qualified_name();
+    if let Some(ftc) = ftcs.get_opt(&name).await.context("read the FederatedTypeConfig")? {
+        return Ok(ftc);
+    }
+    if !options.enable_type || print_only {
+        bail!("{name} is not enabled for federation (no FederatedTypeConfig {}/{name}); run `flotilla enable {name}` or pass --enable-type", options.kubefed_namespace);
+    }
+    let enable = EnableOptions {
+        federated_group: flotilla_api::federation::kubefed::types::DEFAULT_FEDERATED_GROUP.into(),
+        federated_version: flotilla_api::federation::kubefed::types::DEFAULT_FEDERATED_VERSION.into(),
+        target_version: Some(target.version.clone()),
+        namespace: options.kubefed_namespace.clone(),
+    };
+    let plan = plan_enable(client, &name, &enable).await?;
+    apply_enable(client, &plan).await?;
+    Ok(plan.ftc)
+}
+
+/// Plan `kubefedctl federate TYPE NAME`: the federated objects for the named object (and with
+/// `contents`, a namespace's objects), in creation order.
+pub async fn plan_federate(client: &Client, type_name: &str, name: &str, options: &FederateOptions, print_only: bool) -> anyhow::Result<Vec<Federated>> {
+    let resources = discover(client, None).await?;
+    let target = resolve(type_name, &resources, None)?;
+    if target.namespaced && options.namespace.is_none() {
+        bail!("{} is namespaced: give the object's namespace with -n", target.qualified_name());
+    }
+    if options.contents && !(target.group.is_empty() && target.kind == "Namespace") {
+        bail!("--contents federates a namespace's objects; {} is not a namespace", target.qualified_name());
+    }
+    let mut out = Vec::new();
+    let read = |r: &DiscoveredResource, ns: Option<&str>| -> Api<DynamicObject> {
+        match ns.filter(|_| r.namespaced) {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &target_resource(r)),
+            None => Api::all_with(client.clone(), &target_resource(r)),
+        }
+    };
+    let object = read(target, options.namespace.as_deref())
+        .get_opt(name)
+        .await
+        .with_context(|| format!("read {} {name}", target.qualified_name()))?
+        .with_context(|| match &options.namespace {
+            Some(ns) if target.namespaced => format!("{} {ns}/{name} not found", target.qualified_name()),
+            _ => format!("{} {name} not found", target.qualified_name()),
+        })?;
+    let ftc = enabled_type(client, target, options, print_only).await?;
+    let fed = federated_resource(&ftc);
+    let mut push = |fed: &ApiResource, obj: &DynamicObject| {
+        let object = federated_object(&serde_json::to_value(obj).unwrap_or_default(), fed);
+        let display = format!("{}.{}/{}", fed.kind.to_lowercase(), fed.group, obj.metadata.name.as_deref().unwrap_or_default());
+        out.push(Federated { display, object, resource: fed.clone() });
+    };
+    push(&fed, &object);
+    if options.contents {
+        let mut types: Vec<&DiscoveredResource> = resources.iter().filter(|r| r.namespaced && !r.plural.contains('/') && !skipped(r, &options.skip)).collect();
+        types.sort_by_key(|r| r.qualified_name());
+        types.dedup_by(|a, b| a.group == b.group && a.plural == b.plural);
+        for r in types {
+            let list = match read(r, Some(name)).list(&ListParams::default()).await {
+                Ok(l) => l,
+                // Not listable (create-only reviews and the like).
+                Err(e) if is_status(&e, 404) || is_status(&e, 405) => continue,
+                Err(e) => return Err(e).with_context(|| format!("list {} in namespace {name}", r.qualified_name())),
+            };
+            // Objects a controller owns come back from their owner; federate the owner.
+            let items: Vec<DynamicObject> = list.items.into_iter().filter(|o| o.metadata.owner_references.as_ref().is_none_or(Vec::is_empty)).collect();
+            if items.is_empty() {
+                continue;
+            }
+            let ftc = enabled_type(client, r, options, print_only).await?;
+            let fed = federated_resource(&ftc);
+            for o in &items {
+                push(&fed, o);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Create the planned objects, retrying each for up to `retry` (a CRD just enabled takes a
+/// moment to be served). An object that exists already is an error, as kubefedctl's.
+pub async fn create_federated(client: &Client, planned: &[Federated], retry: std::time::Duration) -> anyhow::Result<()> {
+    for f in planned {
+        let obj: DynamicObject = serde_json::from_value(f.object.clone())?;
+        let ar = &f.resource;
+        let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+            None => Api::all_with(client.clone(), ar),
+        };
+        let deadline = std::time::Instant::now() + retry;
+        loop {
+            match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => break,
+                Err(e) if is_status(&e, 409) => bail!("{} already exists", f.display),
+                Err(e) if std::time::Instant::now() < deadline && (is_status(&e, 404) || is_status(&e, 503)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e).with_context(|| format!("create {}", f.display)),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fed(kind: &str) -> ApiResource {
+        ApiResource { group: "types.kubefed.io".into(), version: "v1beta1".into(), api_version: "types.kubefed.io/v1beta1".into(), kind: kind.into(), plural: format!("{}s", kind.to_lowercase()) }
+    }
+
+    #[test]
+    fn the_template_keeps_only_labels_of_the_metadata() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "status": {},
+            "metadata": {"name": "c", "namespace": "n", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"}, "annotations": {"x": "y"}, "managedFields": []},
+            "data": {"k": "v"}});
+        let f = federated_object(&cm, &fed("FederatedConfigMap"));
+        assert_eq!(f["metadata"], json!({"name": "c", "namespace": "n"}));
+        assert_eq!(f["spec"]["template"], json!({"metadata": {"labels": {"a": "b"}}, "data": {"k": "v"}}));
+        assert_eq!(f["spec"]["placement"], json!({"clusterSelector": {"matchLabels": {}}}));
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}, "spec": {"finalizers": ["kubernetes"]}});
+        let f = federated_object(&ns, &fed("FederatedNamespace"));
+        assert_eq!(f["metadata"], json!({"name": "shop", "namespace": "shop"}));
+        assert!(f["spec"]["template"].get("metadata").is_none());
+    }
+
+    #[test]
+    fn contents_skip_the_fixed_list_the_control_plane_and_what_is_named() {
+        let r = |group: &str, plural: &str, kind: &str, short: &[&str]| DiscoveredResource {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: String::new(),
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+            namespaced: true,
+        };
+        assert!(skipped(&r("", "events", "Event", &["ev"]), &[]));
+        assert!(skipped(&r("work.karmada.io", "resourcebindings", "ResourceBinding", &[]), &[]));
+        assert!(!skipped(&r("", "configmaps", "ConfigMap", &["cm"]), &[]));
+        for by in ["cm", "ConfigMap", "configmaps"] {
+            assert!(skipped(&r("", "configmaps", "ConfigMap", &["cm"]), &[by.to_string()]), "{by}");
+        }
+        assert!(skipped(&r("apps", "deployments", "Deployment", &["deploy"]), &["apps".to_string()]));
+        assert!(skipped(&r("apps", "deployments", "Deployment", &["deploy"]), &["deployments.apps".to_string()]));
+    }
+}

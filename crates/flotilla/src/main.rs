@@ -67,6 +67,9 @@ enum Command {
     /// Stop federating a type, as `kubefedctl disable`: delete its FederatedTypeConfig (and,
     /// with --delete-crd, its Federated<Kind> CRD once no such objects remain).
     Disable(enable_cmd::DisableArgs),
+    /// Turn an existing object into its Federated<Kind>, as `kubefedctl federate`: its spec as
+    /// the template, placed on every cluster (`--contents`: a namespace and what it holds).
+    Federate(enable_cmd::FederateArgs),
     /// Why a template is placed where it is: runs the scheduler on its binding and the clusters
     /// as they are now and prints, per cluster, each filter plugin's verdict and the replicas.
     Explain(explain_cmd::ExplainArgs),
@@ -113,6 +116,7 @@ fn main() -> std::process::ExitCode {
             }
             Command::Enable(args) => enable_cmd::enable(args).await,
             Command::Disable(args) => enable_cmd::disable(args).await,
+            Command::Federate(args) => enable_cmd::federate(args).await,
             Command::Explain(args) => explain_cmd::explain(args).await,
         }
     });
