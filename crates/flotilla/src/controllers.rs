@@ -34,4 +34,5 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     set.spawn(c::kubefed_sync::run(client(c::kubefed_sync::NAME), Default::default()));
     set.spawn(c::kubefed_cluster::run(client(c::kubefed_cluster::NAME), Default::default()));
     set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
+    set.spawn(flotilla_scheduler::kubefed_rsp::run(client(flotilla_scheduler::kubefed_rsp::NAME), Default::default()));
 }

@@ -53,5 +53,42 @@ pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         explain_text(&view, &schedule(&view, &snapshot, &options))
     };
     print!("{text}");
+    if found.namespaced && flotilla_scheduler::kubefed_rsp::target_resource(&found.kind).is_some() {
+        print!("{}", rsp_text(&client, &found.kind, &args.namespace, name).await?);
+    }
     Ok(())
+}
+
+/// For a FederatedDeployment or FederatedReplicaSet scaled by a ReplicaSchedulingPreference: the
+/// replicas per cluster its controller wrote (the `/spec/replicas` overrides of the placed
+/// clusters); empty without one.
+async fn rsp_text(client: &kube::Client, kind: &str, namespace: &str, name: &str) -> anyhow::Result<String> {
+    use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
+    use flotilla_scheduler::kubefed_rsp::{REPLICAS_PATH, target_resource};
+    let Some(rsp) = Api::<ReplicaSchedulingPreference>::namespaced(client.clone(), namespace).get_opt(name).await.context("reading the ReplicaSchedulingPreference")? else {
+        return Ok(String::new());
+    };
+    let head = format!("ReplicaSchedulingPreference {namespace}/{name} (totalReplicas {})", rsp.spec.total_replicas);
+    if rsp.spec.target_kind != kind {
+        return Ok(format!("{head}: targets {}, not {kind}\n", rsp.spec.target_kind));
+    }
+    let Some(ar) = target_resource(kind) else { return Ok(String::new()) };
+    let fed = Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), namespace, &ar).get(name).await.context("reading the federated object")?;
+    let spec = flotilla_controllers::kubefed_sync::render::federated_spec(&fed.data).map_err(anyhow::Error::msg)?;
+    let placed = spec.placement.and_then(|p| p.clusters).unwrap_or_default();
+    let overrides = spec.overrides.unwrap_or_default();
+    let per_cluster: Vec<String> = placed
+        .iter()
+        .map(|c| {
+            let replicas = overrides
+                .iter()
+                .filter(|o| o.cluster_name.as_deref() == Some(c.name.as_str()))
+                .flat_map(|o| o.cluster_overrides.iter().flatten())
+                .find(|o| o.path == REPLICAS_PATH)
+                .and_then(|o| o.value.as_ref())
+                .map_or_else(|| "?".to_string(), ToString::to_string);
+            format!("{}:{replicas}", c.name)
+        })
+        .collect();
+    Ok(format!("{head} -> {}\n", per_cluster.join(", ")))
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::names::work_name;
 use serde_json::{Value, json};
-use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, wait_for};
+use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, wait_cluster_ready as cluster_ready, wait_for};
 
 const NS: &str = "test-namespace";
 const LONG: Duration = Duration::from_secs(180);
@@ -59,10 +59,7 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     let kc = cp.kubeconfig.clone();
     let k = kubectl_bin();
     for name in ["member1", "member2"] {
-        wait_for(&format!("cluster {name} Ready"), LONG, || {
-            let c = get_json(&kc, &["get", "cluster", name])?;
-            if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
-        });
+        cluster_ready(&kc, name, "True");
     }
     let example = manifest_dir().join("../../examples/kubefed/federateddeployment.yaml");
     kubectl(&k, &kc, &["apply", "-f", example.to_str().unwrap()]);
@@ -205,12 +202,6 @@ fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn cluster_ready(kc: &Path, name: &str, ready: &str) {
-    wait_for(&format!("cluster {name} Ready={ready}"), LONG, || {
-        let c = get_json(kc, &["get", "cluster", name])?;
-        if has_condition(&c, "Ready", ready) { Ok(()) } else { Err(c["status"]["conditions"].to_string()) }
-    });
-}
 
 fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
     match get_json(kc, args) {

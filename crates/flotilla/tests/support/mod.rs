@@ -295,6 +295,14 @@ pub fn has_condition(obj: &serde_json::Value, type_: &str, status: &str) -> bool
     obj["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == type_ && c["status"] == status)
 }
 
+/// Wait until Cluster `name` has `Ready` = `ready` ("True", "False").
+pub fn wait_cluster_ready(kubeconfig: &Path, name: &str, ready: &str) {
+    wait_for(&format!("cluster {name} Ready={ready}"), Duration::from_secs(180), || {
+        let c = get_json(kubeconfig, &["get", "cluster", name])?;
+        if has_condition(&c, "Ready", ready) { Ok(()) } else { Err(c["status"]["conditions"].to_string()) }
+    });
+}
+
 /// `kubectl apply -f` of a YAML text.
 pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
