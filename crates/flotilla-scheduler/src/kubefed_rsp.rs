@@ -13,7 +13,8 @@
 //! RSP owns; nothing is written when placement and replica overrides already say the plan.
 //!
 //! Inputs: candidates are the Ready clusters not being deleted, intersected with the target's
-//! `spec.placement.clusterSelector` under `intersectWithClusterSelector`; the replicas running
+//! `spec.placement.clusterSelector` under `intersectWithClusterSelector` (with no candidate at
+//! all nothing is written: the last plan stands); the replicas running
 //! per cluster (used when `rebalance` is false) are the member object's `status.readyReplicas`
 //! as the work status controller reflects it on the Work. Flotilla does not list member pods, so
 //! KubeFed's capacity estimate from long-unschedulable pods is not made (no overflow arises).
@@ -324,6 +325,12 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
         &spec,
         rsp.spec.intersect_with_cluster_selector.unwrap_or(false),
     );
+    if clusters.is_empty() {
+        // Nothing to plan over (no cluster joined or Ready yet, or the whole fleet unready):
+        // the last plan stands rather than an empty placement deleting every member copy.
+        tracing::debug!(target_kind = %kind, "no candidate cluster; the previous plan stands");
+        return Ok(Next::Done);
+    }
     let work = work_name(&kind, &key.name, Some(&key.namespace));
     let current: BTreeMap<String, i64> = clusters
         .iter()

@@ -52,13 +52,6 @@ fn resource_version(kc: &Path, args: &[&str]) -> String {
 }
 
 /// A CRD of kind `kind` in `group`, as e.g. Istio's installer creates it.
-fn crd(group: &str, kind: &str, plural: &str, short: &str) -> String {
-    format!(
-        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {plural}.{group}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: {plural}, singular: {singular}, kind: {kind}, shortNames: [{short}]}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
-        singular = kind.to_lowercase()
-    )
-}
-
 #[test]
 fn a_fresh_control_plane_serves_kubefeds_defaults() {
     let kc = &server().kubeconfig;
@@ -152,7 +145,7 @@ fn bad_kubefed_input_is_refused_naming_the_field() {
 fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
     let kc = &server().kubeconfig;
     let k = kubectl_bin();
-    apply_yaml(kc, &crd("networking.istio.io", "VirtualService", "virtualservices", "vs"));
+    apply_yaml(kc, &support::crd_yaml("networking.istio.io", "VirtualService", "virtualservices", "vs"));
     // -o yaml prints and creates nothing.
     let (ok, printed) = flotilla(kc, &["enable", "vs", "-o", "yaml"]);
     assert!(ok, "{printed}");
@@ -186,8 +179,8 @@ fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
     // Unknown and ambiguous names are refused with the reason.
     let (ok, out) = flotilla(kc, &["enable", "nosuchkind"]);
     assert!(!ok && out.contains("no API resource named \"nosuchkind\""), "{out}");
-    apply_yaml(kc, &crd("a.example.com", "Gizmo", "gizmos", "gz"));
-    apply_yaml(kc, &crd("b.example.com", "Gizmo", "gizmos", "gzb"));
+    apply_yaml(kc, &support::crd_yaml("a.example.com", "Gizmo", "gizmos", "gz"));
+    apply_yaml(kc, &support::crd_yaml("b.example.com", "Gizmo", "gizmos", "gzb"));
     let (ok, out) = flotilla(kc, &["enable", "gizmo"]);
     assert!(!ok && out.contains("gizmos.a.example.com, gizmos.b.example.com"), "{out}");
 

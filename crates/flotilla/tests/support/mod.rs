@@ -303,6 +303,14 @@ pub fn wait_cluster_ready(kubeconfig: &Path, name: &str, ready: &str) {
     });
 }
 
+/// A namespaced CRD `plural.group` of `kind` (version v1, any content).
+pub fn crd_yaml(group: &str, kind: &str, plural: &str, short: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {plural}.{group}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: {plural}, singular: {singular}, kind: {kind}, shortNames: [{short}]}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
+        singular = kind.to_lowercase()
+    )
+}
+
 /// `kubectl apply -f` of a YAML text.
 pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
