@@ -3,6 +3,9 @@
 //! - Absent → created.
 //! - Present but not labelled `karmada.io/managed=true` → refused ([`ApplyError::Conflict`])
 //!   unless the caller resolved the conflict as overwrite.
+//! - Present and labelled `kubefed.io/managed=false` while the manifest is KubeFed's (it carries
+//!   `kubefed.io/managed`) → refused whatever the conflict resolution
+//!   ([`ApplyError::ExplicitlyUnmanaged`]), and never deleted: KubeFed's explicit opt-out.
 //! - Present and ours → Karmada's Retain (`flotilla_api::interpreter::retain`): the observed
 //!   `resourceVersion`, finalizers, owner references and member-owned labels/annotations, then
 //!   the kind's member-owned fields (a Service's `clusterIP`, replicas under
@@ -100,6 +103,8 @@ pub enum ApplyError {
         "the {kind} {object} already exists in the cluster {cluster} and the work.karmada.io/conflict-resolution strategy value is empty, Karmada will not manage this resource"
     )]
     Conflict { cluster: String, kind: String, object: String },
+    #[error("the {kind} {object} in the cluster {cluster} {}: it is not touched", EXPLICITLY_UNMANAGED)]
+    ExplicitlyUnmanaged { cluster: String, kind: String, object: String },
     #[error("the cluster {cluster} does not serve {api_version} {kind}")]
     NotServed { cluster: String, api_version: String, kind: String },
     #[error("the cluster {cluster} refused to {verb} {resource}: {message}")]
@@ -129,6 +134,7 @@ impl ApplyError {
     pub fn reason(&self) -> &'static str {
         match self {
             ApplyError::Conflict { .. } => "ApplyConflict",
+            ApplyError::ExplicitlyUnmanaged { .. } => "ManagedLabelFalse",
             ApplyError::Forbidden { .. } => "PermissionDenied",
             ApplyError::Unauthorized { .. } => "CredentialRejected",
             _ => "AppliedFailed",
@@ -235,6 +241,9 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
                 Err(e) => return Err(classify(m.cluster, &r, "create", e)),
             }
         };
+        if is_explicitly_unmanaged(&observed) && desired.pointer(KUBEFED_MANAGED_POINTER).is_some() {
+            return Err(ApplyError::ExplicitlyUnmanaged { cluster: m.cluster.into(), kind: r.gvk.kind.clone(), object: r.display() });
+        }
         if !is_managed(&observed) && !opts.overwrite {
             return Err(ApplyError::Conflict { cluster: m.cluster.into(), kind: r.gvk.kind.clone(), object: r.display() });
         }
@@ -287,7 +296,7 @@ pub async fn delete(m: Member<'_>, r: &ObjectRef, preserve: bool, work_id: Optio
     let Some(observed) = api.get_opt(&r.name).await.map_err(|e| classify(m.cluster, r, "get", e))?.map(to_value) else {
         return Ok(Deleted::Absent);
     };
-    if !is_managed(&observed) {
+    if !is_managed(&observed) || is_explicitly_unmanaged(&observed) {
         return Ok(Deleted::NotOurs);
     }
     if let Some(id) = work_id {
@@ -356,6 +365,17 @@ fn release_patch(observed: &Value) -> Value {
 }
 
 /// True when the object carries `karmada.io/managed=true`.
+/// How an [`ApplyError::ExplicitlyUnmanaged`] message says why (a Work's `Applied` message
+/// carries it, for KubeFed's `ManagedLabelFalse` status).
+pub const EXPLICITLY_UNMANAGED: &str = "is labelled kubefed.io/managed=false";
+/// `metadata.labels["kubefed.io/managed"]` as a JSON pointer.
+const KUBEFED_MANAGED_POINTER: &str = "/metadata/labels/kubefed.io~1managed";
+
+/// KubeFed's opt-out: the member object is labelled `kubefed.io/managed=false`.
+pub fn is_explicitly_unmanaged(obj: &Value) -> bool {
+    obj.pointer(KUBEFED_MANAGED_POINTER).and_then(Value::as_str) == Some("false")
+}
+
 pub fn is_managed(obj: &Value) -> bool {
     obj.pointer("/metadata/labels").and_then(|l| l.get(keys::MANAGED_LABEL)).and_then(Value::as_str) == Some("true")
 }
@@ -428,6 +448,15 @@ fn derivative(d: &Value, o: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_the_managed_false_label_opts_out() {
+        assert!(is_explicitly_unmanaged(&json!({"metadata": {"labels": {"kubefed.io/managed": "false"}}})));
+        assert!(!is_explicitly_unmanaged(&json!({"metadata": {"labels": {"kubefed.io/managed": "true"}}})));
+        assert!(!is_explicitly_unmanaged(&json!({"metadata": {}})));
+        let e = ApplyError::ExplicitlyUnmanaged { cluster: "m1".into(), kind: "ConfigMap".into(), object: "ns/keep".into() };
+        assert!(e.to_string().contains(EXPLICITLY_UNMANAGED) && !e.is_transient() && e.reason() == "ManagedLabelFalse", "{e}");
+    }
 
     #[test]
     fn derivative_ignores_member_defaults_but_sees_changes() {

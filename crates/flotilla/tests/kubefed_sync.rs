@@ -334,6 +334,44 @@ fn the_federated_deployment_on_real_members() {
     drop(cp);
 }
 
+/// A member object labelled `kubefed.io/managed=false` is never touched: not adopted or
+/// updated (status `ManagedLabelFalse`, the other member still gets its copy) and not deleted
+/// with the federated object.
+#[test]
+fn a_member_object_labelled_managed_false_is_never_touched() {
+    let cp = Flotilla::start_with(&["--demo", "2"]);
+    let kc = cp.kubeconfig.clone();
+    let k = kubectl_bin();
+    for name in ["member1", "member2"] {
+        cluster_ready(&kc, name, "True");
+    }
+    kubectl(&k, &kc, &["create", "namespace", "own"]);
+    let m1 = member(&cp, "member1");
+    wait_for("namespace own in member1", LONG, || get_json(&m1, &["get", "namespace", "own"]));
+    apply_yaml(&m1, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: own\n  labels: {kubefed.io/managed: \"false\"}\ndata: {k: mine}\n");
+    apply_yaml(
+        &kc,
+        "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata:\n  name: cfg\n  namespace: own\nspec:\n  template:\n    data: {k: federated}\n  placement:\n    clusters: [{name: member1}, {name: member2}]\n",
+    );
+    let cm2 = wait_for("cfg in member2", LONG, || get_json(&member(&cp, "member2"), &["-n", "own", "get", "configmap", "cfg"]));
+    assert_eq!(cm2["data"]["k"], "federated");
+    wait_for("member1 reported ManagedLabelFalse", LONG, || {
+        let o = get_json(&kc, &["-n", "own", "get", "federatedconfigmap", "cfg"])?;
+        let want = json!([{"name": "member1", "status": "ManagedLabelFalse"}, {"name": "member2"}]);
+        if o["status"]["clusters"] == want { Ok(()) } else { Err(o["status"].to_string()) }
+    });
+    let cm1 = get_json(&m1, &["-n", "own", "get", "configmap", "cfg"]).unwrap();
+    assert_eq!(cm1["data"]["k"], "mine");
+    assert_eq!(cm1["metadata"]["labels"], json!({"kubefed.io/managed": "false"}), "no label of ours was added");
+
+    kubectl(&k, &kc, &["-n", "own", "delete", "federatedconfigmap", "cfg"]);
+    wait_for("cfg deleted from member2", LONG, || gone(&member(&cp, "member2"), &["-n", "own", "get", "configmap", "cfg"]));
+    wait_for("the binding gone", LONG, || gone(&kc, &["-n", "own", "get", "resourcebinding", "cfg-federatedconfigmap"]));
+    let cm1 = get_json(&m1, &["-n", "own", "get", "configmap", "cfg"]).unwrap();
+    assert_eq!(cm1["data"]["k"], "mine", "member1's own object stays");
+    drop(cp);
+}
+
 /// This crate's directory, as `cargo test` reports it when running the test (the path compiled
 /// in is where the binary was built, which a shared target directory may have done elsewhere).
 fn manifest_dir() -> std::path::PathBuf {

@@ -328,6 +328,7 @@ fn work_state(work: Option<&Work>, generation: i64) -> (WorkState, String) {
     }
     match condition_status(w.status.as_ref().and_then(|s| s.conditions.as_deref()), "Applied") {
         Some(c) if c.status == "True" => (WorkState::Applied, String::new()),
+        Some(c) if c.message.contains(flotilla_member::apply::EXPLICITLY_UNMANAGED) => (WorkState::Unmanaged, c.message.clone()),
         Some(c) => (WorkState::Failed, c.message.clone()),
         None => (WorkState::Pending, String::new()),
     }
@@ -437,6 +438,7 @@ async fn write_status(
                 (None, _) => events.push((false, REASON_CREATE_IN_CLUSTER, format!("Created {target_display} in cluster \"{name}\""))),
                 (Some(s), Some(e)) if s == render::cluster_status::APPLY_OVERRIDES_FAILED => events.push((true, s, format!("Cluster \"{name}\": {e}"))),
                 (Some(s), _) if s == render::cluster_status::CREATION_FAILED => events.push((true, REASON_CREATE_IN_CLUSTER_FAILED, format!("Failed to create {target_display} in cluster \"{name}\": {message}"))),
+                (Some(s), _) if s == render::cluster_status::MANAGED_LABEL_FALSE => events.push((true, s, format!("Cluster \"{name}\": {message}"))),
                 (Some(s), _) if s == render::cluster_status::UPDATE_FAILED => events.push((true, REASON_UPDATE_IN_CLUSTER_FAILED, format!("Failed to update {target_display} in cluster \"{name}\": {message}"))),
                 (Some(s), _) => events.push((true, s, format!("Cluster \"{name}\" is not ready"))),
             }
@@ -571,6 +573,9 @@ mod tests {
         assert_eq!(work_state(Some(&w), 2).0, WorkState::Pending);
         w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", "boom", None)]), ..Default::default() });
         assert_eq!(work_state(Some(&w), 2), (WorkState::Failed, "boom".into()));
+        let opted_out = format!("Failed to apply all manifests (0/1): the ConfigMap ns/keep in the cluster m1 {}: it is not touched", flotilla_member::apply::EXPLICITLY_UNMANAGED);
+        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", opted_out.clone(), None)]), ..Default::default() });
+        assert_eq!(work_state(Some(&w), 2), (WorkState::Unmanaged, opted_out));
         // A Work still carrying the previous generation says nothing about this one.
         assert_eq!(work_state(Some(&w), 3).0, WorkState::Pending);
         w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", true, "AppliedSuccessful", "", None)]), ..Default::default() });

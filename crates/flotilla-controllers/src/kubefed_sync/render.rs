@@ -297,6 +297,7 @@ pub mod cluster_status {
     pub const CREATION_FAILED: &str = "CreationFailed";
     pub const UPDATE_FAILED: &str = "UpdateFailed";
     pub const WAITING_FOR_REMOVAL: &str = "WaitingForRemoval";
+    pub const MANAGED_LABEL_FALSE: &str = "ManagedLabelFalse";
 }
 
 /// Aggregate reasons of the `Propagation` condition.
@@ -310,6 +311,8 @@ pub enum WorkState {
     Pending,
     Applied,
     Failed,
+    /// The member object is labelled `kubefed.io/managed=false`: left alone.
+    Unmanaged,
 }
 
 /// One selected cluster, as the status needs it.
@@ -346,6 +349,7 @@ pub fn cluster_outcome(f: &ClusterFacts) -> Outcome {
         WorkState::Applied => Outcome::Ok,
         WorkState::Failed if f.was_ok => Outcome::Status(cluster_status::UPDATE_FAILED),
         WorkState::Failed => Outcome::Status(cluster_status::CREATION_FAILED),
+        WorkState::Unmanaged => Outcome::Status(cluster_status::MANAGED_LABEL_FALSE),
         WorkState::Pending => Outcome::Pending,
     }
 }
@@ -548,5 +552,6 @@ mod tests {
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Failed, false)), Outcome::Status(cluster_status::CREATION_FAILED));
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Failed, true)), Outcome::Status(cluster_status::UPDATE_FAILED));
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Pending, true)), Outcome::Pending);
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::Unmanaged, true)), Outcome::Status(cluster_status::MANAGED_LABEL_FALSE));
     }
 }
