@@ -261,3 +261,48 @@ fn a_replica_scheduling_preference_splits_the_federated_deployment() {
     members_run(&cp, &want);
     drop(cp);
 }
+
+/// Candidates are the Ready clusters: a member that stops answering leaves the plan (member1
+/// alone takes what its maximum allows), and the plan comes back when it answers again.
+#[test]
+fn the_plan_follows_cluster_readiness() {
+    let cp = Flotilla::start_with(&[
+        "--demo",
+        "2",
+        "--cluster-status-update-frequency",
+        "500ms",
+        "--cluster-probe-timeout",
+        "1s",
+        "--cluster-failure-threshold",
+        "1s",
+        "--cluster-success-threshold",
+        "1s",
+    ]);
+    let kc = cp.kubeconfig.clone();
+    let k = kubectl_bin();
+    for name in ["member1", "member2"] {
+        wait_cluster_ready(&kc, name, "True");
+    }
+    kubectl(&k, &kc, &["apply", "-f", example("federateddeployment.yaml").to_str().unwrap()]);
+    kubectl(&k, &kc, &["apply", "-f", example("replicaschedulingpreference.yaml").to_str().unwrap()]);
+    let both = BTreeMap::from([("member1".to_string(), 3), ("member2".to_string(), 6)]);
+    members_run(&cp, &both);
+
+    support::sim_faults(&cp, "member2", r#"{"blackhole": true}"#);
+    wait_cluster_ready(&kc, "member2", "False");
+    // 9 over member1 alone, capped by its maxReplicas 6; member2's replicas override goes, its
+    // image and annotation overrides stay.
+    members_run(&cp, &BTreeMap::from([("member1".to_string(), 6)]));
+    let fd = wait_for("placement without member2", LONG, || {
+        let fd = get_json(&kc, &["-n", NS, "get", "federateddeployment", "test-deployment"])?;
+        if fd["spec"]["placement"]["clusters"] == json!([{"name": "member1"}]) { Ok(fd) } else { Err(fd["spec"]["placement"].to_string()) }
+    });
+    let m2 = fd["spec"]["overrides"].as_array().unwrap().iter().find(|o| o["clusterName"] == "member2").cloned().unwrap_or_default();
+    let paths: Vec<&str> = m2["clusterOverrides"].as_array().into_iter().flatten().filter_map(|o| o["path"].as_str()).collect();
+    assert_eq!(paths, ["/spec/template/spec/containers/0/image", "/metadata/annotations", "/metadata/annotations/foo"], "{m2}");
+
+    support::sim_faults(&cp, "member2", r#"{"blackhole": false}"#);
+    wait_cluster_ready(&kc, "member2", "True");
+    members_run(&cp, &both);
+    drop(cp);
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::names::work_name;
 use serde_json::{Value, json};
-use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, wait_cluster_ready as cluster_ready, wait_for};
+use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, sim_faults, wait_cluster_ready as cluster_ready, wait_for};
 
 const NS: &str = "test-namespace";
 const LONG: Duration = Duration::from_secs(180);
@@ -183,25 +183,6 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     }
     drop(cp);
 }
-
-/// `kubectl create --raw PATH -f -` with `body` on stdin, as the fleet admin.
-fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
-    use std::io::Write;
-    let admin = cp.dir.path().join("data/demo/fleet-admin.kubeconfig");
-    let mut child = std::process::Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(&admin)
-        .args(["create", "--raw", &format!("/sim/v1/members/{m}/faults"), "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
 
 fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
     match get_json(kc, args) {

@@ -311,6 +311,25 @@ pub fn crd_yaml(group: &str, kind: &str, plural: &str, short: &str) -> String {
     )
 }
 
+/// Set simulated member `m`'s faults (`{"blackhole": true}` …): `kubectl create --raw
+/// /sim/v1/members/M/faults -f -` with `body` on stdin, as the demo's fleet admin.
+pub fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
+    use std::io::Write;
+    let admin = cp.dir.path().join("data/demo/fleet-admin.kubeconfig");
+    let mut child = std::process::Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["create", "--raw", &format!("/sim/v1/members/{m}/faults"), "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// `kubectl apply -f` of a YAML text.
 pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
