@@ -10,16 +10,7 @@ use std::time::Duration;
 
 use support::{Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl, kubectl_bin, wait_for};
 
-const FAST: &[&str] = &[
-    "--cluster-status-update-frequency",
-    "500ms",
-    "--cluster-probe-timeout",
-    "1s",
-    "--cluster-failure-threshold",
-    "1s",
-    "--cluster-success-threshold",
-    "1s",
-];
+const FAST: &[&str] = support::FAST_PROBES;
 
 fn taint_keys(cluster: &serde_json::Value) -> Vec<String> {
     cluster["spec"]["taints"].as_array().into_iter().flatten().filter_map(|t| t["key"].as_str().map(str::to_string)).collect()

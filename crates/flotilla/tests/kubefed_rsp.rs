@@ -266,18 +266,7 @@ fn a_replica_scheduling_preference_splits_the_federated_deployment() {
 /// alone takes what its maximum allows), and the plan comes back when it answers again.
 #[test]
 fn the_plan_follows_cluster_readiness() {
-    let cp = Flotilla::start_with(&[
-        "--demo",
-        "2",
-        "--cluster-status-update-frequency",
-        "500ms",
-        "--cluster-probe-timeout",
-        "1s",
-        "--cluster-failure-threshold",
-        "1s",
-        "--cluster-success-threshold",
-        "1s",
-    ]);
+    let cp = Flotilla::start_with(&[&["--demo", "2"], support::FAST_PROBES].concat());
     let kc = cp.kubeconfig.clone();
     let k = kubectl_bin();
     for name in ["member1", "member2"] {

@@ -196,18 +196,7 @@ fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
 /// is deleted, and member2's when it answers again.
 #[test]
 fn an_unready_member_is_reported_and_does_not_hold_a_deletion() {
-    let cp = Flotilla::start_with(&[
-        "--demo",
-        "2",
-        "--cluster-status-update-frequency",
-        "500ms",
-        "--cluster-probe-timeout",
-        "1s",
-        "--cluster-failure-threshold",
-        "1s",
-        "--cluster-success-threshold",
-        "1s",
-    ]);
+    let cp = Flotilla::start_with(&[&["--demo", "2"], support::FAST_PROBES].concat());
     let kc = cp.kubeconfig.clone();
     let k = kubectl_bin();
     for name in ["member1", "member2"] {

@@ -330,6 +330,18 @@ pub fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `flotilla up` flags for a health probe that notices a member going or coming within seconds.
+pub const FAST_PROBES: &[&str] = &[
+    "--cluster-status-update-frequency",
+    "500ms",
+    "--cluster-probe-timeout",
+    "1s",
+    "--cluster-failure-threshold",
+    "1s",
+    "--cluster-success-threshold",
+    "1s",
+];
+
 /// `kubectl apply -f` of a YAML text.
 pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
