@@ -227,7 +227,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         builtin::<coordination::v1::Lease>(),
         builtin::<events::v1::Event>().short(&["ev"]),
         builtin::<discovery::v1::EndpointSlice>().generation().printer(P::EndpointSlice),
-        builtin::<scheduling::v1::PriorityClass>().short(&["pc"]),
+        builtin::<scheduling::v1::PriorityClass>().short(&["pc"]).generation(),
         {
             let mut r = builtin::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>()
                 .short(&["crd", "crds"])
