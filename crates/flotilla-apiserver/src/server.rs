@@ -30,9 +30,12 @@ pub struct VersionInfo {
 
 impl Default for VersionInfo {
     fn default() -> Self {
-        // 1.31: the newest minor whose kubectl still sends JSON bodies (protobuf request bodies
-        // arrive with the API-depth work; the machine's kubectl dispatcher picks by this value).
-        VersionInfo { major: "1".into(), minor: "31".into(), git_version: "v1.31.0-flotilla".into() }
+        // 1.33: the machine's kubectl dispatcher runs kubectl.1.NN for a server of minor NN and
+        // its own embedded 1.32 for anything newer, so 1.33 is the newest kubectl it can pick.
+        // Flotilla's recorded data (defaults, schemas, protobuf layouts) is kube-apiserver
+        // 1.37's, a superset of what a 1.33 client uses; kubectl 1.33 sends protobuf bodies for
+        // typed requests, which src/protobuf.rs decodes for every built-in kind.
+        VersionInfo { major: "1".into(), minor: "33".into(), git_version: "v1.33.0-flotilla".into() }
     }
 }
 
@@ -489,6 +492,11 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
                 "goVersion": "go1.22.0",
                 "compiler": "gc",
                 "platform": "linux/amd64",
+                // Since 1.33 the version a server emulates and the oldest it is compatible with.
+                "emulationMajor": v.major,
+                "emulationMinor": v.minor,
+                "minCompatibilityMajor": v.major,
+                "minCompatibilityMinor": v.minor.parse::<u32>().map(|m| m.saturating_sub(1).to_string()).unwrap_or_else(|_| v.minor.clone()),
             })))
         }
         "/metrics" => {

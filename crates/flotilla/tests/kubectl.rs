@@ -213,6 +213,7 @@ fn dispatcher_picks_the_version_the_server_reports() {
     }
     let out = kubectl(dispatcher, &server().kubeconfig, &["version", "-o", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["serverVersion"]["minor"], "31");
-    assert_eq!(v["clientVersion"]["minor"], "31", "the dispatcher should run kubectl 1.31 for a 1.31 server");
+    assert_eq!(v["serverVersion"]["minor"], "33");
+    assert_eq!(v["serverVersion"]["emulationMinor"], "33");
+    assert_eq!(v["clientVersion"]["minor"], "33", "the dispatcher should run kubectl 1.33 for a 1.33 server");
 }

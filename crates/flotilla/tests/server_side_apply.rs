@@ -13,10 +13,9 @@ use serde_json::{Value, json};
 use support::{Flotilla, kubectls};
 
 /// The kubectl `kubectl` picks for Flotilla (by the version it reports), used against both
-/// servers so that the two see the same requests (the newest kubectl sends protobuf bodies
-/// Flotilla does not read yet).
+/// servers so that the two see the same requests (its typed creates send protobuf bodies).
 fn kubectl_bin() -> std::path::PathBuf {
-    kubectls().into_iter().find(|(v, _)| v == "1.31").map(|(_, p)| p).expect("kubectl 1.31")
+    kubectls().into_iter().find(|(v, _)| v == "1.33").map(|(_, p)| p).expect("kubectl 1.33")
 }
 
 /// One step of the script: kubectl arguments and, for `apply -f -`, the manifest on stdin.
