@@ -116,7 +116,7 @@ impl Ctx {
     }
 }
 
-/// Parse a JSON or YAML object body.
+/// Parse a JSON, YAML or protobuf object body.
 pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
     let v: Value = match negotiate::body_type(content_type) {
         BodyType::Json => {
@@ -127,7 +127,7 @@ pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> Api
         }
         BodyType::Yaml | BodyType::ApplyYaml => parse_yaml(bytes)?,
         BodyType::Protobuf => crate::protobuf::decode(bytes)?,
-        _ => return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml"])),
+        _ => return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"])),
     };
     if !v.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
