@@ -1,5 +1,5 @@
 //! kubectl 1.33's typed requests, which send protobuf bodies (issue 9): every `kubectl create
-//! <generator>`, `expose`, `run`, `create token` and `auth` command run against a testenv
+//! <generator>`, `expose`, `run`, `autoscale`, `create token` and `auth` command run against a testenv
 //! member's real kube-apiserver and against `flotilla up`, comparing the objects each leaves
 //! (server-assigned values left out) and that the same commands succeed.
 
@@ -43,6 +43,9 @@ const STEPS: &[Step] = &[
         args: &["create", "secret", "docker-registry", "s2", "--docker-server=r.example.com", "--docker-username=u", "--docker-password=p"],
         object: Some("secret/s2"),
     },
+    Step { args: &["create", "configmap", "cm2", "--from-file=bin=/usr/bin/true"], object: Some("configmap/cm2") },
+    Step { args: &["create", "job", "job2", "--from=cronjob/cj1"], object: Some("job/job2") },
+    Step { args: &["autoscale", "deployment", "web", "--min=1", "--max=3", "--cpu-percent=80"], object: Some("hpa/web") },
     Step { args: &["expose", "deployment", "web", "--name=web-exposed", "--port=80", "--target-port=8000"], object: Some("service/web-exposed") },
     Step { args: &["run", "pod1", "--image=nginx:1.25", "--labels=app=x,tier=y", "--env=A=1", "--port=80", "--restart=Never"], object: Some("pod/pod1") },
     Step { args: &["auth", "can-i", "create", "deployments"], object: None },
@@ -82,12 +85,15 @@ fn normalise(mut obj: Value) -> Value {
     if let Some(Value::Object(labels)) = obj.pointer_mut("/metadata/labels") {
         labels.retain(|k, _| !k.starts_with("topology.kubernetes.io/"));
     }
+    for owner in obj.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut).into_iter().flatten() {
+        owner["uid"] = json!("<uid>");
+    }
     if let Some(meta) = obj["metadata"].as_object_mut() {
         for k in ["uid", "resourceVersion", "creationTimestamp", "selfLink"] {
             meta.remove(k);
         }
         if let Some(Value::Array(managed)) = meta.get_mut("managedFields") {
-            managed.retain(|e| e["manager"] == "kubectl-create" || e["manager"] == "kubectl-expose" || e["manager"] == "kubectl-run");
+            managed.retain(|e| e["manager"].as_str().is_some_and(|m| m.starts_with("kubectl-")));
             for e in managed.iter_mut() {
                 e.as_object_mut().unwrap().remove("time");
             }
