@@ -127,7 +127,7 @@ fn custom_resources_with_kubectl_match_a_real_apiserver() {
 /// upstream group, version, kind, plural and scope.
 #[test]
 fn federation_manifests_apply_unchanged() {
-    let bin = Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.31");
+    let bin = Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33");
     let kc = &server().kubeconfig;
     let data = manifest_dir().join("../flotilla-api/tests/data/federation");
     kubectl(bin, kc, &["create", "namespace", "test-namespace"]);

@@ -66,7 +66,7 @@ fn explain_prints_what_a_real_server_prints() {
 #[test]
 fn diff_shows_only_real_differences() {
     let cp = Flotilla::start();
-    let bin = kubectl("1.31");
+    let bin = kubectl("1.33");
     let dir = tempfile::tempdir().unwrap();
     let manifest = |image: &str| {
         format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: diffme, namespace: default}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: diffme}}}}\n  template:\n    metadata: {{labels: {{app: diffme}}}}\n    spec: {{containers: [{{name: app, image: \"{image}\"}}]}}\n")
