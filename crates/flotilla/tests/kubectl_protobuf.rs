@@ -48,6 +48,16 @@ const STEPS: &[Step] = &[
     Step { args: &["autoscale", "deployment", "web", "--min=1", "--max=3", "--cpu-percent=80"], object: Some("hpa/web") },
     Step { args: &["expose", "deployment", "web", "--name=web-exposed", "--port=80", "--target-port=8000"], object: Some("service/web-exposed") },
     Step { args: &["run", "pod1", "--image=nginx:1.25", "--labels=app=x,tier=y", "--env=A=1", "--port=80", "--restart=Never"], object: Some("pod/pod1") },
+    Step { args: &["expose", "pod", "pod1", "--port=444", "--name=pod-svc"], object: Some("service/pod-svc") },
+    Step { args: &["create", "deployment", "multi", "--image=busybox:1.36", "--image=nginx:1.25"], object: Some("deployment/multi") },
+    Step { args: &["create", "service", "externalname", "ext1", "--external-name=example.com"], object: Some("service/ext1") },
+    Step { args: &["create", "service", "loadbalancer", "lb1", "--tcp=5678:8080"], object: Some("service/lb1") },
+    Step { args: &["create", "clusterrole", "{ns}-agg", "--aggregation-rule=rbac.example.com/aggregate=true"], object: Some("clusterrole/{ns}-agg") },
+    Step { args: &["create", "rolebinding", "rb2", "--clusterrole=view", "--group=g1"], object: Some("rolebinding/rb2") },
+    Step { args: &["create", "pdb", "pdb2", "--selector=app=x", "--max-unavailable=1"], object: Some("pdb/pdb2") },
+    Step { args: &["create", "ingress", "ing2", "--class=nginx", "--default-backend=svc1:http"], object: Some("ingress/ing2") },
+    Step { args: &["create", "secret", "generic", "s4", "--from-file=bin=/usr/bin/true"], object: Some("secret/s4") },
+    Step { args: &["create", "quota", "q2", "--hard=count/deployments.apps=2"], object: Some("resourcequota/q2") },
     Step { args: &["auth", "can-i", "create", "deployments"], object: None },
     Step { args: &["auth", "can-i", "get", "/healthz"], object: None },
     Step { args: &["auth", "whoami", "-o", "jsonpath={.kind}"], object: None },
@@ -60,8 +70,8 @@ fn run(bin: &Path, kubeconfig: &Path, ns: &str, args: &[String]) -> (bool, Strin
 
 /// Remove what the server assigns or its controllers and admission write (both servers fill
 /// these in, with different values): identities, times, versions, status, allocated IPs and
-/// IP families, the token volume and tolerations pods get at admission, the Job's controller
-/// uid, the topology labels testenv's members add to pods.
+/// IP families and node ports, the token volume and tolerations pods get at admission, the
+/// Job's controller uid, owners' uids, the topology labels testenv's members add to pods.
 ///
 /// Also left out, as known differences in field ownership that have nothing to do with how
 /// the request was encoded: Flotilla records the fields it fills in at creation as owned by
@@ -82,9 +92,7 @@ fn normalise(mut obj: Value) -> Value {
             }
         }
     }
-    if let Some(Value::Object(labels)) = obj.pointer_mut("/metadata/labels") {
-        labels.retain(|k, _| !k.starts_with("topology.kubernetes.io/"));
-    }
+    strip_topology(&mut obj);
     for owner in obj.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut).into_iter().flatten() {
         owner["uid"] = json!("<uid>");
     }
@@ -110,8 +118,13 @@ fn normalise(mut obj: Value) -> Value {
     }
     let spec = &mut obj["spec"];
     if let Some(s) = spec.as_object_mut() {
-        for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "healthCheckNodePort"] {
             s.remove(k);
+        }
+        for port in s.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+            if kind == "Service" {
+                port.as_object_mut().unwrap().remove("nodePort");
+            }
         }
         if kind == "Pod" {
             for k in ["volumes", "tolerations", "nodeName", "serviceAccountName", "serviceAccount"] {
@@ -137,6 +150,19 @@ fn normalise(mut obj: Value) -> Value {
     obj
 }
 
+/// testenv's members label pods with their topology (and `expose pod` copies pod labels into
+/// the Service's labels, selector and owned fields): every key naming it goes.
+fn strip_topology(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, _| !k.contains("topology.kubernetes.io/"));
+            m.values_mut().for_each(strip_topology);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_topology),
+        _ => {}
+    }
+}
+
 /// Run every step against one server: per step whether it succeeded, what it printed (when
 /// stable) and the object it left.
 fn run_steps(bin: &Path, kubeconfig: &Path, ns: &str) -> Vec<Value> {
@@ -160,7 +186,7 @@ fn run_steps(bin: &Path, kubeconfig: &Path, ns: &str) -> Vec<Value> {
     }
     let (ok, out, _) = run(bin, kubeconfig, ns, &["create".into(), "token".into(), "sa1".into(), "--duration=10m".into()]);
     seen.push(json!({"step": "create token", "ok": ok, "printed a token": !out.trim().is_empty()}));
-    for o in ["clusterrolebinding/{ns}-crb", "clusterrole/{ns}-cr", "priorityclass/{ns}-pc"] {
+    for o in ["clusterrolebinding/{ns}-crb", "clusterrole/{ns}-cr", "clusterrole/{ns}-agg", "priorityclass/{ns}-pc"] {
         run(bin, kubeconfig, "default", &["delete".into(), o.replace("{ns}", ns), "--ignore-not-found".into()]);
     }
     run(bin, kubeconfig, "default", &["delete".into(), "namespace".into(), ns.into(), "--wait=false".into()]);
