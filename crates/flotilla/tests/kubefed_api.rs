@@ -279,7 +279,7 @@ fn federate_turns_existing_objects_into_federated_ones() {
     assert!(!ok && out.contains("not found"), "{out}");
 
     // A CRD kind that is not enabled: refused, then enabled on the way with --enable-type.
-    apply_yaml(kc, &crd("federate.example.com", "Doohickey", "doohickeys", "dh"));
+    apply_yaml(kc, &support::crd_yaml("federate.example.com", "Doohickey", "doohickeys", "dh"));
     wait_served(kc, "doohickeys.federate.example.com");
     apply_yaml(kc, &format!("apiVersion: federate.example.com/v1\nkind: Doohickey\nmetadata: {{name: g1, namespace: {ns}}}\nspec: {{size: 2}}\n"));
     let (ok, out) = flotilla(kc, &["federate", "doohickey", "g1", "-n", ns]);
