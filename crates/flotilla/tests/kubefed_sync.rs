@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::names::work_name;
 use serde_json::{Value, json};
-use support::{Flotilla, apply_yaml, get_json, has_condition, kubectl, kubectl_bin, sim_faults, wait_cluster_ready as cluster_ready, wait_for};
+use support::{Flotilla, apply_yaml, get_json, gone, has_condition, kubectl, kubectl_bin, sim_faults, wait_cluster_ready as cluster_ready, wait_for};
 
 const NS: &str = "test-namespace";
 const LONG: Duration = Duration::from_secs(180);
@@ -182,13 +182,6 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
         assert_eq!(cm["data"]["a"], "b", "{m} keeps the orphaned object");
     }
     drop(cp);
-}
-
-fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
-    match get_json(kc, args) {
-        Err(e) if e.contains("NotFound") || e.contains("not found") => Ok(()),
-        other => Err(format!("{:?}", other.map(|o| o["metadata"].clone()))),
-    }
 }
 
 /// A member that stops answering is reported `ClusterNotReady`; deleting the federated object

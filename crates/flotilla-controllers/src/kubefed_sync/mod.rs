@@ -9,7 +9,10 @@
 //! Back onto the federated object: `status.clusters[]`, the `Propagation` condition with
 //! KubeFed's reasons and `status.observedGeneration`, from the placement, the clusters'
 //! readiness, the overrides and the Works' `Applied` conditions; Events
-//! `CreateInCluster` / `UpdateInCluster` / `DeleteInCluster` and their failures.
+//! `CreateInCluster` / `UpdateInCluster` / `DeleteInCluster` and their failures. A placement
+//! naming clusters that are not joined propagates to the joined ones, as KubeFed's does;
+//! KubeFed says nothing about the others, Flotilla adds a Warning `UnknownClusters` naming
+//! them (an Event only: `status` keeps KubeFed's schema and lists joined clusters only).
 //!
 //! Deletion: the federated object carries no finalizer of ours. The garbage collector deletes
 //! the binding through its owner reference; the binding's finalizer holds until its Works are
@@ -55,6 +58,9 @@ pub const REASON_UPDATE_IN_CLUSTER: &str = "UpdateInCluster";
 pub const REASON_DELETE_IN_CLUSTER: &str = "DeleteInCluster";
 pub const REASON_CREATE_IN_CLUSTER_FAILED: &str = "CreateInClusterFailed";
 pub const REASON_UPDATE_IN_CLUSTER_FAILED: &str = "UpdateInClusterFailed";
+/// Flotilla's Warning (KubeFed says nothing): the placement names clusters that are not
+/// joined. They are ignored as KubeFed ignores them; the Event names them, once per change.
+pub const REASON_UNKNOWN_CLUSTERS: &str = "UnknownClusters";
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -112,6 +118,8 @@ struct Context {
     crbs: Store<ClusterResourceBinding>,
     works: Store<Work>,
     clusters: Store<Cluster>,
+    /// The unknown cluster names last reported per federated object.
+    unknown: Mutex<HashMap<FedKey, Vec<String>>>,
 }
 
 fn api_err(key: &FedKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -341,7 +349,10 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
         None => ObjectRef::new_with(&key.name, t.federated.clone()),
     };
     // Gone or going: the garbage collector deletes the binding through its owner reference.
-    let Some(obj) = t.store.get(&oref).filter(|o| o.metadata.deletion_timestamp.is_none()) else { return Ok(Next::Done) };
+    let Some(obj) = t.store.get(&oref).filter(|o| o.metadata.deletion_timestamp.is_none()) else {
+        ctx.unknown.lock().remove(&key);
+        return Ok(Next::Done);
+    };
     let fed = serde_json::to_value(&*obj).unwrap_or_default();
     let fed_ref = reference(&obj, &t.federated);
     let generation = obj.metadata.generation.unwrap_or(0);
@@ -374,7 +385,34 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
         }
         r => r?,
     };
+    warn_unknown_clusters(&ctx, &key, &spec, &fed_ref).await;
     write_status(&ctx, &key, &t, &obj, &fed, &spec, &fed_ref, generation).await
+}
+
+/// A Warning Event naming the placement's clusters that are not joined, when that set changes.
+async fn warn_unknown_clusters(ctx: &Context, key: &FedKey, spec: &FederatedSpec, fed_ref: &k8s_openapi::api::core::v1::ObjectReference) {
+    // Before the first list every name would look unknown.
+    if ctx.clusters.wait_until_ready().await.is_err() {
+        return;
+    }
+    let known: Vec<String> = ctx.clusters.state().iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name_any()).collect();
+    let unknown = render::unknown_clusters(&render::selection(spec.placement.as_ref()), &known);
+    let changed = {
+        let mut last = ctx.unknown.lock();
+        if unknown.is_empty() {
+            last.remove(key);
+            false
+        } else if last.get(key) == Some(&unknown) {
+            false
+        } else {
+            last.insert(key.clone(), unknown.clone());
+            true
+        }
+    };
+    if changed {
+        let msg = format!("spec.placement.clusters names clusters that are not joined, ignored: {}", unknown.join(", "));
+        ctx.events.publish_ref(fed_ref, true, REASON_UNKNOWN_CLUSTERS, "Propagate", msg).await;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -533,6 +571,7 @@ pub async fn run(client: Client, config: Config) {
         crbs,
         works,
         clusters,
+        unknown: Mutex::new(HashMap::new()),
     });
     *everything.lock() = Some(ctx.clone());
     let c = ctx.clone();

@@ -119,6 +119,14 @@ pub fn cluster_affinity(placement: Option<&FederatedPlacement>) -> ClusterAffini
     }
 }
 
+/// The names a placement lists that are not among `known` (in the placement's order).
+pub fn unknown_clusters(selection: &Selection, known: &[String]) -> Vec<String> {
+    match selection {
+        Selection::Named(names) => names.iter().filter(|n| !known.contains(n)).cloned().collect(),
+        Selection::None | Selection::Selector(_) => Vec::new(),
+    }
+}
+
 /// Whether the placement selects `cluster` (by name or labels; readiness aside).
 pub fn selects(selection: &Selection, cluster: &Cluster) -> bool {
     let name = cluster.metadata.name.as_deref().unwrap_or_default();
@@ -416,7 +424,9 @@ mod tests {
         // Duplicate names collapse; unknown names select nothing.
         let p = placement(json!({"clusters": [{"name": "a"}, {"name": "nowhere"}, {"name": "a"}]}));
         assert_eq!(selection(Some(&p)), Selection::Named(vec!["a".into(), "nowhere".into()]));
+        assert_eq!(unknown_clusters(&selection(Some(&p)), &["a".into(), "b".into()]), ["nowhere"]);
         assert_eq!(picked(Some(p)), ["a"]);
+        assert!(unknown_clusters(&selection(Some(&placement(json!({"clusterSelector": {}})))), &[]).is_empty());
     }
 
     #[test]
