@@ -8,6 +8,13 @@
 //! rejects the credential (401: e.g. its service account was deleted). Flap damping: a change
 //! from True is published only after it persisted for `failure_threshold`, a change to True only
 //! after `success_threshold`; the first observation is published at once.
+//!
+//! The settings follow KubeFed's `KubeFedConfig` (`kube-federation-system/kubefed`,
+//! `spec.clusterHealthCheck`) while it exists, with this precedence per setting: a flag given
+//! explicitly wins, then the KubeFedConfig, then the default ([`Config::with_kubefed`]). KubeFed
+//! counts probes where this controller counts time: a threshold of n probes is n − 1 periods (the
+//! first probe seeing the new state is the first of the n). The settings in force are announced
+//! as a Normal Event `ClusterHealthCheckSettings` on the KubeFedConfig whenever they change.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,11 +32,13 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
-use crate::util::{condition, condition_status, set_condition};
+use crate::util::{Events, condition, condition_status, set_condition};
+use flotilla_api::federation::kubefed::core::{ClusterHealthCheckConfig, DEFAULT_SYSTEM_NAMESPACE, KubeFedConfig};
+use flotilla_api::federation::kubefed::install::KUBEFED_CONFIG_NAME;
 
 pub const NAME: &str = "cluster-status";
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// How often each member is probed (Karmada: `--cluster-status-update-frequency=10s`).
     pub interval: Duration,
@@ -39,6 +48,63 @@ pub struct Config {
     pub failure_threshold: Duration,
     /// How long a ready observation must last before Ready=True is published again.
     pub success_threshold: Duration,
+    /// The settings given explicitly (flags): the KubeFedConfig does not change them.
+    pub explicit: Explicit,
+}
+
+/// Which of [`Config`]'s settings were given explicitly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Explicit {
+    pub interval: bool,
+    pub probe_timeout: bool,
+    pub failure_threshold: bool,
+    pub success_threshold: bool,
+}
+
+/// The Normal Event on the KubeFedConfig naming the settings in force.
+pub const REASON_SETTINGS: &str = "ClusterHealthCheckSettings";
+
+impl Config {
+    /// The settings in force under a KubeFedConfig's `spec.clusterHealthCheck` (`None`: no
+    /// KubeFedConfig): per setting, the explicit flag, else the KubeFedConfig's value, else
+    /// `self`'s (the default). Thresholds in probes become n − 1 periods of the period in force.
+    pub fn with_kubefed(&self, check: Option<&ClusterHealthCheckConfig>) -> Config {
+        let check = check.cloned().unwrap_or_default();
+        let duration = |text: &Option<String>| {
+            let secs = flotilla_api::admission::kubefed::go_duration_seconds(text.as_deref()?)?;
+            (secs > 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs))
+        };
+        let e = self.explicit;
+        let interval = if e.interval { self.interval } else { duration(&check.period).unwrap_or(self.interval) };
+        let probes = |n: Option<i64>| n.filter(|n| *n > 0).map(|n| interval * u32::try_from(n - 1).unwrap_or(u32::MAX));
+        Config {
+            interval,
+            probe_timeout: if e.probe_timeout { self.probe_timeout } else { duration(&check.timeout).unwrap_or(self.probe_timeout) },
+            failure_threshold: if e.failure_threshold { self.failure_threshold } else { probes(check.failure_threshold).unwrap_or(self.failure_threshold) },
+            success_threshold: if e.success_threshold { self.success_threshold } else { probes(check.success_threshold).unwrap_or(self.success_threshold) },
+            explicit: e,
+        }
+    }
+
+    /// One line for the Event and the log: each setting and where it came from.
+    pub fn describe(&self, check: Option<&ClusterHealthCheckConfig>) -> String {
+        let check = check.cloned().unwrap_or_default();
+        let source = |explicit: bool, given: bool| if explicit { "flag" } else if given { "KubeFedConfig" } else { "default" };
+        let e = self.explicit;
+        let (period, timeout) = (check.period.is_some(), check.timeout.is_some());
+        let (failure, success) = (check.failure_threshold.is_some(), check.success_threshold.is_some());
+        format!(
+            "cluster health check: probe every {:?} ({}), timeout {:?} ({}), Ready withdrawn after {:?} failing ({}), restored after {:?} ready ({})",
+            self.interval,
+            source(e.interval, period),
+            self.probe_timeout,
+            source(e.probe_timeout, timeout),
+            self.failure_threshold,
+            source(e.failure_threshold, failure),
+            self.success_threshold,
+            source(e.success_threshold, success),
+        )
+    }
 }
 
 impl Default for Config {
@@ -48,6 +114,7 @@ impl Default for Config {
             probe_timeout: Duration::from_secs(5),
             failure_threshold: Duration::from_secs(30),
             success_threshold: Duration::from_secs(30),
+            explicit: Explicit::default(),
         }
     }
 }
@@ -98,14 +165,33 @@ struct Pending {
 
 pub struct Context {
     pub client: Client,
-    pub config: Config,
+    /// The settings as given (flags and defaults).
+    pub base: Config,
+    /// The settings in force: `base` under the KubeFedConfig.
+    current: Mutex<Config>,
     pub clients: Arc<Clients>,
     pending: Mutex<Pending>,
 }
 
 impl Context {
     pub fn new(client: Client, config: Config, clients: Arc<Clients>) -> Context {
-        Context { client, config, clients, pending: Mutex::new(Pending::default()) }
+        Context { client, current: Mutex::new(config.clone()), base: config, clients, pending: Mutex::new(Pending::default()) }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> Config {
+        self.current.lock().clone()
+    }
+
+    /// Put `base` under a KubeFedConfig's health check (`None`: none); whether that changed
+    /// the settings in force.
+    fn follow(&self, check: Option<&ClusterHealthCheckConfig>) -> Option<Config> {
+        let next = self.base.with_kubefed(check);
+        let mut current = self.current.lock();
+        (*current != next).then(|| {
+            *current = next.clone();
+            next
+        })
     }
 }
 
@@ -146,7 +232,7 @@ fn damp(ctx: &Context, cluster: &str, published: Option<bool>, observed: bool) -
         pending.since.remove(cluster);
         return (true, None);
     }
-    let threshold = if observed { ctx.config.success_threshold } else { ctx.config.failure_threshold };
+    let threshold = if observed { ctx.config().success_threshold } else { ctx.config().failure_threshold };
     let since = match pending.since.get(cluster) {
         Some((o, at)) if *o == observed => *at,
         _ => {
@@ -170,7 +256,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     }
     let name = cluster.name_any();
     let member = match MemberAccess::from_cluster(&ctx.client, &cluster).await {
-        Ok(access) => ctx.clients.get(&access, ctx.config.probe_timeout).map_err(|e| e.to_string()),
+        Ok(access) => ctx.clients.get(&access, ctx.config().probe_timeout).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     let health = match &member {
@@ -201,7 +287,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             tracing::info!(cluster = %name, ready = health.ready(), reason = ?health, "cluster readiness changed");
         }
     }
-    let next = recheck.map_or(ctx.config.interval, |r| r.min(ctx.config.interval));
+    let next = recheck.map_or(ctx.config().interval, |r| r.min(ctx.config().interval));
     Ok(Action::requeue(next))
 }
 
@@ -263,14 +349,101 @@ async fn collect(client: &Client, cluster: &str, status: &mut ClusterStatus, con
 
 pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(controller = NAME, error = %err, "reconcile failed");
-    Action::requeue(ctx.config.interval)
+    Action::requeue(ctx.config().interval)
 }
 
 pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
     let api: Api<Cluster> = Api::all(client.clone());
-    let ctx = Arc::new(Context::new(client, config, clients));
+    let ctx = Arc::new(Context::new(client.clone(), config, clients));
+    let follower = tokio::spawn(follow_kubefed_config(client, ctx.clone()));
     Controller::new(api, watcher::Config::default())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
+    follower.abort();
+}
+
+/// Keep the settings in force following the KubeFedConfig `kubefed` (absent, or its CRD not
+/// installed: `base`), announcing each change as an Event on it.
+async fn follow_kubefed_config(client: Client, ctx: Arc<Context>) {
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::Event as E;
+    let api: Api<KubeFedConfig> = Api::namespaced(client.clone(), DEFAULT_SYSTEM_NAMESPACE);
+    let events = Events::new(client, NAME);
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut listed: Option<KubeFedConfig> = None;
+    while let Some(event) = stream.next().await {
+        let config = match event {
+            Ok(E::Apply(c)) if c.name_any() == KUBEFED_CONFIG_NAME => Some(c),
+            Ok(E::Delete(c)) if c.name_any() == KUBEFED_CONFIG_NAME => None,
+            Ok(E::Init) => {
+                listed = None;
+                continue;
+            }
+            Ok(E::InitApply(c)) => {
+                if c.name_any() == KUBEFED_CONFIG_NAME {
+                    listed = Some(c);
+                }
+                continue;
+            }
+            Ok(E::InitDone) => listed.take(),
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(controller = NAME, error = %e, "KubeFedConfig watch error; retrying");
+                continue;
+            }
+        };
+        let check = config.as_ref().and_then(|c| c.spec.cluster_health_check.as_ref());
+        let Some(now) = ctx.follow(check) else { continue };
+        let line = now.describe(check);
+        tracing::info!(controller = NAME, "{line}");
+        if let Some(c) = &config {
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("core.kubefed.io/v1beta1".into()),
+                kind: Some("KubeFedConfig".into()),
+                name: Some(c.name_any()),
+                namespace: c.metadata.namespace.clone(),
+                uid: c.metadata.uid.clone(),
+                ..Default::default()
+            };
+            events.publish_ref(&reference, false, REASON_SETTINGS, "ClusterHealthCheck", line).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(period: &str, timeout: &str, failure: i64, success: i64) -> ClusterHealthCheckConfig {
+        ClusterHealthCheckConfig { period: Some(period.into()), timeout: Some(timeout.into()), failure_threshold: Some(failure), success_threshold: Some(success) }
+    }
+
+    #[test]
+    fn flags_win_then_the_kubefed_config_then_defaults() {
+        let defaults = Config::default();
+        // No KubeFedConfig: the defaults.
+        assert_eq!(defaults.with_kubefed(None), defaults);
+        // KubeFed's own defaults (10s, 3s, 3, 1): thresholds in probes become n − 1 periods.
+        let kubefed = defaults.with_kubefed(Some(&check("10s", "3s", 3, 1)));
+        assert_eq!(
+            (kubefed.interval, kubefed.probe_timeout, kubefed.failure_threshold, kubefed.success_threshold),
+            (Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(20), Duration::ZERO)
+        );
+        // A flag given explicitly keeps its value; the thresholds count in the period in force.
+        let flags = Config { probe_timeout: Duration::from_secs(7), interval: Duration::from_secs(2), explicit: Explicit { probe_timeout: true, interval: true, ..Default::default() }, ..Default::default() };
+        let mixed = flags.with_kubefed(Some(&check("1m0s", "1s", 4, 2)));
+        assert_eq!(
+            (mixed.interval, mixed.probe_timeout, mixed.failure_threshold, mixed.success_threshold),
+            (Duration::from_secs(2), Duration::from_secs(7), Duration::from_secs(6), Duration::from_secs(2))
+        );
+        // Fields the KubeFedConfig leaves out (or gets wrong) keep the default.
+        let partial = ClusterHealthCheckConfig { period: Some("500ms".into()), timeout: Some("soon".into()), ..Default::default() };
+        let p = defaults.with_kubefed(Some(&partial));
+        assert_eq!((p.interval, p.probe_timeout, p.failure_threshold), (Duration::from_millis(500), defaults.probe_timeout, defaults.failure_threshold));
+        let line = p.describe(Some(&partial));
+        assert!(line.contains("probe every 500ms (KubeFedConfig)") && line.contains("withdrawn after 30s failing (default)"), "{line}");
+        let line = mixed.describe(Some(&check("1m0s", "1s", 4, 2)));
+        assert!(line.contains("timeout 7s (flag)") && line.contains("restored after 2s ready (KubeFedConfig)"), "{line}");
+    }
 }

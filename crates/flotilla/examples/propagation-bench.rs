@@ -130,11 +130,17 @@ impl Args {
             && f.cluster_probe_timeout == d.cluster_probe_timeout
             && f.cluster_failure_threshold == d.cluster_failure_threshold;
         if self.smoke && untouched {
-            f.cluster_status_update_frequency = Duration::from_millis(200);
-            f.cluster_probe_timeout = Duration::from_millis(500);
-            f.cluster_failure_threshold = Duration::from_secs(1);
-            f.cluster_success_threshold = Duration::from_secs(1);
+            f.cluster_status_update_frequency = Some(Duration::from_millis(200));
+            f.cluster_probe_timeout = Some(Duration::from_millis(500));
+            f.cluster_failure_threshold = Some(Duration::from_secs(1));
+            f.cluster_success_threshold = Some(Duration::from_secs(1));
         }
+        // Given explicitly, so the seeded KubeFedConfig does not change what is measured.
+        let c = f.cluster_status();
+        f.cluster_status_update_frequency = Some(c.interval);
+        f.cluster_probe_timeout = Some(c.probe_timeout);
+        f.cluster_failure_threshold = Some(c.failure_threshold);
+        f.cluster_success_threshold = Some(c.success_threshold);
         f
     }
 }
@@ -902,7 +908,8 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         f.blackhole = true;
         victim.member.faults().set(f.clone()).map_err(anyhow::Error::msg)?;
         let t0 = Instant::now();
-        let limit = federation.cluster_failure_threshold + federation.cluster_status_update_frequency * 3 + federation.cluster_probe_timeout * 3 + Duration::from_secs(60);
+        let probes = federation.cluster_status();
+        let limit = probes.failure_threshold + probes.interval * 3 + probes.probe_timeout * 3 + Duration::from_secs(60);
         let mut last_report = Instant::now();
         let outcome = loop {
             if let Ok(c) = clusters.get(&name).await {
@@ -927,9 +934,9 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
                 "  member failure (blackhole) → Ready=False ({reason}) after {:.1}s {}; settings: probe every {:?}, timeout {:?}, failure threshold {:?}",
                 d.as_secs_f64(),
                 phase.end(),
-                federation.cluster_status_update_frequency,
-                federation.cluster_probe_timeout,
-                federation.cluster_failure_threshold,
+                probes.interval,
+                probes.probe_timeout,
+                probes.failure_threshold,
             ),
             None => errors.add(format!("member {name} blackholed for {:.0}s and never turned Ready=False", limit.as_secs_f64())),
         }
@@ -982,10 +989,10 @@ async fn main() -> std::process::ExitCode {
     );
     println!(
         "cluster status: probe every {:?}, timeout {:?}, failure threshold {:?}{}",
-        federation.cluster_status_update_frequency,
-        federation.cluster_probe_timeout,
-        federation.cluster_failure_threshold,
-        if args.smoke && args.federation.cluster_failure_threshold == federation.cluster_failure_threshold { "" } else if args.smoke { " (shortened for the smoke run)" } else { " (flotilla up's defaults unless set)" }
+        federation.cluster_status().interval,
+        federation.cluster_status().probe_timeout,
+        federation.cluster_status().failure_threshold,
+        if args.smoke && args.federation.cluster_failure_threshold == federation.cluster_failure_threshold { "" } else if args.smoke { " (shortened for the smoke run)" } else { " (the flags' defaults unless set)" }
     );
     let errors = Errors::default();
     let mut results = Vec::new();

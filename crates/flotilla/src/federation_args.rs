@@ -26,18 +26,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct FederationArgs {
-    /// How often each member cluster's health is probed.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub cluster_status_update_frequency: Duration,
-    /// Timeout of one health probe and of each status collection request.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub cluster_probe_timeout: Duration,
-    /// How long a member must look unhealthy before it is marked Ready=False.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub cluster_failure_threshold: Duration,
-    /// How long a member must look healthy again before it is marked Ready=True.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    pub cluster_success_threshold: Duration,
+    /// How often each member cluster's health is probed (default 10s). This and the next three
+    /// settings, when not given, follow the KubeFedConfig's `spec.clusterHealthCheck` while it
+    /// exists (flag, then KubeFedConfig, then default).
+    #[arg(long, value_parser = parse_duration)]
+    pub cluster_status_update_frequency: Option<Duration>,
+    /// Timeout of one health probe and of each status collection request (default 5s).
+    #[arg(long, value_parser = parse_duration)]
+    pub cluster_probe_timeout: Option<Duration>,
+    /// How long a member must look unhealthy before it is marked Ready=False (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub cluster_failure_threshold: Option<Duration>,
+    /// How long a member must look healthy again before it is marked Ready=True (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub cluster_success_threshold: Option<Duration>,
     /// Timeout of each request applying a Work to a member.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub member_request_timeout: Duration,
@@ -68,10 +70,10 @@ pub struct FederationArgs {
 impl Default for FederationArgs {
     fn default() -> Self {
         FederationArgs {
-            cluster_status_update_frequency: Duration::from_secs(10),
-            cluster_probe_timeout: Duration::from_secs(5),
-            cluster_failure_threshold: Duration::from_secs(30),
-            cluster_success_threshold: Duration::from_secs(30),
+            cluster_status_update_frequency: None,
+            cluster_probe_timeout: None,
+            cluster_failure_threshold: None,
+            cluster_success_threshold: None,
             member_request_timeout: Duration::from_secs(30),
             unschedulable_retry: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
@@ -85,12 +87,22 @@ impl Default for FederationArgs {
 }
 
 impl FederationArgs {
+    /// The cluster status controller's settings: the flags given, defaults for the others
+    /// (which the KubeFedConfig may then change).
     pub fn cluster_status(&self) -> flotilla_controllers::cluster_status::Config {
-        flotilla_controllers::cluster_status::Config {
-            interval: self.cluster_status_update_frequency,
-            probe_timeout: self.cluster_probe_timeout,
-            failure_threshold: self.cluster_failure_threshold,
-            success_threshold: self.cluster_success_threshold,
+        use flotilla_controllers::cluster_status::{Config, Explicit};
+        let d = Config::default();
+        Config {
+            interval: self.cluster_status_update_frequency.unwrap_or(d.interval),
+            probe_timeout: self.cluster_probe_timeout.unwrap_or(d.probe_timeout),
+            failure_threshold: self.cluster_failure_threshold.unwrap_or(d.failure_threshold),
+            success_threshold: self.cluster_success_threshold.unwrap_or(d.success_threshold),
+            explicit: Explicit {
+                interval: self.cluster_status_update_frequency.is_some(),
+                probe_timeout: self.cluster_probe_timeout.is_some(),
+                failure_threshold: self.cluster_failure_threshold.is_some(),
+                success_threshold: self.cluster_success_threshold.is_some(),
+            },
         }
     }
 
@@ -155,8 +167,10 @@ mod tests {
         }
         let parsed = T::parse_from(["t"]).f;
         let d = FederationArgs::default();
-        assert_eq!(parsed.cluster_status_update_frequency, d.cluster_status_update_frequency);
-        assert_eq!(parsed.cluster_failure_threshold, d.cluster_failure_threshold);
+        assert_eq!(parsed.cluster_status(), d.cluster_status());
+        assert_eq!(d.cluster_status(), flotilla_controllers::cluster_status::Config::default(), "nothing explicit, the controller's defaults");
+        let given = T::parse_from(["t", "--cluster-probe-timeout", "2s"]).f.cluster_status();
+        assert_eq!((given.probe_timeout, given.explicit.probe_timeout, given.explicit.interval), (Duration::from_secs(2), true, false));
         assert_eq!(parsed.unschedulable_retry, d.unschedulable_retry);
         assert_eq!(parsed.concurrent_resource_template_syncs, d.concurrent_resource_template_syncs);
         assert_eq!(parsed.concurrent_schedules, d.concurrent_schedules);

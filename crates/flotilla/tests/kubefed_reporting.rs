@@ -6,7 +6,8 @@
 //! whose minimums exceed its total (Warning `MinReplicasNotMet`, the replicas still placed).
 //! And a stopped real member (a private testenv member): the federated object's status reports
 //! it `ClusterNotReady` and its KubeFedCluster `Offline=True ClusterNotReachable`; started
-//! again, both are back to OK / `Ready=True`.
+//! again, both are back to OK / `Ready=True`. And the KubeFedConfig's `clusterHealthCheck`
+//! tuning the one probe below explicit flags.
 
 mod support;
 
@@ -44,15 +45,26 @@ fn status_of(kc: &Path, ns: &str, resource: &str, clusters: Value, propagated: &
     })
 }
 
-/// The message of a Warning Event `reason` on the object `kind/name`, once its message contains
-/// `needle`.
+/// The message of a Warning Event `reason` on the object `kind/name` in `ns`, once its message
+/// contains `needle`.
 fn warning(kc: &Path, ns: &str, kind: &str, name: &str, reason: &str, needle: &str) -> String {
-    wait_for(&format!("Warning {reason} on {kind} {name} saying {needle:?}"), LONG, || {
+    event(kc, ns, "Warning", reason, needle, |e| e["involvedObject"]["kind"] == kind && e["involvedObject"]["name"] == name)
+}
+
+/// The same for an Event of type `type_` on the KubeFedConfig `kubefed`.
+fn kubefed_config_event(kc: &Path, type_: &str, reason: &str, needle: &str) -> String {
+    event(kc, "kube-federation-system", type_, reason, needle, |e| e["involvedObject"]["kind"] == "KubeFedConfig" && e["involvedObject"]["name"] == "kubefed")
+}
+
+fn event(kc: &Path, ns: &str, type_: &str, reason: &str, needle: &str, on: impl Fn(&Value) -> bool) -> String {
+    wait_for(&format!("{type_} {reason} saying {needle:?}"), LONG, || {
         let ev = get_json(kc, &["-n", ns, "get", "events"])?;
-        let found = ev["items"].as_array().into_iter().flatten().find(|e| {
-            e["involvedObject"]["kind"] == kind && e["involvedObject"]["name"] == name && e["reason"] == reason && e["type"] == "Warning" && e["message"].as_str().is_some_and(|m| m.contains(needle))
-        });
-        found.map(|e| e["message"].as_str().unwrap_or_default().to_string()).ok_or_else(|| "none yet".to_string())
+        let items = ev["items"].as_array().cloned().unwrap_or_default();
+        let found = items.iter().find(|e| on(e) && e["reason"] == reason && e["type"] == type_ && e["message"].as_str().is_some_and(|m| m.contains(needle)));
+        found.map(|e| e["message"].as_str().unwrap_or_default().to_string()).ok_or_else(|| {
+            let seen: Vec<&str> = items.iter().filter(|e| e["reason"] == reason).filter_map(|e| e["message"].as_str()).collect();
+            format!("seen: {seen:?}")
+        })
     })
 }
 
@@ -191,5 +203,39 @@ fn a_stopped_real_member_is_reported_with_kubefeds_reason() {
     let cond = status_of(&kc, "outage", "federatedconfigmap/cfg", json!([{"name": "edge1"}]), "True");
     assert!(cond.get("reason").is_none_or(|r| r == ""), "{cond}");
     assert_eq!(configmap_value(&member_kc, "outage", "cfg").unwrap(), "v", "the member object survived the outage");
+    drop(cp);
+}
+
+/// The KubeFedConfig's `spec.clusterHealthCheck` tunes the one probe below explicit flags: the
+/// settings in force are announced on the KubeFedConfig (flag, then KubeFedConfig, then
+/// default), follow an edit, and the probe still takes a member down and up under them.
+#[test]
+fn the_kubefed_config_tunes_the_probe_below_explicit_flags() {
+    let cp = Flotilla::start_with(&["--demo", "2", "--cluster-probe-timeout", "2s"]);
+    let kc = cp.kubeconfig.clone();
+    let settings = |needle: &str| kubefed_config_event(&kc, "Normal", "ClusterHealthCheckSettings", needle);
+    // The seeded KubeFedConfig carries KubeFed's defaults (10s, 3s, 3, 1); the flag keeps 2s.
+    settings("probe every 10s (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 20s failing (KubeFedConfig), restored after 0ns ready (KubeFedConfig)");
+    kubectl(
+        &kubectl_bin(),
+        &kc,
+        &[
+            "-n",
+            "kube-federation-system",
+            "patch",
+            "kubefedconfig",
+            "kubefed",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec": {"clusterHealthCheck": {"period": "500ms", "timeout": "1s", "failureThreshold": 3, "successThreshold": 2}}}"#,
+        ],
+    );
+    settings("probe every 500ms (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 1s failing (KubeFedConfig), restored after 500ms ready (KubeFedConfig)");
+    wait_cluster_ready(&kc, "member2", "True");
+    support::sim_faults(&cp, "member2", r#"{"blackhole": true}"#);
+    wait_cluster_ready(&kc, "member2", "False");
+    support::sim_faults(&cp, "member2", r#"{"blackhole": false}"#);
+    wait_cluster_ready(&kc, "member2", "True");
     drop(cp);
 }

@@ -407,7 +407,8 @@ fn validate_federated_type_config(ftc: &FederatedTypeConfig) -> Vec<FieldError> 
 }
 
 /// Go's `time.ParseDuration`, in seconds; `None` when the text is not a duration.
-fn go_duration_seconds(text: &str) -> Option<f64> {
+/// A Go duration string (`1m30s`, `500ms`, `-2h`) in seconds; `None` when malformed.
+pub fn go_duration_seconds(text: &str) -> Option<f64> {
     let (negative, mut rest) = match text.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
