@@ -372,6 +372,7 @@ async fn follow_kubefed_config(client: Client, ctx: Arc<Context>) {
     let events = Events::new(client, NAME);
     let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
     let mut listed: Option<KubeFedConfig> = None;
+    let mut announced: Option<String> = None;
     while let Some(event) = stream.next().await {
         let config = match event {
             Ok(E::Apply(c)) if c.name_any() == KUBEFED_CONFIG_NAME => Some(c),
@@ -394,8 +395,14 @@ async fn follow_kubefed_config(client: Client, ctx: Arc<Context>) {
             }
         };
         let check = config.as_ref().and_then(|c| c.spec.cluster_health_check.as_ref());
-        let Some(now) = ctx.follow(check) else { continue };
-        let line = now.describe(check);
+        ctx.follow(check);
+        // Announced when the settings or where they come from change (a seeded KubeFedConfig
+        // stating the defaults changes no setting, but is now their source).
+        let line = ctx.current.lock().describe(check);
+        if announced.as_deref() == Some(line.as_str()) {
+            continue;
+        }
+        announced = Some(line.clone());
         tracing::info!(controller = NAME, "{line}");
         if let Some(c) = &config {
             let reference = k8s_openapi::api::core::v1::ObjectReference {
@@ -414,6 +421,15 @@ async fn follow_kubefed_config(client: Client, ctx: Arc<Context>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seeded_kubefed_config_changes_nothing() {
+        let seeded = flotilla_api::federation::kubefed::install::kubefed_config();
+        let check: ClusterHealthCheckConfig = serde_json::from_value(seeded["spec"]["clusterHealthCheck"].clone()).unwrap();
+        let d = Config::default();
+        let c = d.with_kubefed(Some(&check));
+        assert_eq!((c.interval, c.probe_timeout, c.failure_threshold, c.success_threshold), (d.interval, d.probe_timeout, d.failure_threshold, d.success_threshold));
+    }
 
     fn check(period: &str, timeout: &str, failure: i64, success: i64) -> ClusterHealthCheckConfig {
         ClusterHealthCheckConfig { period: Some(period.into()), timeout: Some(timeout.into()), failure_threshold: Some(failure), success_threshold: Some(success) }

@@ -214,8 +214,8 @@ fn the_kubefed_config_tunes_the_probe_below_explicit_flags() {
     let cp = Flotilla::start_with(&["--demo", "2", "--cluster-probe-timeout", "2s"]);
     let kc = cp.kubeconfig.clone();
     let settings = |needle: &str| kubefed_config_event(&kc, "Normal", "ClusterHealthCheckSettings", needle);
-    // The seeded KubeFedConfig carries KubeFed's defaults (10s, 3s, 3, 1); the flag keeps 2s.
-    settings("probe every 10s (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 20s failing (KubeFedConfig), restored after 0ns ready (KubeFedConfig)");
+    // The seeded KubeFedConfig states the default probe (10s, 5s, 4, 4 = 30s); the flag keeps 2s.
+    settings("probe every 10s (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 30s failing (KubeFedConfig), restored after 30s ready (KubeFedConfig)");
     kubectl(
         &kubectl_bin(),
         &kc,

@@ -29,6 +29,10 @@ pub fn kubefed_config() -> Value {
     let mut spec = Map::new();
     spec.insert("scope".into(), json!("Cluster"));
     crate::admission::kubefed::default_kubefed_config(&mut spec);
+    // The one cluster probe reads `clusterHealthCheck` (ADR 0011): seeded as the probe runs by
+    // default (Karmada's 10 s period, 5 s timeout, 30 s to withdraw or restore Ready = 4 probes),
+    // not KubeFed's own defaults, so seeding changes nothing and the object tells the truth.
+    spec.insert("clusterHealthCheck".into(), json!({"period": "10s", "timeout": "5s", "failureThreshold": 4, "successThreshold": 4}));
     json!({
         "apiVersion": "core.kubefed.io/v1beta1",
         "kind": "KubeFedConfig",
@@ -110,7 +114,7 @@ mod tests {
             config["spec"]["controllerDuration"]["availableDelay"],
             "20s"
         );
-        assert_eq!(config["spec"]["clusterHealthCheck"]["failureThreshold"], 3);
+        assert_eq!(config["spec"]["clusterHealthCheck"]["failureThreshold"], 4);
         assert_eq!(
             config["spec"]["syncController"]["adoptResources"],
             "Enabled"
