@@ -34,7 +34,6 @@ use flotilla_api::overrides::{self, AppliedOverrides};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -321,8 +320,8 @@ struct Context {
     cops: Store<ClusterOverridePolicy>,
     /// The Works of each binding, kept by the Work watch.
     index: Arc<WorkIndex>,
-    /// Template kinds resolved through discovery, by (apiVersion, kind).
-    kinds: Mutex<HashMap<(String, String), ApiResource>>,
+    /// Template kinds resolved through discovery.
+    kinds: crate::kinds::Kinds,
 }
 
 impl Context {
@@ -347,23 +346,6 @@ impl Context {
         let rbs = self.rbs.state().into_iter().map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
         let crbs = self.crbs.state().into_iter().map(|b| BindingKey { namespace: None, name: b.name_any() });
         rbs.chain(crbs).collect()
-    }
-
-    async fn api_resource(&self, api_version: &str, kind: &str) -> Result<Option<ApiResource>, kube::Error> {
-        let cache_key = (api_version.to_string(), kind.to_string());
-        if let Some(ar) = self.kinds.lock().get(&cache_key) {
-            return Ok(Some(ar.clone()));
-        }
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        match kube::discovery::pinned_kind(&self.client, &GroupVersionKind::gvk(group, version, kind)).await {
-            Ok((ar, _)) => {
-                self.kinds.lock().insert(cache_key, ar.clone());
-                Ok(Some(ar))
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-            Err(kube::Error::Discovery(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     fn api_err(&self, key: &BindingKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -482,7 +464,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     }
     let resource = &b.spec.resource;
-    let Some(ar) = ctx.api_resource(&resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))? else {
+    let Some(ar) = ctx.kinds.resolve(&ctx.client, &resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))? else {
         return Ok(Next::After(ctx.config.retry));
     };
     let api: Api<DynamicObject> = match &resource.namespace {
@@ -756,7 +738,7 @@ pub async fn run(client: Client, config: Config) {
         ops,
         cops,
         index,
-        kinds: Mutex::new(HashMap::new()),
+        kinds: Default::default(),
     });
     *everything.lock() = Some(ctx.clone());
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));

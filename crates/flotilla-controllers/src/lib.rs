@@ -9,9 +9,11 @@
 pub mod binding;
 pub mod cluster;
 pub mod cluster_status;
+pub mod dependencies;
 pub mod detector;
 pub mod execution;
 pub mod garbage_collector;
+pub mod kinds;
 pub mod kubefed_cluster;
 pub mod kubefed_sync;
 pub mod namespace;

@@ -27,6 +27,9 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), settings.cluster_status(), members.clone()));
     set.spawn(c::detector::run(client(c::detector::NAME), settings.detector()));
     set.spawn(c::binding::run(client(c::binding::NAME), settings.binding()));
+    if settings.feature_gates.propagate_deps {
+        set.spawn(c::dependencies::run(client(c::dependencies::NAME), settings.dependencies()));
+    }
     set.spawn(c::execution::run(client(c::execution::NAME), settings.execution(), members.clone()));
     set.spawn(c::work_status::run(client(c::work_status::NAME), settings.work_status(), members.clone()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));

@@ -65,6 +65,43 @@ pub struct FederationArgs {
     /// Works applied to members at once (Karmada's default is 5; each apply waits on a member).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_work_syncs: u16,
+    /// Dependent resources (ConfigMaps, Secrets, ...) the dependencies distributor syncs at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_dependent_resource_syncs: u16,
+    /// Karmada's feature gates, `Name=true|false,...`, defaulting as Karmada v1.16 does:
+    /// PropagateDeps=true, GracefulEviction=true, Failover=false.
+    #[arg(long, default_value = "", value_parser = parse_feature_gates)]
+    pub feature_gates: FeatureGates,
+}
+
+/// The Karmada feature gates Flotilla implements, with v1.16's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    pub propagate_deps: bool,
+    pub graceful_eviction: bool,
+    pub failover: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false }
+    }
+}
+
+/// `Name=bool` pairs separated by commas; unknown names are refused.
+pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
+    let mut gates = FeatureGates::default();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').ok_or_else(|| format!("feature gate {pair:?}: expected Name=true|false"))?;
+        let value: bool = value.trim().parse().map_err(|_| format!("feature gate {name}: {value:?} is not true or false"))?;
+        match name.trim() {
+            "PropagateDeps" => gates.propagate_deps = value,
+            "GracefulEviction" => gates.graceful_eviction = value,
+            "Failover" => gates.failover = value,
+            other => return Err(format!("unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover)")),
+        }
+    }
+    Ok(gates)
 }
 
 impl Default for FederationArgs {
@@ -82,6 +119,8 @@ impl Default for FederationArgs {
             concurrent_schedules: 8,
             concurrent_resourcebinding_syncs: 8,
             concurrent_work_syncs: 64,
+            concurrent_dependent_resource_syncs: 2,
+            feature_gates: FeatureGates::default(),
         }
     }
 }
@@ -138,6 +177,10 @@ impl FederationArgs {
         flotilla_controllers::policy_report::Config { grace: self.unmatched_policy_grace }
     }
 
+    pub fn dependencies(&self) -> flotilla_controllers::dependencies::Config {
+        flotilla_controllers::dependencies::Config { workers: self.concurrent_dependent_resource_syncs.into(), ..Default::default() }
+    }
+
     pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {
         flotilla_controllers::garbage_collector::Config { rediscover: self.gc_rediscover_interval, ..Default::default() }
     }
@@ -146,6 +189,15 @@ impl FederationArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn feature_gates_default_as_karmada_v1_16() {
+        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+        let g = parse_feature_gates("Failover=true, PropagateDeps=false").unwrap();
+        assert_eq!(g, FeatureGates { propagate_deps: false, graceful_eviction: true, failover: true });
+        assert!(parse_feature_gates("Nope=true").unwrap_err().contains("unknown feature gate"));
+        assert!(parse_feature_gates("Failover").is_err());
+    }
 
     #[test]
     fn durations() {

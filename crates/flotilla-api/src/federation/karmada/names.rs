@@ -21,6 +21,16 @@ pub fn work_name(kind: &str, name: &str, namespace: Option<&str>) -> String {
     format!("{}-{}", name.to_lowercase(), safe_encode(&hash.to_string())).replace(':', ".")
 }
 
+/// Karmada's `GenerateBindingReferenceKey`: the encoded FNV-32a hash of `<namespace>/<name>`
+/// (`<name>` when cluster-scoped) — the suffix of an attached binding's `depended-by-` label.
+pub fn binding_reference_key(namespace: Option<&str>, name: &str) -> String {
+    let key = match namespace.filter(|ns| !ns.is_empty()) {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    };
+    safe_encode(&fnv32a(key.as_bytes()).to_string())
+}
+
 /// 32-bit FNV-1a.
 pub fn fnv32a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
@@ -45,5 +55,7 @@ mod tests {
         // Case does not change the hash: Karmada lowercases the key first.
         assert_eq!(work_name("deployment", "NGINX", Some("Default")), "nginx-687f7fb96f");
         assert_eq!(fnv32a(b""), 0x811c_9dc5);
+        // Karmada's dependencies-distributor test: binding test/test-binding.
+        assert_eq!(binding_reference_key(Some("test"), "test-binding"), "5dbb6dc9c8");
     }
 }

@@ -50,6 +50,15 @@ pub const APPLIED_CLUSTER_OVERRIDES_ANNOTATION: &str = "policy.karmada.io/applie
 pub const EXECUTION_FINALIZER: &str = "karmada.io/execution-controller";
 pub const BINDING_FINALIZER: &str = "karmada.io/binding-controller";
 pub const CLUSTER_RESOURCE_BINDING_FINALIZER: &str = "karmada.io/cluster-resource-binding-controller";
+/// Prefix of the label on an attached (dependency) binding naming one independent binding that
+/// requires it: `<prefix><names::binding_reference_key(ns, name)>`, valued with that binding's
+/// permanent id.
+pub const DEPENDED_BY_LABEL_PREFIX: &str = "resourcebinding.karmada.io/depended-by-";
+/// Annotation on an independent binding listing its template's dependencies (JSON, sorted).
+pub const DEPENDENCIES_ANNOTATION: &str = "resourcebinding.karmada.io/dependencies";
+/// Finalizer the dependencies distributor keeps on an independent binding with `propagateDeps`
+/// until its attached bindings no longer name it.
+pub const DEPENDENCIES_DISTRIBUTOR_FINALIZER: &str = "karmada.io/binding-dependencies-distributor";
 /// Prefix of the namespace holding a cluster's Works.
 pub const EXECUTION_SPACE_PREFIX: &str = "karmada-es-";
 
