@@ -99,7 +99,7 @@ pub struct Binding {
 }
 
 impl Binding {
-    fn of_rb(rb: &ResourceBinding) -> Binding {
+    pub fn of_rb(rb: &ResourceBinding) -> Binding {
         Binding {
             key: BindingKey { namespace: rb.metadata.namespace.clone(), name: rb.name_any() },
             meta: rb.metadata.clone(),
@@ -108,7 +108,7 @@ impl Binding {
         }
     }
 
-    fn of_crb(crb: &ClusterResourceBinding) -> Binding {
+    pub fn of_crb(crb: &ClusterResourceBinding) -> Binding {
         Binding {
             key: BindingKey { namespace: None, name: crb.name_any() },
             meta: crb.metadata.clone(),

@@ -7,12 +7,14 @@
 //! store.
 
 pub mod binding;
+pub mod bindings;
 pub mod cluster;
 pub mod cluster_status;
 pub mod dependencies;
 pub mod detector;
 pub mod execution;
 pub mod garbage_collector;
+pub mod graceful_eviction;
 pub mod kinds;
 pub mod kubefed_cluster;
 pub mod kubefed_sync;
@@ -20,5 +22,6 @@ pub mod namespace;
 pub mod namespace_sync;
 pub mod policy_report;
 pub mod queue;
+pub mod taint_manager;
 pub mod util;
 pub mod work_status;

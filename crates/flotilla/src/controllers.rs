@@ -30,6 +30,12 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     if settings.feature_gates.propagate_deps {
         set.spawn(c::dependencies::run(client(c::dependencies::NAME), settings.dependencies()));
     }
+    if let Some(config) = settings.taint_manager() {
+        set.spawn(c::taint_manager::run(client(c::taint_manager::NAME), config));
+    }
+    if let Some(config) = settings.graceful_eviction() {
+        set.spawn(c::graceful_eviction::run(client(c::graceful_eviction::NAME), config));
+    }
     set.spawn(c::execution::run(client(c::execution::NAME), settings.execution(), members.clone()));
     set.spawn(c::work_status::run(client(c::work_status::NAME), settings.work_status(), members.clone()));
     set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));

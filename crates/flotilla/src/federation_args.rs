@@ -72,6 +72,29 @@ pub struct FederationArgs {
     /// PropagateDeps=true, GracefulEviction=true, Failover=false.
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
+    /// Run the NoExecute taint manager (also needs the Failover gate and
+    /// --enable-no-execute-taint-eviction).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_taint_manager: bool,
+    /// Evict bindings from clusters with NoExecute taints they do not tolerate (Karmada v1.14+:
+    /// off by default; also needs the Failover gate).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_no_execute_taint_eviction: bool,
+    /// Purge mode of taint evictions when the binding has no failover.cluster: Gracefully or Directly.
+    #[arg(long, default_value = "Gracefully", value_parser = parse_purge_mode)]
+    pub no_execute_taint_eviction_purge_mode: flotilla_api::federation::karmada::policy::PurgeMode,
+    /// How long a graceful eviction task without gracePeriodSeconds keeps the old copy at most.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub graceful_eviction_timeout: Duration,
+}
+
+fn parse_purge_mode(text: &str) -> Result<flotilla_api::federation::karmada::policy::PurgeMode, String> {
+    use flotilla_api::federation::karmada::policy::PurgeMode;
+    match text {
+        "Gracefully" => Ok(PurgeMode::Gracefully),
+        "Directly" => Ok(PurgeMode::Directly),
+        other => Err(format!("purge mode {other:?}: expected Gracefully or Directly")),
+    }
 }
 
 /// The Karmada feature gates Flotilla implements, with v1.16's defaults.
@@ -121,6 +144,10 @@ impl Default for FederationArgs {
             concurrent_work_syncs: 64,
             concurrent_dependent_resource_syncs: 2,
             feature_gates: FeatureGates::default(),
+            enable_taint_manager: true,
+            enable_no_execute_taint_eviction: false,
+            no_execute_taint_eviction_purge_mode: flotilla_api::federation::karmada::policy::PurgeMode::Gracefully,
+            graceful_eviction_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -181,6 +208,16 @@ impl FederationArgs {
         flotilla_controllers::dependencies::Config { workers: self.concurrent_dependent_resource_syncs.into(), ..Default::default() }
     }
 
+    /// The taint manager's settings, when the gates and flags let it run.
+    pub fn taint_manager(&self) -> Option<flotilla_controllers::taint_manager::Config> {
+        (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction)
+            .then(|| flotilla_controllers::taint_manager::Config { purge_mode: self.no_execute_taint_eviction_purge_mode, ..Default::default() })
+    }
+
+    pub fn graceful_eviction(&self) -> Option<flotilla_controllers::graceful_eviction::Config> {
+        self.feature_gates.graceful_eviction.then(|| flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() })
+    }
+
     pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {
         flotilla_controllers::garbage_collector::Config { rediscover: self.gc_rediscover_interval, ..Default::default() }
     }
@@ -197,6 +234,19 @@ mod tests {
         assert_eq!(g, FeatureGates { propagate_deps: false, graceful_eviction: true, failover: true });
         assert!(parse_feature_gates("Nope=true").unwrap_err().contains("unknown feature gate"));
         assert!(parse_feature_gates("Failover").is_err());
+    }
+
+    #[test]
+    fn taint_eviction_needs_the_failover_gate_and_its_flag() {
+        let mut args = FederationArgs::default();
+        assert!(args.taint_manager().is_none(), "off by default, as Karmada v1.16");
+        assert!(args.graceful_eviction().is_some(), "GracefulEviction is on by default");
+        args.feature_gates.failover = true;
+        assert!(args.taint_manager().is_none(), "--enable-no-execute-taint-eviction is still off");
+        args.enable_no_execute_taint_eviction = true;
+        assert!(args.taint_manager().is_some());
+        args.enable_taint_manager = false;
+        assert!(args.taint_manager().is_none());
     }
 
     #[test]

@@ -45,23 +45,7 @@ impl FilterPlugin for TaintToleration {
     }
 }
 
-/// `Toleration.ToleratesTaint`: matching effect (empty = any), key (empty = any), and value
-/// (`Equal`, the default) or any value (`Exists`).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "" | "Equal" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        _ => false,
-    }
-}
+pub use flotilla_api::federation::karmada::cluster::tolerates;
 
 /// `Taint.ToString`: `key=value:Effect`, or `key:Effect` without a value.
 pub fn taint_string(taint: &Taint) -> String {

@@ -1,0 +1,147 @@
+//! ResourceBindings and ClusterResourceBindings as one: the watched stores of both scopes, a
+//! binding by key, a merge patch and an Event on either — for the controllers that treat both
+//! scopes alike (taint manager, graceful eviction).
+
+use std::sync::Arc;
+
+use flotilla_api::federation::karmada::work::{
+    ClusterResourceBinding, ResourceBinding, ResourceBindingSpec,
+};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use crate::binding::{Binding, BindingKey};
+use crate::queue::WorkQueue;
+use crate::util::{Events, watch_into_store};
+
+#[derive(Clone)]
+pub struct Bindings {
+    rbs: Store<ResourceBinding>,
+    crbs: Store<ClusterResourceBinding>,
+}
+
+impl Bindings {
+    /// Watch both kinds; a binding applied whose spec `wants` is queued. The future runs until
+    /// either watch ends.
+    pub fn watch<F>(
+        client: &Client,
+        wants: F,
+        queue: Arc<WorkQueue<BindingKey>>,
+    ) -> (Bindings, impl Future<Output = ()> + Send + use<F>)
+    where
+        F: Fn(&ResourceBindingSpec) -> bool + Clone + Send + Sync + 'static,
+    {
+        let (q, w) = (queue.clone(), wants.clone());
+        let (rbs, rb_task) = watch_into_store(
+            Api::<ResourceBinding>::all(client.clone()),
+            watcher::Config::default(),
+            move |b: &ResourceBinding, deleted| {
+                if !deleted && w(&b.spec) {
+                    q.add(BindingKey {
+                        namespace: b.metadata.namespace.clone(),
+                        name: b.name_any(),
+                    });
+                }
+            },
+        );
+        let (crbs, crb_task) = watch_into_store(
+            Api::<ClusterResourceBinding>::all(client.clone()),
+            watcher::Config::default(),
+            move |b: &ClusterResourceBinding, deleted| {
+                if !deleted && wants(&b.spec.0) {
+                    queue.add(BindingKey {
+                        namespace: None,
+                        name: b.name_any(),
+                    });
+                }
+            },
+        );
+        let run = async move {
+            tokio::select! {
+                _ = rb_task => tracing::warn!("binding watch ended"),
+                _ = crb_task => tracing::warn!("cluster binding watch ended"),
+            }
+        };
+        (Bindings { rbs, crbs }, run)
+    }
+
+    pub fn get(&self, key: &BindingKey) -> Option<Binding> {
+        match &key.namespace {
+            Some(ns) => self
+                .rbs
+                .get(&ObjectRef::new(&key.name).within(ns))
+                .map(|b| Binding::of_rb(&b)),
+            None => self
+                .crbs
+                .get(&ObjectRef::new(&key.name))
+                .map(|b| Binding::of_crb(&b)),
+        }
+    }
+
+    /// The keys of the bindings whose spec satisfies `f`.
+    pub fn keys_where(&self, f: impl Fn(&ResourceBindingSpec) -> bool) -> Vec<BindingKey> {
+        let rbs = self
+            .rbs
+            .state()
+            .into_iter()
+            .filter(|b| f(&b.spec))
+            .map(|b| BindingKey {
+                namespace: b.metadata.namespace.clone(),
+                name: b.name_any(),
+            });
+        let crbs = self
+            .crbs
+            .state()
+            .into_iter()
+            .filter(|b| f(&b.spec.0))
+            .map(|b| BindingKey {
+                namespace: None,
+                name: b.name_any(),
+            });
+        rbs.chain(crbs).collect()
+    }
+
+    /// A JSON merge patch of the binding.
+    pub async fn patch(
+        client: &Client,
+        key: &BindingKey,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        match &key.namespace {
+            Some(ns) => Api::<ResourceBinding>::namespaced(client.clone(), ns)
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ()),
+            None => Api::<ClusterResourceBinding>::all(client.clone())
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// An Event on the binding, when it is still there.
+    pub async fn publish(
+        &self,
+        events: &Events,
+        key: &BindingKey,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        match &key.namespace {
+            Some(ns) => {
+                if let Some(rb) = self.rbs.get(&ObjectRef::new(&key.name).within(ns)) {
+                    events.publish(&*rb, warning, reason, action, note).await;
+                }
+            }
+            None => {
+                if let Some(crb) = self.crbs.get(&ObjectRef::new(&key.name)) {
+                    events.publish(&*crb, warning, reason, action, note).await;
+                }
+            }
+        }
+    }
+}

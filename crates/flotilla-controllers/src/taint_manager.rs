@@ -1,0 +1,457 @@
+//! The NoExecute taint manager (Karmada's, inside its cluster controller): runs only with the
+//! `Failover` feature gate (beta, **off** by default since Karmada v1.12) and
+//! `--enable-no-execute-taint-eviction` (default false), as in Karmada v1.16.
+//!
+//! For every binding scheduled to a cluster with NoExecute taints, the tolerations of the
+//! placement the binding was last scheduled with (the `policy.karmada.io/applied-placement`
+//! annotation) decide: a taint no toleration tolerates evicts now; tolerations with
+//! `tolerationSeconds` evict once the shortest has passed since the taint's `timeAdded`; a
+//! toleration without seconds tolerates forever.
+//!
+//! Eviction is Karmada's `GracefulEvictCluster`: the cluster leaves `spec.clusters` and a
+//! `spec.gracefulEvictionTasks` entry {fromCluster, replicas it had, reason `TaintUntolerated`,
+//! producer `TaintManager`, purgeMode from `failover.cluster.purgeMode`, else
+//! `--no-execute-taint-eviction-purge-mode` (Gracefully)} is added — in one write guarded by the
+//! binding's resourceVersion. The scheduler then places the replicas elsewhere (its
+//! ClusterEviction filter keeps the evicted cluster out), the binding controller keeps the old
+//! cluster's Work while the task lasts, and the graceful eviction controller ends the task.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_api::federation::karmada::cluster::{Cluster, tolerates};
+use flotilla_api::federation::karmada::policy::{Placement, PurgeMode};
+use flotilla_api::federation::karmada::work::{GracefulEvictionTask, ResourceBindingSpec};
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::json;
+
+use crate::binding::{Binding, BindingKey};
+use crate::bindings::Bindings;
+use crate::queue::{Next, WorkQueue, run_workers};
+use crate::util::{Events, watch_into_store};
+
+pub const NAME: &str = "taint-manager";
+/// The annotation recording the placement a binding was last scheduled with.
+pub const APPLIED_PLACEMENT_ANNOTATION: &str = "policy.karmada.io/applied-placement";
+pub const REASON_TAINT_UNTOLERATED: &str = "TaintUntolerated";
+pub const PRODUCER_TAINT_MANAGER: &str = "TaintManager";
+/// Event reason on a binding evicted from a cluster (Karmada's).
+pub const REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED: &str = "EvictWorkloadFromClusterSucceed";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workers: usize,
+    /// `--no-execute-taint-eviction-purge-mode`: used when the binding has no `failover.cluster`.
+    pub purge_mode: PurgeMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workers: 2,
+            purge_mode: PurgeMode::Gracefully,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{key}: evicting from {cluster}: {source}")]
+    Evict {
+        key: BindingKey,
+        cluster: String,
+        source: kube::Error,
+    },
+}
+
+/// What the taints of one cluster mean for one binding's tolerations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No NoExecute taint, or every one tolerated forever.
+    Stay,
+    /// Evict now.
+    Evict,
+    /// Tolerated for this long yet.
+    EvictAfter(Duration),
+}
+
+/// Karmada's `needEviction` with `GetMinTolerationTime`; `now` and `timeAdded` in seconds since
+/// the epoch (a taint without `timeAdded` counts as added at `first_seen`).
+pub fn verdict(taints: &[Taint], tolerations: &[Toleration], now: i64, first_seen: i64) -> Verdict {
+    let no_execute: Vec<&Taint> = taints.iter().filter(|t| t.effect == "NoExecute").collect();
+    if no_execute.is_empty() {
+        return Verdict::Stay;
+    }
+    let mut left: Option<i64> = None;
+    for taint in no_execute {
+        let matching: Vec<&Toleration> =
+            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        if matching.is_empty() {
+            return Verdict::Evict;
+        }
+        let added = taint
+            .time_added
+            .as_ref()
+            .map_or(first_seen, |t| t.0.as_second());
+        for seconds in matching.iter().filter_map(|t| t.toleration_seconds) {
+            if seconds <= 0 {
+                return Verdict::Evict;
+            }
+            let remaining = added + seconds - now;
+            if remaining <= 0 {
+                return Verdict::Evict;
+            }
+            left = Some(left.map_or(remaining, |l| l.min(remaining)));
+        }
+    }
+    match left {
+        None => Verdict::Stay,
+        Some(s) => Verdict::EvictAfter(Duration::from_secs(s as u64)),
+    }
+}
+
+/// The binding spec after `GracefulEvictCluster(cluster)`: the cluster out of `spec.clusters`
+/// and one eviction task for it (none added twice).
+pub fn evict(
+    spec: &ResourceBindingSpec,
+    cluster: &str,
+    purge_mode: PurgeMode,
+    message: String,
+) -> ResourceBindingSpec {
+    let mut next = spec.clone();
+    let clusters = next.clusters.take().unwrap_or_default();
+    let replicas = clusters
+        .iter()
+        .find(|c| c.name == cluster)
+        .and_then(|c| c.replicas);
+    next.clusters = Some(clusters.into_iter().filter(|c| c.name != cluster).collect());
+    let tasks = next.graceful_eviction_tasks.get_or_insert_default();
+    if !tasks.iter().any(|t| t.from_cluster == cluster) {
+        tasks.push(GracefulEvictionTask {
+            from_cluster: cluster.to_string(),
+            purge_mode: Some(purge_mode),
+            replicas,
+            reason: REASON_TAINT_UNTOLERATED.into(),
+            message: Some(message),
+            producer: PRODUCER_TAINT_MANAGER.into(),
+            ..Default::default()
+        });
+    }
+    next
+}
+
+fn tolerations_of(b: &Binding) -> Vec<Toleration> {
+    let applied = b
+        .meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APPLIED_PLACEMENT_ANNOTATION))
+        .and_then(|p| serde_json::from_str::<Placement>(p).ok());
+    applied
+        .or_else(|| b.spec.placement.clone())
+        .and_then(|p| p.cluster_tolerations)
+        .unwrap_or_default()
+}
+
+struct Context {
+    client: Client,
+    events: Events,
+    config: Config,
+    bindings: Bindings,
+    clusters: Store<Cluster>,
+    /// When each NoExecute taint without `timeAdded` was first seen, per cluster and taint key.
+    first_seen: Mutex<HashMap<(String, String), i64>>,
+}
+
+async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    let Some(b) = ctx.bindings.get(&key) else {
+        return Ok(Next::Done);
+    };
+    if b.meta.deletion_timestamp.is_some() {
+        return Ok(Next::Done);
+    }
+    let tolerations = tolerations_of(&b);
+    let now = jiff::Timestamp::now().as_second();
+    let mut soonest: Option<Duration> = None;
+    for target in b.spec.clusters.iter().flatten() {
+        let Some(cluster) = ctx.clusters.get(&ObjectRef::new(&target.name)) else {
+            continue;
+        };
+        let taints = cluster.spec.taints.clone().unwrap_or_default();
+        let first_seen = taints
+            .iter()
+            .filter(|t| t.effect == "NoExecute" && t.time_added.is_none())
+            .map(|t| {
+                *ctx.first_seen
+                    .lock()
+                    .entry((target.name.clone(), t.key.clone()))
+                    .or_insert(now)
+            })
+            .min()
+            .unwrap_or(now);
+        match verdict(&taints, &tolerations, now, first_seen) {
+            Verdict::Stay => {}
+            Verdict::EvictAfter(d) => soonest = Some(soonest.map_or(d, |s| s.min(d))),
+            Verdict::Evict => {
+                let mode = b
+                    .spec
+                    .failover
+                    .as_ref()
+                    .and_then(|f| f.cluster.as_ref())
+                    .and_then(|c| c.purge_mode)
+                    .unwrap_or(ctx.config.purge_mode);
+                let message = format!(
+                    "Evict from cluster {} as its NoExecute taints are not tolerated.",
+                    target.name
+                );
+                let next = evict(&b.spec, &target.name, mode, message);
+                let patch = json!({
+                    "metadata": {"resourceVersion": b.meta.resource_version},
+                    "spec": {"clusters": next.clusters, "gracefulEvictionTasks": next.graceful_eviction_tasks},
+                });
+                let r = Bindings::patch(&ctx.client, &key, &patch).await;
+                match r {
+                    // A newer binding comes through the watch and is judged again.
+                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                        return Ok(Next::Done);
+                    }
+                    r => r.map_err(|source| Error::Evict {
+                        key: key.clone(),
+                        cluster: target.name.clone(),
+                        source,
+                    })?,
+                }
+                tracing::info!(controller = NAME, binding = %key, cluster = %target.name, "evicted: NoExecute taint not tolerated");
+                let note = format!(
+                    "Evicting from cluster {} (NoExecute taint not tolerated, purge mode {mode:?}).",
+                    target.name
+                );
+                ctx.bindings
+                    .publish(
+                        &ctx.events,
+                        &key,
+                        false,
+                        REASON_TAINT_UNTOLERATED,
+                        "Evict",
+                        note,
+                    )
+                    .await;
+                // One cluster per write; the watch brings the binding back for the next.
+                return Ok(Next::Done);
+            }
+        }
+    }
+    Ok(soonest.map_or(Next::Done, Next::After))
+}
+
+/// Run the taint manager until its watches end.
+pub async fn run(client: Client, config: Config) {
+    let queue: Arc<WorkQueue<BindingKey>> =
+        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let (bindings, watches) = Bindings::watch(
+        &client,
+        |spec| spec.clusters.as_ref().is_some_and(|c| !c.is_empty()),
+        queue.clone(),
+    );
+    // A cluster's NoExecute taints changing wakes every binding scheduled to it.
+    let (q, b) = (queue.clone(), bindings.clone());
+    let taints_seen: Mutex<HashMap<String, Vec<Taint>>> = Mutex::default();
+    let (clusters, cluster_task) = watch_into_store(
+        Api::<Cluster>::all(client.clone()),
+        watcher::Config::default(),
+        move |c: &Cluster, deleted| {
+            let name = c.name_any();
+            let taints: Vec<Taint> = c
+                .spec
+                .taints
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.effect == "NoExecute")
+                .collect();
+            let changed = if deleted {
+                taints_seen.lock().remove(&name).is_some()
+            } else {
+                taints_seen
+                    .lock()
+                    .insert(name.clone(), taints.clone())
+                    .as_ref()
+                    != Some(&taints)
+            };
+            if changed && !taints.is_empty() {
+                for key in
+                    b.keys_where(|spec| spec.clusters.iter().flatten().any(|t| t.name == name))
+                {
+                    q.add(key);
+                }
+            }
+        },
+    );
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), NAME),
+        client,
+        config: config.clone(),
+        bindings,
+        clusters,
+        first_seen: Mutex::default(),
+    });
+    let workers = run_workers(queue, config.workers, NAME, move |key| {
+        reconcile(key, ctx.clone())
+    });
+    tokio::select! {
+        _ = watches => tracing::warn!(controller = NAME, "binding watches ended"),
+        _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
+        _ = workers => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flotilla_api::federation::karmada::work::TargetCluster;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn taint(key: &str, effect: &str, added: Option<i64>) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: effect.into(),
+            value: None,
+            time_added: added.map(|s| Time(jiff::Timestamp::from_second(s).unwrap())),
+        }
+    }
+
+    fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
+        Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            toleration_seconds: seconds,
+            value: None,
+        }
+    }
+
+    #[test]
+    fn no_execute_taints_against_tolerations() {
+        let down = taint("cluster.karmada.io/not-ready", "NoExecute", Some(1000));
+        // NoSchedule taints never evict; untolerated NoExecute evicts now.
+        assert_eq!(
+            verdict(&[taint("x", "NoSchedule", None)], &[], 1000, 1000),
+            Verdict::Stay
+        );
+        assert_eq!(
+            verdict(std::slice::from_ref(&down), &[], 1000, 1000),
+            Verdict::Evict
+        );
+        // Tolerated forever, tolerated for a while, tolerated no longer.
+        let key = "cluster.karmada.io/not-ready";
+        assert_eq!(
+            verdict(
+                std::slice::from_ref(&down),
+                &[toleration(key, None)],
+                1000,
+                1000
+            ),
+            Verdict::Stay
+        );
+        assert_eq!(
+            verdict(
+                std::slice::from_ref(&down),
+                &[toleration(key, Some(300))],
+                1100,
+                1100
+            ),
+            Verdict::EvictAfter(Duration::from_secs(200))
+        );
+        assert_eq!(
+            verdict(
+                std::slice::from_ref(&down),
+                &[toleration(key, Some(300))],
+                1300,
+                1300
+            ),
+            Verdict::Evict
+        );
+        assert_eq!(
+            verdict(
+                std::slice::from_ref(&down),
+                &[toleration(key, Some(0))],
+                1000,
+                1000
+            ),
+            Verdict::Evict
+        );
+        // A taint without timeAdded counts from when it was first seen.
+        assert_eq!(
+            verdict(
+                &[taint(key, "NoExecute", None)],
+                &[toleration(key, Some(60))],
+                1030,
+                1000
+            ),
+            Verdict::EvictAfter(Duration::from_secs(30))
+        );
+        // Another NoExecute taint nobody tolerates still evicts.
+        assert_eq!(
+            verdict(
+                &[down.clone(), taint("other", "NoExecute", Some(1000))],
+                &[toleration(key, None)],
+                1000,
+                1000
+            ),
+            Verdict::Evict
+        );
+    }
+
+    #[test]
+    fn eviction_moves_the_cluster_into_a_task_once() {
+        let spec = ResourceBindingSpec {
+            clusters: Some(vec![
+                TargetCluster {
+                    name: "m1".into(),
+                    replicas: Some(2),
+                    ..Default::default()
+                },
+                TargetCluster {
+                    name: "m2".into(),
+                    replicas: Some(2),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let next = evict(&spec, "m1", PurgeMode::Gracefully, "why".into());
+        assert_eq!(
+            next.clusters
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>(),
+            ["m2"]
+        );
+        let task = &next.graceful_eviction_tasks.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                task.from_cluster.as_str(),
+                task.replicas,
+                task.reason.as_str(),
+                task.producer.as_str()
+            ),
+            ("m1", Some(2), "TaintUntolerated", "TaintManager")
+        );
+        assert_eq!(task.purge_mode, Some(PurgeMode::Gracefully));
+        assert_eq!(
+            evict(&next, "m1", PurgeMode::Gracefully, "again".into())
+                .graceful_eviction_tasks
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}
