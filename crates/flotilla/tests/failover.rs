@@ -2,7 +2,8 @@
 //! with the `Failover` gate and NoExecute eviction turned on (both off by default, as in
 //! Karmada v1.16): member1 stops and gets a NoExecute taint; the binding moves its replicas
 //! to member2 with a graceful eviction task; member1's copy is kept while member2's is not
-//! healthy, and removed only once it is (and member1 is back to be cleaned).
+//! healthy, and removed only once it is (and member1 is back to be cleaned); its ConfigMap,
+//! propagated with `propagateDeps`, follows.
 
 mod support;
 
@@ -128,6 +129,17 @@ spec:
       containers:
       - name: web
         image: nginx:1.25
+        envFrom:
+        - configMapRef:
+            name: web-config
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: shop
+data:
+  mode: demo
 ---
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
@@ -135,6 +147,7 @@ metadata:
   name: web
   namespace: shop
 spec:
+  propagateDeps: true
   resourceSelectors:
   - apiVersion: apps/v1
     kind: Deployment
@@ -288,6 +301,24 @@ spec:
     assert_eq!(
         clusters(&binding(&kc).unwrap()),
         [("member2".to_string(), 4)]
+    );
+    // Its ConfigMap (propagateDeps) followed: only member2 has it now.
+    wait_for("web-config removed from member1", LONG, || {
+        match get_json(
+            &member(&cp, "member1"),
+            &["-n", "shop", "get", "configmap", "web-config"],
+        ) {
+            Err(e) if e.contains("NotFound") => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => Err("still there".into()),
+        }
+    });
+    assert!(
+        get_json(
+            &member(&cp, "member2"),
+            &["-n", "shop", "get", "configmap", "web-config"]
+        )
+        .is_ok()
     );
     drop(cp);
 }

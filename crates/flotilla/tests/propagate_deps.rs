@@ -158,6 +158,25 @@ spec:
     assert_eq!(secret["data"]["token"], "czNjcmV0");
     // Nothing went to the other member.
     assert!(gone(&m2, &["-n", &ns, "get", "configmap", "web-config"]).is_ok());
+    // A dependency's change follows it into the member.
+    apply_yaml(
+        &kc,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\n  namespace: {ns}\ndata:\n  mode: changed\n"
+        ),
+    );
+    wait_for(
+        "the changed configmap in member1",
+        Duration::from_secs(120),
+        || {
+            let cm = get_json(&m1, &["-n", &ns, "get", "configmap", "web-config"])?;
+            if cm["data"]["mode"] == "changed" {
+                Ok(())
+            } else {
+                Err(cm["data"].to_string())
+            }
+        },
+    );
 
     // Karmada's bookkeeping: the independent binding records its dependencies and keeps the
     // distributor's finalizer; each attached binding is named like any binding, owned by its
