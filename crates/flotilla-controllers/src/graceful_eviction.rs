@@ -2,11 +2,13 @@
 //! default): ends `spec.gracefulEvictionTasks`, which lets the binding controller delete the
 //! evicted cluster's Work.
 //!
-//! A new task gets its `creationTimestamp`. Once the scheduler has seen the binding's
-//! generation, a task ends when `suppressDeletion` is explicitly false (`true` keeps it until a
-//! person says so); when its grace period (`gracePeriodSeconds`, else
-//! `--graceful-eviction-timeout`, 10m) has passed since creation; or when every cluster now in
-//! `spec.clusters` reports the resource Healthy in `status.aggregatedStatus`.
+//! A new task gets its `creationTimestamp`. A task ends when `suppressDeletion` is explicitly
+//! false (`true` keeps it until a person says so); when its grace period
+//! (`gracePeriodSeconds`, else `--graceful-eviction-timeout`, 10m) has passed since creation;
+//! or, once the scheduler has seen the binding's generation, when every cluster now in
+//! `spec.clusters` reports the resource Healthy in `status.aggregatedStatus`. Every purge mode
+//! is assessed alike; a `Directly` task's cluster loses its Work at once anyway (the binding
+//! controller keeps only the others').
 //!
 //! Two deliberate differences (ADR 0011), both so that the old copy never goes before a
 //! replacement serves: with **no** cluster scheduled, "every cluster is healthy" is not taken as
@@ -15,12 +17,10 @@
 //! ready as it is scheduled to run ([`serves`]), not only Karmada's Healthy — which a Deployment
 //! reports as soon as its pods are updated, and which may still describe the copy before it was
 //! scaled up. The task then waits for a replacement that serves, or its grace period.
-//! `Directly` tasks are left to the binding controller and end with their grace period.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::policy::PurgeMode;
 use flotilla_api::federation::karmada::work::{
     AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec, TargetCluster,
 };
@@ -64,7 +64,8 @@ pub enum Error {
 
 /// The tasks kept and the clusters whose eviction is complete, at `now`; and how soon the
 /// nearest kept task times out. Until the scheduler has seen the binding's generation
-/// (`scheduled` false) no task ends; new ones are only stamped.
+/// (`scheduled_now` false) the aggregated status may predate the new schedule, so no task ends
+/// for health (Karmada's `hasScheduled`); suppression and timeouts still apply.
 pub fn assess(
     spec: &ResourceBindingSpec,
     observed: &[AggregatedStatusItem],
@@ -90,10 +91,6 @@ pub fn assess(
             next = Some(next.map_or(Duration::ZERO, |n| n.min(Duration::ZERO)));
             continue;
         };
-        if !scheduled_now {
-            kept.push(task.clone());
-            continue;
-        }
         match task.suppress_deletion {
             Some(true) => {
                 kept.push(task.clone());
@@ -110,11 +107,7 @@ pub fn assess(
             .map_or(timeout, |s| Duration::from_secs(s.max(0) as u64));
         let elapsed = Duration::try_from(now.duration_since(created.0)).unwrap_or(Duration::ZERO);
         let timed_out = elapsed >= grace;
-        let replaced = healthy
-            && !matches!(
-                task.purge_mode,
-                Some(PurgeMode::Directly | PurgeMode::Immediately)
-            );
+        let replaced = scheduled_now && healthy;
         if timed_out || replaced {
             done.push(task.from_cluster.clone());
         } else {
@@ -233,6 +226,7 @@ pub async fn run(client: Client, config: Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flotilla_api::federation::karmada::policy::PurgeMode;
 
     fn assess_now(
         spec: &ResourceBindingSpec,
@@ -373,14 +367,14 @@ mod tests {
             assess_now(&spec(&["m2"], released), &[], ten_minutes, at(101)).1,
             ["m1"]
         );
-        // Nothing ends before the scheduler has seen the binding as it is.
+        // Health counts only once the scheduler has seen the binding as it is.
         assert!(
             assess(
                 &spec(&["m2"], task(Some(100))),
                 &[item("m2", Health::Healthy)],
                 false,
                 ten_minutes,
-                at(10_000)
+                at(160)
             )
             .1
             .is_empty()
