@@ -6,9 +6,11 @@
 //! pruned, its replicas revised to the cluster's share (when the binding carries replicas),
 //! ClusterOverridePolicies then OverridePolicies applied, Karmada's labels and annotations added,
 //! and the Work `<name>-<hash>` written in `karmada-es-<cluster>`. Works of clusters no longer
-//! targeted are deleted, except clusters a graceful eviction still keeps.
+//! targeted are deleted, except clusters a graceful eviction still keeps; a `Directly` eviction's
+//! Work is deleted first and no Work is written until it is gone.
 //!
-//! Status: `status.aggregatedStatus` (one item per target cluster with a Work, sorted by cluster)
+//! Status: `status.aggregatedStatus` (one item per target or still-evicting cluster with a Work,
+//! sorted by cluster)
 //! and the `FullyApplied` condition on the binding; the template's `.status` from the
 //! interpreter's AggregateStatus, for the kinds that have one.
 //!
@@ -164,9 +166,20 @@ fn evicting_clusters(spec: &ResourceBindingSpec) -> Vec<&str> {
     spec.graceful_eviction_tasks
         .iter()
         .flatten()
-        .filter(|t| t.purge_mode != Some(PurgeMode::Directly))
+        .filter(|t| !purges_directly(t.purge_mode))
         .map(|t| t.from_cluster.as_str())
         .collect()
+}
+
+/// `Directly` (and its deprecated name `Immediately`): the old copy goes at once, and the new
+/// ones wait until it has.
+fn purges_directly(mode: Option<PurgeMode>) -> bool {
+    matches!(mode, Some(PurgeMode::Directly | PurgeMode::Immediately))
+}
+
+/// Clusters of `Directly` evictions: their Works go first, before any Work is written.
+fn directly_evicted(spec: &ResourceBindingSpec) -> Vec<&str> {
+    spec.graceful_eviction_tasks.iter().flatten().filter(|t| purges_directly(t.purge_mode)).map(|t| t.from_cluster.as_str()).collect()
 }
 
 /// Why a Work could not be rendered for a cluster.
@@ -484,6 +497,21 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 
 /// Writes the Work of every target cluster and deletes the orphans.
 async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next, Error> {
+    // Karmada's checkDirectPurgeOrphanWorks: a `Directly` eviction's Work is deleted first and
+    // no Work is written until it is gone (no two copies at once, for exactly-once workloads).
+    let directly = directly_evicted(&b.spec);
+    let waiting: Vec<Arc<Work>> = ctx.works_of(&b.key).into_iter().filter(|w| w.metadata.namespace.as_deref().and_then(cluster_of_execution_space).is_some_and(|c| directly.contains(&c))).collect();
+    if !waiting.is_empty() {
+        for w in waiting.iter().filter(|w| w.metadata.deletion_timestamp.is_none()) {
+            let ns = w.metadata.namespace.clone().unwrap_or_default();
+            match Api::<Work>::namespaced(ctx.client.clone(), &ns).delete(&w.name_any(), &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(ctx.api_err(&b.key, format!("deleting the directly evicted work in {ns}"))(e)),
+            }
+        }
+        return Ok(Next::After(ctx.config.retry));
+    }
     let targets = target_clusters(&b.spec);
     let kind = b.spec.resource.kind.as_str();
     let name = work_name(kind, &b.spec.resource.name, b.spec.resource.namespace.as_deref());
@@ -595,7 +623,12 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
 
 /// `status.aggregatedStatus` and `FullyApplied` on the binding, then the template's status.
 async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<DynamicObject>) -> Result<(), Error> {
-    let targets = target_clusters(&b.spec);
+    // Expected: the targets and the clusters graceful evictions still keep (Karmada's
+    // ObtainBindingSpecExistingClusters).
+    let mut targets = target_clusters(&b.spec);
+    for c in evicting_clusters(&b.spec) {
+        targets.entry(c.to_string()).or_insert(None);
+    }
     let works: HashMap<String, Arc<Work>> = ctx
         .works_of(&b.key)
         .into_iter()
@@ -778,6 +811,21 @@ mod tests {
 
     fn cluster(name: &str) -> Cluster {
         serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}})).unwrap()
+    }
+
+    #[test]
+    fn evictions_keep_the_old_work_unless_directly() {
+        let b = binding(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"},
+            "gracefulEvictionTasks": [
+                {"fromCluster": "m1", "purgeMode": "Gracefully", "reason": "TaintUntolerated", "producer": "TaintManager"},
+                {"fromCluster": "m2", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager"},
+                {"fromCluster": "m3", "purgeMode": "Immediately", "reason": "TaintUntolerated", "producer": "TaintManager"},
+                {"fromCluster": "m4", "reason": "ApplicationFailure", "producer": "x"},
+            ],
+        }));
+        assert_eq!(evicting_clusters(&b.spec), ["m1", "m4"]);
+        assert_eq!(directly_evicted(&b.spec), ["m2", "m3"]);
     }
 
     #[test]

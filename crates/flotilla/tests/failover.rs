@@ -76,8 +76,10 @@ fn old_work(kc: &std::path::Path) -> Option<serde_json::Value> {
         .cloned()
 }
 
-#[test]
-fn a_tainted_member_is_evicted_gracefully() {
+/// `flotilla up --demo 2` with failover on and fast probes, and the shop's Deployment (4
+/// replicas, Divided 1:1 over both members, `policy_extra` added to the policy's spec) running
+/// 2 + 2.
+fn started(policy_extra: &str) -> Flotilla {
     let cp = Flotilla::start_with(&[
         "--demo",
         "2",
@@ -108,7 +110,8 @@ fn a_tainted_member_is_evicted_gracefully() {
     }
     apply_yaml(
         &kc,
-        r#"apiVersion: v1
+        &format!(
+            r#"apiVersion: v1
 kind: Namespace
 metadata:
   name: shop
@@ -121,10 +124,10 @@ metadata:
 spec:
   replicas: 4
   selector:
-    matchLabels: {app: web}
+    matchLabels: {{app: web}}
   template:
     metadata:
-      labels: {app: web}
+      labels: {{app: web}}
     spec:
       containers:
       - name: web
@@ -147,8 +150,7 @@ metadata:
   name: web
   namespace: shop
 spec:
-  propagateDeps: true
-  resourceSelectors:
+{policy_extra}  resourceSelectors:
   - apiVersion: apps/v1
     kind: Deployment
     name: web
@@ -158,7 +160,8 @@ spec:
     replicaScheduling:
       replicaSchedulingType: Divided
       replicaDivisionPreference: Weighted
-"#,
+"#
+        ),
     );
     wait_for("2 + 2 ready in the members", LONG, || {
         for m in ["member1", "member2"] {
@@ -169,36 +172,49 @@ spec:
         }
         Ok(())
     });
+    cp
+}
 
-    // member2 cannot run new pods for now, so a replacement there is not healthy yet.
-    sim(&cp, "/sim/v1/members/member2/nodes/fail", "{}");
-    // member1 goes away, and is tainted NoExecute (as a ClusterTaintPolicy or an operator would).
+/// member1 stops answering (its fault knob), and the control plane sees it not Ready.
+fn member1_down(cp: &Flotilla) {
     sim(
-        &cp,
+        cp,
         "/sim/v1/members/member1/faults",
         r#"{"blackhole": true}"#,
     );
-    let down = wait_for("member1 not Ready", LONG, || {
-        let c = get_json(&kc, &["get", "cluster", "member1"])?;
+    wait_for("member1 not Ready", LONG, || {
+        let c = get_json(&cp.kubeconfig, &["get", "cluster", "member1"])?;
         if has_condition(&c, "Ready", "False") {
-            Ok(c)
+            Ok(())
         } else {
             Err(c["status"].to_string())
         }
     });
-    let mut taints = down["spec"]["taints"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+}
+
+/// Add a NoExecute taint to the cluster, as a ClusterTaintPolicy or an operator would.
+fn taint_no_execute(kc: &std::path::Path, cluster: &str) {
+    let c = get_json(kc, &["get", "cluster", cluster]).unwrap();
+    let mut taints = c["spec"]["taints"].as_array().cloned().unwrap_or_default();
     taints.push(serde_json::json!({"key": "example.com/outage", "effect": "NoExecute"}));
-    let patch = serde_json::json!({"metadata": {"resourceVersion": down["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}).to_string();
+    let patch = serde_json::json!({"metadata": {"resourceVersion": c["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}).to_string();
     support::kubectl(
         &kubectl_bin(),
-        &kc,
-        &[
-            "patch", "cluster", "member1", "--type", "merge", "-p", &patch,
-        ],
+        kc,
+        &["patch", "cluster", cluster, "--type", "merge", "-p", &patch],
     );
+}
+
+#[test]
+fn a_tainted_member_is_evicted_gracefully() {
+    let cp = started("  propagateDeps: true\n");
+    let kc = cp.kubeconfig.clone();
+
+    // member2 cannot run new pods for now, so a replacement there is not healthy yet.
+    sim(&cp, "/sim/v1/members/member2/nodes/fail", "{}");
+    // member1 goes away, and is tainted NoExecute (as a ClusterTaintPolicy or an operator would).
+    member1_down(&cp);
+    taint_no_execute(&kc, "member1");
 
     // Evicted: all replicas go to member2, the task remembers member1.
     let rb = wait_for("the binding failed over to member2", LONG, || {
@@ -319,6 +335,71 @@ spec:
             &["-n", "shop", "get", "configmap", "web-config"]
         )
         .is_ok()
+    );
+    drop(cp);
+}
+
+/// `failover.cluster.purgeMode: Directly`: the old copy goes first, and the new one is written
+/// only once it has — never two at once, even while the old cluster cannot be reached.
+#[test]
+fn a_directly_purged_eviction_removes_the_old_copy_first() {
+    let cp = started("  failover:\n    cluster:\n      purgeMode: Directly\n");
+    let kc = cp.kubeconfig.clone();
+    member1_down(&cp);
+    taint_no_execute(&kc, "member1");
+    let rb = wait_for("the binding evicted from member1", LONG, || {
+        let rb = binding(&kc)?;
+        if clusters(&rb) == [("member2".to_string(), 4)] {
+            Ok(rb)
+        } else {
+            Err(rb["spec"].to_string())
+        }
+    });
+    let tasks = rb["spec"]["gracefulEvictionTasks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        tasks.iter().all(|t| t["purgeMode"] == "Directly"),
+        "{tasks:?}"
+    );
+    // member1's copy cannot be deleted while it is unreachable, so member2 is not given more.
+    for _ in 0..6 {
+        let d = get_json(
+            &member(&cp, "member2"),
+            &["-n", "shop", "get", "deployment", "web"],
+        )
+        .unwrap();
+        assert_eq!(
+            d["spec"]["replicas"], 2,
+            "member2 scaled up while member1's copy may still run"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // member1 back: its copy goes, then member2 runs all 4.
+    sim(
+        &cp,
+        "/sim/v1/members/member1/faults",
+        r#"{"blackhole": false}"#,
+    );
+    wait_for("member2 running all 4", LONG, || {
+        let d = get_json(
+            &member(&cp, "member2"),
+            &["-n", "shop", "get", "deployment", "web"],
+        )?;
+        if d["spec"]["replicas"] == 4 {
+            Ok(())
+        } else {
+            Err(d["spec"].to_string())
+        }
+    });
+    assert!(
+        get_json(
+            &member(&cp, "member1"),
+            &["-n", "shop", "get", "deployment", "web"]
+        )
+        .is_err_and(|e| e.contains("NotFound")),
+        "member1 still runs web while member2 has been given all replicas"
     );
     drop(cp);
 }
