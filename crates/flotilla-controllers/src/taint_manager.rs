@@ -12,7 +12,8 @@
 //! `spec.gracefulEvictionTasks` entry {fromCluster, replicas it had, reason `TaintUntolerated`,
 //! producer `TaintManager`, purgeMode from `failover.cluster.purgeMode`, else
 //! `--no-execute-taint-eviction-purge-mode` (Gracefully)} is added — in one write guarded by the
-//! binding's resourceVersion. The scheduler then places the replicas elsewhere (its
+//! binding's resourceVersion, at most `--resource-eviction-rate` (0.5/s) evictions per second
+//! over all bindings. The scheduler then places the replicas elsewhere (its
 //! ClusterEviction filter keeps the evicted cluster out), the binding controller keeps the old
 //! cluster's Work while the task lasts, and the graceful eviction controller ends the task.
 
@@ -49,6 +50,9 @@ pub struct Config {
     pub workers: usize,
     /// `--no-execute-taint-eviction-purge-mode`: used when the binding has no `failover.cluster`.
     pub purge_mode: PurgeMode,
+    /// `--resource-eviction-rate`: evictions per second at most, over all bindings (Karmada's
+    /// default 0.5), so a tainted cluster is drained gradually.
+    pub eviction_rate: f64,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
         Config {
             workers: 2,
             purge_mode: PurgeMode::Gracefully,
+            eviction_rate: 0.5,
         }
     }
 }
@@ -167,6 +172,39 @@ struct Context {
     clusters: Store<Cluster>,
     /// When each NoExecute taint without `timeAdded` was first seen, per cluster and taint key.
     first_seen: Mutex<HashMap<(String, String), i64>>,
+    /// `--resource-eviction-rate`.
+    rate: EvictionRate,
+}
+
+/// At most one eviction per `gap`, over all bindings.
+pub struct EvictionRate {
+    gap: Duration,
+    next: Mutex<std::time::Instant>,
+}
+
+impl EvictionRate {
+    /// `per_second` evictions a second; 0 or less for no limit.
+    pub fn new(per_second: f64, now: std::time::Instant) -> EvictionRate {
+        let gap = if per_second > 0.0 {
+            Duration::from_secs_f64(1.0 / per_second)
+        } else {
+            Duration::ZERO
+        };
+        EvictionRate {
+            gap,
+            next: Mutex::new(now),
+        }
+    }
+
+    /// Take a slot at `now`, or say how long until there is one.
+    pub fn take(&self, now: std::time::Instant) -> Option<Duration> {
+        let mut next = self.next.lock();
+        if *next > now {
+            return Some(*next - now);
+        }
+        *next = now + self.gap;
+        None
+    }
 }
 
 async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
@@ -199,6 +237,9 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
             Verdict::Stay => {}
             Verdict::EvictAfter(d) => soonest = Some(soonest.map_or(d, |s| s.min(d))),
             Verdict::Evict => {
+                if let Some(wait) = ctx.rate.take(std::time::Instant::now()) {
+                    return Ok(Next::After(wait));
+                }
                 let mode = b
                     .spec
                     .failover
@@ -300,6 +341,7 @@ pub async fn run(client: Client, config: Config) {
         bindings,
         clusters,
         first_seen: Mutex::default(),
+        rate: EvictionRate::new(config.eviction_rate, std::time::Instant::now()),
     });
     let workers = run_workers(queue, config.workers, NAME, move |key| {
         reconcile(key, ctx.clone())
@@ -406,6 +448,20 @@ mod tests {
             ),
             Verdict::Evict
         );
+    }
+
+    #[test]
+    fn evictions_are_spaced_by_the_rate() {
+        let t0 = std::time::Instant::now();
+        let rate = EvictionRate::new(0.5, t0);
+        assert_eq!(rate.take(t0), None);
+        assert_eq!(
+            rate.take(t0 + Duration::from_millis(500)),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(rate.take(t0 + Duration::from_secs(2)), None);
+        let unlimited = EvictionRate::new(0.0, t0);
+        assert_eq!((unlimited.take(t0), unlimited.take(t0)), (None, None));
     }
 
     #[test]

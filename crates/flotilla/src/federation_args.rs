@@ -83,6 +83,9 @@ pub struct FederationArgs {
     /// Purge mode of taint evictions when the binding has no failover.cluster: Gracefully or Directly.
     #[arg(long, default_value = "Gracefully", value_parser = parse_purge_mode)]
     pub no_execute_taint_eviction_purge_mode: flotilla_api::federation::karmada::policy::PurgeMode,
+    /// Taint evictions per second at most (Karmada's --resource-eviction-rate); 0 for no limit.
+    #[arg(long, default_value_t = 0.5)]
+    pub resource_eviction_rate: f64,
     /// How long a graceful eviction task without gracePeriodSeconds keeps the old copy at most.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub graceful_eviction_timeout: Duration,
@@ -148,6 +151,7 @@ impl Default for FederationArgs {
             enable_no_execute_taint_eviction: false,
             no_execute_taint_eviction_purge_mode: flotilla_api::federation::karmada::policy::PurgeMode::Gracefully,
             graceful_eviction_timeout: Duration::from_secs(600),
+            resource_eviction_rate: 0.5,
         }
     }
 }
@@ -211,7 +215,11 @@ impl FederationArgs {
     /// The taint manager's settings, when the gates and flags let it run.
     pub fn taint_manager(&self) -> Option<flotilla_controllers::taint_manager::Config> {
         (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction)
-            .then(|| flotilla_controllers::taint_manager::Config { purge_mode: self.no_execute_taint_eviction_purge_mode, ..Default::default() })
+            .then(|| flotilla_controllers::taint_manager::Config {
+            purge_mode: self.no_execute_taint_eviction_purge_mode,
+            eviction_rate: self.resource_eviction_rate,
+            ..Default::default()
+        })
     }
 
     pub fn graceful_eviction(&self) -> Option<flotilla_controllers::graceful_eviction::Config> {
