@@ -76,16 +76,19 @@ fn old_work(kc: &std::path::Path) -> Option<serde_json::Value> {
         .cloned()
 }
 
-/// `flotilla up --demo 2` with failover on and fast probes, and the shop's Deployment (4
-/// replicas, Divided 1:1 over both members, `policy_extra` added to the policy's spec) running
-/// 2 + 2.
-fn started(policy_extra: &str) -> Flotilla {
-    let cp = Flotilla::start_with(&[
+/// Taint-based eviction on (off by default, as in Karmada v1.16).
+const FAILOVER: &[&str] = &[
+    "--feature-gates",
+    "Failover=true",
+    "--enable-no-execute-taint-eviction",
+];
+
+/// `flotilla up --demo 2` with fast probes and `flags`, and the shop's Deployment (4 replicas,
+/// Divided 1:1 over both members, `policy_extra` added to the policy's spec) running 2 + 2.
+fn started(flags: &[&str], policy_extra: &str) -> Flotilla {
+    let mut args = vec![
         "--demo",
         "2",
-        "--feature-gates",
-        "Failover=true",
-        "--enable-no-execute-taint-eviction",
         "--cluster-status-update-frequency",
         "500ms",
         "--cluster-probe-timeout",
@@ -96,7 +99,9 @@ fn started(policy_extra: &str) -> Flotilla {
         "1s",
         "--unschedulable-retry",
         "1s",
-    ]);
+    ];
+    args.extend_from_slice(flags);
+    let cp = Flotilla::start_with(&args);
     let kc = cp.kubeconfig.clone();
     for name in ["member1", "member2"] {
         wait_for(&format!("{name} Ready"), LONG, || {
@@ -207,7 +212,7 @@ fn taint_no_execute(kc: &std::path::Path, cluster: &str) {
 
 #[test]
 fn a_tainted_member_is_evicted_gracefully() {
-    let cp = started("  propagateDeps: true\n");
+    let cp = started(FAILOVER, "  propagateDeps: true\n");
     let kc = cp.kubeconfig.clone();
 
     // member2 cannot run new pods for now, so a replacement there is not healthy yet.
@@ -343,7 +348,10 @@ fn a_tainted_member_is_evicted_gracefully() {
 /// only once it has — never two at once, even while the old cluster cannot be reached.
 #[test]
 fn a_directly_purged_eviction_removes_the_old_copy_first() {
-    let cp = started("  failover:\n    cluster:\n      purgeMode: Directly\n");
+    let cp = started(
+        FAILOVER,
+        "  failover:\n    cluster:\n      purgeMode: Directly\n",
+    );
     let kc = cp.kubeconfig.clone();
     member1_down(&cp);
     taint_no_execute(&kc, "member1");
@@ -401,5 +409,38 @@ fn a_directly_purged_eviction_removes_the_old_copy_first() {
         .is_err_and(|e| e.contains("NotFound")),
         "member1 still runs web while member2 has been given all replicas"
     );
+    drop(cp);
+}
+
+/// Karmada v1.16's defaults: the Failover gate is off, so a NoExecute taint moves nothing.
+#[test]
+fn with_default_gates_a_no_execute_taint_evicts_nothing() {
+    let cp = started(&[], "");
+    let kc = cp.kubeconfig.clone();
+    taint_no_execute(&kc, "member1");
+    // For seconds after the taint, the binding stays put: nothing evicts.
+    for _ in 0..6 {
+        let rb = binding(&kc).unwrap();
+        assert_eq!(
+            clusters(&rb),
+            [("member1".to_string(), 2), ("member2".to_string(), 2)],
+            "{}",
+            rb["spec"]
+        );
+        assert!(
+            rb["spec"]["gracefulEvictionTasks"]
+                .as_array()
+                .is_none_or(Vec::is_empty),
+            "{}",
+            rb["spec"]
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let d = get_json(
+        &member(&cp, "member1"),
+        &["-n", "shop", "get", "deployment", "web"],
+    )
+    .unwrap();
+    assert_eq!(d["spec"]["replicas"], 2);
     drop(cp);
 }
