@@ -1,11 +1,12 @@
 //! ResourceBindings and ClusterResourceBindings as one: the watched stores of both scopes, a
 //! binding by key, a merge patch and an Event on either — for the controllers that treat both
-//! scopes alike (taint manager, graceful eviction).
+//! scopes alike (taint manager, application failover, graceful eviction) — and Karmada's
+//! `GracefulEvictCluster`.
 
 use std::sync::Arc;
 
 use flotilla_api::federation::karmada::work::{
-    ClusterResourceBinding, ResourceBinding, ResourceBindingSpec,
+    ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec,
 };
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -144,4 +145,30 @@ impl Bindings {
             }
         }
     }
+}
+
+/// Karmada's `GracefulEvictCluster`: `task.from_cluster` leaves `spec.clusters` and `task` (with
+/// the replicas the cluster had) joins `spec.gracefulEvictionTasks` — unless a task for that
+/// cluster is already there.
+pub fn graceful_evict_cluster(
+    spec: &ResourceBindingSpec,
+    mut task: GracefulEvictionTask,
+) -> ResourceBindingSpec {
+    let mut next = spec.clone();
+    let clusters = next.clusters.take().unwrap_or_default();
+    task.replicas = clusters
+        .iter()
+        .find(|c| c.name == task.from_cluster)
+        .and_then(|c| c.replicas);
+    next.clusters = Some(
+        clusters
+            .into_iter()
+            .filter(|c| c.name != task.from_cluster)
+            .collect(),
+    );
+    let tasks = next.graceful_eviction_tasks.get_or_insert_default();
+    if !tasks.iter().any(|t| t.from_cluster == task.from_cluster) {
+        tasks.push(task);
+    }
+    next
 }

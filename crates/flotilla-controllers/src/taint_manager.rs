@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::binding::{Binding, BindingKey};
-use crate::bindings::Bindings;
+use crate::bindings::{Bindings, graceful_evict_cluster};
 use crate::queue::{Next, WorkQueue, run_workers};
 use crate::util::{Events, watch_into_store};
 
@@ -121,34 +121,24 @@ pub fn verdict(taints: &[Taint], tolerations: &[Toleration], now: i64, first_see
     }
 }
 
-/// The binding spec after `GracefulEvictCluster(cluster)`: the cluster out of `spec.clusters`
-/// and one eviction task for it (none added twice).
+/// The binding spec after evicting `cluster` for an untolerated taint.
 pub fn evict(
     spec: &ResourceBindingSpec,
     cluster: &str,
     purge_mode: PurgeMode,
     message: String,
 ) -> ResourceBindingSpec {
-    let mut next = spec.clone();
-    let clusters = next.clusters.take().unwrap_or_default();
-    let replicas = clusters
-        .iter()
-        .find(|c| c.name == cluster)
-        .and_then(|c| c.replicas);
-    next.clusters = Some(clusters.into_iter().filter(|c| c.name != cluster).collect());
-    let tasks = next.graceful_eviction_tasks.get_or_insert_default();
-    if !tasks.iter().any(|t| t.from_cluster == cluster) {
-        tasks.push(GracefulEvictionTask {
+    graceful_evict_cluster(
+        spec,
+        GracefulEvictionTask {
             from_cluster: cluster.to_string(),
             purge_mode: Some(purge_mode),
-            replicas,
             reason: REASON_TAINT_UNTOLERATED.into(),
             message: Some(message),
             producer: PRODUCER_TAINT_MANAGER.into(),
             ..Default::default()
-        });
-    }
-    next
+        },
+    )
 }
 
 fn tolerations_of(b: &Binding) -> Vec<Toleration> {

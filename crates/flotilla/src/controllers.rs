@@ -33,6 +33,8 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     if let Some(config) = settings.taint_manager() {
         set.spawn(c::taint_manager::run(client(c::taint_manager::NAME), config));
     }
+    // Karmada starts it ungated; it acts only on bindings whose policy sets failover.application.
+    set.spawn(c::application_failover::run(client(c::application_failover::NAME), Default::default()));
     if let Some(config) = settings.graceful_eviction() {
         set.spawn(c::graceful_eviction::run(client(c::graceful_eviction::NAME), config));
     }

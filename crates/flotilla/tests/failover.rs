@@ -180,6 +180,19 @@ spec:
     cp
 }
 
+/// Wait until the member no longer has the object.
+fn wait_gone(cp: &Flotilla, m: &str, kind: &str, name: &str) {
+    wait_for(
+        &format!("{kind} {name} removed from {m}"),
+        LONG,
+        || match get_json(&member(cp, m), &["-n", "shop", "get", kind, name]) {
+            Err(e) if e.contains("NotFound") => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => Err("still there".into()),
+        },
+    );
+}
+
 /// member1 stops answering (its fault knob), and the control plane sees it not Ready.
 fn member1_down(cp: &Flotilla) {
     sim(
@@ -309,31 +322,13 @@ fn a_tainted_member_is_evicted_gracefully() {
         None => Ok(()),
         Some(w) => Err(w["metadata"].to_string()),
     });
-    wait_for("web removed from member1", LONG, || {
-        match get_json(
-            &member(&cp, "member1"),
-            &["-n", "shop", "get", "deployment", "web"],
-        ) {
-            Err(e) if e.contains("NotFound") => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => Err("still there".into()),
-        }
-    });
+    wait_gone(&cp, "member1", "deployment", "web");
     assert_eq!(
         clusters(&binding(&kc).unwrap()),
         [("member2".to_string(), 4)]
     );
     // Its ConfigMap (propagateDeps) followed: only member2 has it now.
-    wait_for("web-config removed from member1", LONG, || {
-        match get_json(
-            &member(&cp, "member1"),
-            &["-n", "shop", "get", "configmap", "web-config"],
-        ) {
-            Err(e) if e.contains("NotFound") => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => Err("still there".into()),
-        }
-    });
+    wait_gone(&cp, "member1", "configmap", "web-config");
     assert!(
         get_json(
             &member(&cp, "member2"),
@@ -442,5 +437,120 @@ fn with_default_gates_a_no_execute_taint_evicts_nothing() {
     )
     .unwrap();
     assert_eq!(d["spec"]["replicas"], 2);
+    drop(cp);
+}
+
+/// Application failover (`failover.application`, not gated): member1's copy stays unhealthy
+/// past its toleration → evicted with `ApplicationFailure`; with `purgeMode: Never` the old copy
+/// stays until a person sets `suppressDeletion: false`.
+#[test]
+fn an_unhealthy_application_fails_over_and_the_old_copy_waits_for_a_person() {
+    let cp = started(
+        &[],
+        "  propagateDeps: true\n  failover:\n    application:\n      decisionConditions:\n        tolerationSeconds: 1\n      purgeMode: Never\n",
+    );
+    let kc = cp.kubeconfig.clone();
+    // member1's copy can no longer run its pods: a rollout to a node nobody has.
+    apply_yaml(
+        &kc,
+        r#"apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: nowhere-on-member1
+  namespace: shop
+spec:
+  resourceSelectors:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: web
+  overrideRules:
+  - targetCluster:
+      clusterNames: [member1]
+    overriders:
+      plaintext:
+      - path: /spec/template/spec/nodeSelector
+        operator: add
+        value: {nowhere: "true"}
+"#,
+    );
+    let rb = wait_for("the binding failed over to member2", LONG, || {
+        let rb = binding(&kc)?;
+        let tasks = rb["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if clusters(&rb) == [("member2".to_string(), 4)] && tasks.len() == 1 {
+            Ok(rb)
+        } else {
+            Err(rb["spec"].to_string())
+        }
+    });
+    let task = &rb["spec"]["gracefulEvictionTasks"][0];
+    assert_eq!(task["fromCluster"], "member1");
+    assert_eq!(task["reason"], "ApplicationFailure");
+    assert_eq!(
+        task["producer"],
+        "resource-binding-application-failover-controller"
+    );
+    assert_eq!(task["purgeMode"], "Never");
+    assert_eq!(task["suppressDeletion"], true);
+    wait_for("member2 running 4 ready", LONG, || {
+        let d = get_json(
+            &member(&cp, "member2"),
+            &["-n", "shop", "get", "deployment", "web"],
+        )?;
+        if d["status"]["readyReplicas"] == 4 {
+            Ok(())
+        } else {
+            Err(d["status"].to_string())
+        }
+    });
+    // Healthy replacement or not, the task and member1's copy stay: deletion is suppressed.
+    for _ in 0..6 {
+        let rb = binding(&kc).unwrap();
+        assert_eq!(
+            rb["spec"]["gracefulEvictionTasks"].as_array().map(Vec::len),
+            Some(1),
+            "{}",
+            rb["spec"]
+        );
+        assert!(
+            get_json(
+                &member(&cp, "member1"),
+                &["-n", "shop", "get", "deployment", "web"]
+            )
+            .is_ok()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // A person lets it go.
+    let rb = binding(&kc).unwrap();
+    let mut tasks = rb["spec"]["gracefulEvictionTasks"].clone();
+    tasks[0]["suppressDeletion"] = serde_json::json!(false);
+    let patch = serde_json::json!({"metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]}, "spec": {"gracefulEvictionTasks": tasks}}).to_string();
+    support::kubectl(
+        &kubectl_bin(),
+        &kc,
+        &[
+            "-n",
+            "shop",
+            "patch",
+            "resourcebinding",
+            "web-deployment",
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ],
+    );
+    wait_gone(&cp, "member1", "deployment", "web");
+    let rb = binding(&kc).unwrap();
+    assert!(
+        rb["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{}",
+        rb["spec"]
+    );
     drop(cp);
 }
