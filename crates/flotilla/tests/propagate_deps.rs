@@ -55,8 +55,22 @@ fn join_two(env: &flotilla_testenv::TestEnv, kc: &Path, names: [&str; 2]) -> (Pa
     (m1, m2)
 }
 
-/// Delete the test's namespace on the control plane and in the members.
-fn clean_up(kc: &Path, ns: &str, members: [&PathBuf; 2]) {
+/// Delete the test's namespace on the control plane and in the members, and unjoin the
+/// clusters (their identity in the shared members goes with them).
+fn clean_up(kc: &Path, ns: &str, members: [&PathBuf; 2], clusters: [&str; 2]) {
+    for (name, member) in clusters.iter().zip(members) {
+        let (ok, out) = flotilla_cmd(&[
+            "unjoin",
+            name,
+            "--kubeconfig",
+            member.to_str().unwrap(),
+            "--control-plane-kubeconfig",
+            kc.to_str().unwrap(),
+            "--wait-seconds",
+            "120",
+        ]);
+        assert!(ok, "unjoin {name} failed:\n{out}");
+    }
     kubectl(
         &kubectl_bin(),
         kc,
@@ -313,7 +327,7 @@ spec:
     );
     assert!(get_json(&m2, &["-n", &ns, "get", "deployment", "web"]).is_ok());
 
-    clean_up(&kc, &ns, [&m1, &m2]);
+    clean_up(&kc, &ns, [&m1, &m2], [c1, c2]);
     drop(cp);
 }
 
@@ -453,6 +467,6 @@ fn a_dependency_its_own_policy_selects_goes_where_both_say() {
     );
     assert!(get_json(&m2, &["-n", &ns, "get", "configmap", "shared"]).is_ok());
 
-    clean_up(&kc, &ns, [&m1, &m2]);
+    clean_up(&kc, &ns, [&m1, &m2], [c1, c2]);
     drop(cp);
 }
