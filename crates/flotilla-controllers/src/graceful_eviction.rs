@@ -10,7 +10,7 @@
 //! is assessed alike; a `Directly` task's cluster loses its Work at once anyway (the binding
 //! controller keeps only the others').
 //!
-//! Two deliberate differences (ADR 0011), both so that the old copy never goes before a
+//! Two deliberate differences (ADR 0013), both so that the old copy never goes before a
 //! replacement serves: with **no** cluster scheduled, "every cluster is healthy" is not taken as
 //! true (Karmada's vacuous truth there, issue #7455, deletes the only copy with no
 //! replacement); and a cluster whose reflected status counts ready replicas must have as many
