@@ -59,12 +59,18 @@ impl Ctx {
 
     /// Record this write's field ownership in `obj` (from `old`; None for a create), starting
     /// from the managedFields the request sent (`incoming`) or else the stored ones.
+    /// An update of an object that has no managedFields is not tracked: kube-apiserver takes
+    /// such an object for one written before field tracking, and starts with its first apply.
     fn record_ownership(&self, old: Option<&Value>, obj: &mut Value, incoming: Option<Vec<managed::Entry>>) -> ApiResult<()> {
+        let untracked = incoming.is_none() && old.is_some();
         let base = match incoming {
             Some(entries) => entries,
             None => old.map(|o| managed::decode(meta::meta(o).and_then(|m| m.get("managedFields"))).unwrap_or_default()).unwrap_or_default(),
         };
         strip_managed_fields(obj);
+        if untracked && base.is_empty() {
+            return Ok(());
+        }
         let (manager, api_version, now) = (self.field_manager(), self.info.api_version(), meta::now());
         let reset = managed::reset_fields(self.path.subresource.as_deref().unwrap_or(""), self.info.status, obj);
         let mut old_plain = old.cloned();

@@ -576,7 +576,9 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     if sub.is_none() && !info.has_verb(base_verb) {
         return Err(ApiError::method_not_allowed(verb, &info.plural));
     }
-    let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(String::from);
+    // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
+    let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    let user_agent = Some(user_agent.to_string());
     let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity, user_agent };
     let headers = req.headers().clone();
     match verb {

@@ -18,6 +18,11 @@ use crate::template::Vars;
 
 /// How long a non-watch response may take before the step is recorded as an error.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The User-Agent of every request (unless a case step removes it): its product,
+/// `flotilla-conformance`, names the field manager of writes that do not name one. The
+/// runner's own writes (the case's namespace) use it too, so they and a case's writes are one
+/// managedFields entry, whose place does not depend on the clock.
+pub const USER_AGENT: &str = "flotilla-conformance/v1";
 /// The largest response body read.
 const MAX_BODY: usize = 64 << 20;
 
@@ -99,6 +104,7 @@ fn build_request(r: &crate::case::Request, vars: &Vars) -> Result<Request<Bytes>
         Some(Body::Raw(s)) => Bytes::from(vars.render(s)?),
     };
     let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    headers.insert("user-agent".into(), USER_AGENT.into());
     if r.body.is_some() {
         headers.insert("content-type".into(), "application/json".into());
     }
@@ -146,7 +152,7 @@ struct Answer {
 
 /// Send a request the runner itself needs (the case's namespace); answer status and body.
 async fn send_own(target: &dyn Target, method: &str, uri: &str, body: Option<Value>) -> Result<(u16, Bytes), TargetError> {
-    let mut b = Request::builder().method(method).uri(uri);
+    let mut b = Request::builder().method(method).uri(uri).header(header::USER_AGENT, USER_AGENT);
     if body.is_some() {
         b = b.header(header::CONTENT_TYPE, "application/json");
     }

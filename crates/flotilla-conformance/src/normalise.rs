@@ -10,8 +10,9 @@
 //!   move its global revision, so list revisions are only "current or not".
 //! - **uids** (any UUID in any string) become `<uid:N>`, numbered by first appearance.
 //! - **timestamps** (any string that is an RFC 3339 date-time) become `<time>`.
-//! - **managedFields** becomes `<managedFields>` when present (presence compared, contents not:
-//!   server-side apply is later work).
+//! - **managedFields**: each entry's `time` becomes `<time>`; manager, operation, apiVersion,
+//!   fieldsType, fieldsV1 and subresource are compared as they are (the keys of `fieldsV1`
+//!   that name list elements by value go through the uid and run-value rules).
 //! - **generated names**: when a request sends `metadata.generateName`, that prefix (cut to 58
 //!   characters, as the server cuts it) followed by five characters of the server's alphabet
 //!   becomes `<prefix><suffix>`, wherever it appears.
@@ -246,6 +247,8 @@ impl Normaliser {
                 for (key, item) in map.iter_mut() {
                     if let Some(token) = allocation_token(key, item) {
                         *item = token;
+                    } else if key == "fieldsV1" {
+                        self.field_set(item);
                     } else {
                         self.walk(item);
                     }
@@ -254,13 +257,23 @@ impl Normaliser {
             _ => {}
         }
     }
+
+    /// A managedFields entry's `fieldsV1`: its keys name list elements by value
+    /// (`k:{"uid":"…"}`, `v:"{{ns}}"`), so keys are normalised like strings.
+    fn field_set(&mut self, v: &mut Value) {
+        if let Value::Object(map) = v {
+            for (key, mut item) in std::mem::take(map) {
+                self.field_set(&mut item);
+                map.insert(self.text(&key), item);
+            }
+        }
+    }
 }
 
 /// Fields whose value the server allocates or encodes opaquely.
 fn allocation_token(key: &str, v: &Value) -> Option<Value> {
     let ip = |s: &str| if s.is_empty() || s == "None" { json!(s) } else { json!("<clusterIP>") };
     match (key, v) {
-        ("managedFields", Value::Array(_)) => Some(json!("<managedFields>")),
         ("continue", Value::String(s)) if !s.is_empty() => Some(json!("<continue>")),
         ("clusterIP", Value::String(s)) => Some(ip(s)),
         ("clusterIPs", Value::Array(a)) => Some(Value::Array(a.iter().map(|x| x.as_str().map_or(x.clone(), ip)).collect())),
@@ -351,14 +364,19 @@ mod tests {
         n.generate_name("web-");
         let v = n.body(json!({
             "metadata": {"uid": "0b7e8c3c-1f2a-4c55-9e0a-0123456789ab", "creationTimestamp": "2026-01-01T00:00:00Z",
-                         "generateName": "web-", "name": "web-x7k2p", "managedFields": [{}]},
+                         "generateName": "web-", "name": "web-x7k2p",
+                         "managedFields": [{"manager": "m", "time": "2026-01-01T00:00:01Z",
+                                            "fieldsV1": {"f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"0b7e8c3c-1f2a-4c55-9e0a-0123456789ab\"}": {}}}}}]},
             "spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"], "ports": [{"nodePort": 30001}]},
             "message": "uid 0b7e8c3c-1f2a-4c55-9e0a-0123456789ab in c-x: too old resource version: 1 (523)"
         }));
         assert_eq!(v["metadata"]["uid"], "<uid:1>");
         assert_eq!(v["metadata"]["creationTimestamp"], "<time>");
         assert_eq!(v["metadata"]["name"], "web-<suffix>");
-        assert_eq!(v["metadata"]["managedFields"], "<managedFields>");
+        assert_eq!(
+            v["metadata"]["managedFields"],
+            json!([{"manager": "m", "time": "<time>", "fieldsV1": {"f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"<uid:1>\"}": {}}}}}])
+        );
         assert_eq!(v["spec"]["clusterIP"], "<clusterIP>");
         assert_eq!(v["spec"]["ports"][0]["nodePort"], "<nodePort>");
         assert_eq!(v["message"], "uid <uid:1> in {{ns}}: too old resource version: <rv> (<rv>)");
