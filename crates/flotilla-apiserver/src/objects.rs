@@ -930,12 +930,10 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
     let patch_doc = crate::patching::decode(kind, &bytes)?;
     let dry_run = ctx.query.dry_run()?;
     if kind == BodyType::ApplyYaml && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
-        return Err(ApiError::invalid(
-            &ctx.info.group,
-            &ctx.info.kind,
-            &name,
-            vec![Cause::new("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")],
-        ));
+        // The options are what is invalid (PatchOptions, no name), as on kube-apiserver.
+        let mut e = ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![Cause::new("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")]);
+        e.name = None;
+        return Err(e);
     }
     // Retry when the object changes between our read and our write.
     for _ in 0..16 {
@@ -1024,6 +1022,17 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
     let name = meta::name(&config).to_string();
     let writer = ctx.writer(&manager, &api_version, &now);
     let (zero, ty) = (ctx.zero_value(), ctx.object_type());
+    // An object nobody owns anything of (written before field tracking, or by updates only
+    // since it was created empty) is owned by `before-first-apply` when first applied to, as
+    // kube-apiserver does: the apply then conflicts with its values rather than dropping them.
+    let entries = match live_plain.as_ref() {
+        Some(live) if entries.is_empty() => {
+            let w = managed::Writer { manager: "before-first-apply", ..writer.clone() };
+            managed::record_update(None, live, &zero, ty, Vec::new(), &w, &managed::FieldSet::default())
+                .map_err(|e| ApiError::invalid(&ctx.info.group, &ctx.info.kind, &name, vec![Cause::new("FieldValueInvalid", "", e)]))?
+        }
+        _ => entries,
+    };
     let mut result = managed::apply(live_plain.as_ref(), &config, &zero, ty, entries.clone(), &writer, force, &reset);
     // Over a client-side apply's fields that still hold its values, the apply goes through.
     if let (Err(managed::ApplyError::Conflicts(_, on)), Some(live)) = (&result, live_plain.as_ref()) {

@@ -45,6 +45,9 @@ pub const MESSAGE_RULES: &[(&str, &str)] = &[
     (r"Too large resource version: \d+, current: \d+", "Too large resource version: <rv>, current: <rv>"),
     (r"ResourceVersion in precondition: \d+, ResourceVersion in object meta: \d+", "ResourceVersion in precondition: <rv>, ResourceVersion in object meta: <rv>"),
     (r"resourceVersion: \d+", "resourceVersion: <rv>"),
+    // An object quoted as JSON inside a message (a strict patch error quotes the patched object).
+    (r#"\\"resourceVersion\\":\\"\d+\\""#, r#"\"resourceVersion\":\"<rv>\""#),
+    (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "<time>"),
     // The admin client certificate's fingerprint (new with every testenv).
     (r"X509SHA256=[0-9a-f]{64}", "X509SHA256=<fingerprint>"),
     (
@@ -380,6 +383,16 @@ mod tests {
         assert_eq!(v["spec"]["clusterIP"], "<clusterIP>");
         assert_eq!(v["spec"]["ports"][0]["nodePort"], "<nodePort>");
         assert_eq!(v["message"], "uid <uid:1> in {{ns}}: too old resource version: <rv> (<rv>)");
+    }
+
+    #[test]
+    fn objects_quoted_in_messages() {
+        let mut n = Normaliser::new("c-x");
+        let quoted = r#"patch: Invalid value: "{\"metadata\":{\"resourceVersion\":\"219\",\"creationTimestamp\":\"2026-11-30T15:22:28Z\"}}""#;
+        assert_eq!(
+            n.text(quoted),
+            r#"patch: Invalid value: "{\"metadata\":{\"resourceVersion\":\"<rv>\",\"creationTimestamp\":\"<time>\"}}""#
+        );
     }
 
     #[test]
