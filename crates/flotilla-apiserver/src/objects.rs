@@ -1053,8 +1053,15 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
     }
 }
 
-/// `prepare_update` as for the main resource (scale writes go to the main object).
-fn prepare_update_main(ctx: &Ctx, old: &Value, new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+/// `prepare_update` as for the main resource (scale writes go to the main object), with the
+/// scale subresource's ownership: an entry of its own (subresource `scale`), which
+/// kube-apiserver records without a time (so it sorts before the manager's other entries).
+fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+    ctx.record_ownership(Some(old), &mut new, None)?;
+    let mut owned = managed::decode(meta::meta(&new).and_then(|m| m.get("managedFields"))).unwrap_or_default();
+    for e in owned.iter_mut().filter(|e| e.subresource == "scale") {
+        e.time = None;
+    }
     let main = Ctx {
         inner: ctx.inner.clone(),
         info: ctx.info.clone(),
@@ -1063,7 +1070,7 @@ fn prepare_update_main(ctx: &Ctx, old: &Value, new: Value, warnings: &mut Vec<St
         identity: ctx.identity.clone(),
         user_agent: ctx.user_agent.clone(),
     };
-    prepare_update(&main, old, new, warnings, None)
+    prepare_update(&main, old, new, warnings, Some(owned))
 }
 
 // ---------------------------------------------------------------------------------------------
