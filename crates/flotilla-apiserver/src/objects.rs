@@ -650,6 +650,12 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
         let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
         meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
     }
+    // Ownership is of what the request sets (with its defaults), not of what the server adds
+    // for a create (a namespace's finalizer, a Job's selector and labels, a Pod's priority and
+    // tolerations): kube-apiserver records it before its strategy and admission run. A
+    // DaemonSet's template-generation annotation is the exception: kube-apiserver's field
+    // manager sees it (its conversion to apps/v1 writes it), so the creating manager owns it.
+    let requested = (matches!(info.codec, Codec::Typed(_)) && !(info.group == "apps" && info.kind == "DaemonSet")).then(|| obj.clone());
     flotilla_api_hooks::create_defaults(info, &mut obj)?;
     admission_chain::mutate(info, &mut obj, true, url_ns.as_deref())?;
     let name = meta::name(&obj).to_string();
@@ -663,9 +669,14 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
     }
-    match owned {
-        Some(entries) => set_managed_fields(&mut obj, &entries),
-        None => ctx.record_ownership(None, &mut obj, incoming)?,
+    match (owned, requested) {
+        (Some(entries), _) => set_managed_fields(&mut obj, &entries),
+        (None, Some(mut requested)) => {
+            ctx.record_ownership(None, &mut requested, incoming)?;
+            let entries = managed::decode(meta::meta(&requested).and_then(|m| m.get("managedFields"))).unwrap_or_default();
+            set_managed_fields(&mut obj, &entries);
+        }
+        (None, None) => ctx.record_ownership(None, &mut obj, incoming)?,
     }
     if dry_run {
         return Ok(obj);
