@@ -1,4 +1,5 @@
-// Command zero-values prints, for every built-in kind client-go's scheme knows, the JSON of its
+// Command zero-values prints, for every built-in kind client-go's scheme knows (and
+// apiextensions.k8s.io/v1's CustomResourceDefinition), the JSON of its
 // zero value as the API server's field manager sees it: the "live object" a create is compared
 // with when kube-apiserver records field ownership (managedFields). Fields Go always writes
 // (structs, and fields without omitempty) are present; the rest are absent.
@@ -14,11 +15,17 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
 func main() {
+	// CustomResourceDefinitions are built in too, though not in client-go's scheme.
+	if err := apiextensionsv1.AddToScheme(scheme.Scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	out := map[string]json.RawMessage{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
 		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") {
