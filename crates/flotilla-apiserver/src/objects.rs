@@ -36,13 +36,7 @@ impl Ctx {
     /// Who owns the fields this write sets: `fieldManager`, else the User-Agent's product
     /// (`kubectl` of `kubectl/v1.33.0 …`), as kube-apiserver decides.
     pub fn field_manager(&self) -> String {
-        match self.query.get("fieldManager").filter(|m| !m.is_empty()) {
-            Some(m) => m.to_string(),
-            None => match &self.user_agent {
-                Some(ua) => ua.split('/').next().unwrap_or("").to_string(),
-                None => "flotilla-apiserver".to_string(),
-            },
-        }
+        field_manager(&self.query, self.user_agent.as_deref())
     }
 
     fn writer<'a>(&'a self, manager: &'a str, api_version: &'a str, now: &'a str) -> managed::Writer<'a> {
@@ -82,6 +76,32 @@ impl Ctx {
         set_managed_fields(obj, &entries);
         Ok(())
     }
+}
+
+/// The manager of a write: `fieldManager`, else the User-Agent's product; internal writes
+/// (no request, so no User-Agent) are `flotilla-apiserver`.
+fn field_manager(query: &Query, user_agent: Option<&str>) -> String {
+    match query.get("fieldManager").filter(|m| !m.is_empty()) {
+        Some(m) => m.to_string(),
+        None => match user_agent {
+            Some(ua) => ua.split('/').next().unwrap_or("").to_string(),
+            None => "flotilla-apiserver".to_string(),
+        },
+    }
+}
+
+/// The managedFields of a created object that is answered, not stored (a review): what its
+/// request body sets, owned by the writer, as kube-apiserver's create handler records it.
+pub(crate) fn created_managed_fields(query: &Query, user_agent: Option<&str>, group: &str, version: &str, kind: &str, body: &Value) -> Option<Value> {
+    let manager = field_manager(query, user_agent);
+    let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let now = meta::now();
+    let writer = managed::Writer { manager: &manager, api_version: &api_version, subresource: "", now: &now };
+    let mut plain = body.clone();
+    strip_managed_fields(&mut plain);
+    let zero = managed::zero_value(group, version, kind);
+    let entries = managed::record_update(None, &plain, &zero, managed::object_type(group, version, kind), Vec::new(), &writer, &managed::FieldSet::default()).ok()?;
+    managed::encode(&entries)
 }
 
 fn strip_managed_fields(obj: &mut Value) {

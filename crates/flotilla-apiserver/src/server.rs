@@ -536,8 +536,14 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     // Reviews are answered by handlers, not storage.
     match (p.group.as_str(), p.resource.as_str(), req.method()) {
         ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
+            let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
             let body = read_json_body(&inner, req).await?;
-            let out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
+            let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
+            // The request's spec is owned by its writer, as on any create.
+            let managed = crate::objects::created_managed_fields(&query, Some(&user_agent), &p.group, &p.version, "SelfSubjectAccessReview", &body);
+            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
+                meta.insert("managedFields".into(), m);
+            }
             return Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]));
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
