@@ -399,7 +399,8 @@ async fn a_capacity_change_changes_allocatable_and_what_schedules() {
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
 
     // Set at start: 2 CPUs, so a pod asking for 3 is Pending, Unschedulable.
-    let n = eventually("cap-node-1", || async { nodes.get("cap-node-1").await.ok() }).await;
+    // A node is registered first and its status written next: wait for the status.
+    let n = eventually("cap-node-1 with its status", || async { nodes.get("cap-node-1").await.ok().filter(|n| allocatable_cpu(n).is_some()) }).await;
     assert_eq!(allocatable_cpu(&n).as_deref(), Some("2"));
     pods.create(&PostParams::default(), &with_cpu("big", "3")).await.unwrap();
     let p = eventually("big Unschedulable", || async { pods.get("big").await.ok().filter(unschedulable) }).await;
