@@ -183,15 +183,9 @@ impl Context {
         self.current.lock().clone()
     }
 
-    /// Put `base` under a KubeFedConfig's health check (`None`: none); whether that changed
-    /// the settings in force.
-    fn follow(&self, check: Option<&ClusterHealthCheckConfig>) -> Option<Config> {
-        let next = self.base.with_kubefed(check);
-        let mut current = self.current.lock();
-        (*current != next).then(|| {
-            *current = next.clone();
-            next
-        })
+    /// Put `base` under a KubeFedConfig's health check (`None`: none).
+    fn follow(&self, check: Option<&ClusterHealthCheckConfig>) {
+        *self.current.lock() = self.base.with_kubefed(check);
     }
 }
 

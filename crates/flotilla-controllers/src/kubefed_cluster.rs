@@ -396,6 +396,13 @@ async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Next, Error> {
     }
 }
 
+/// What a reconcile reads of a Cluster: its spec, annotations, deletion, `Ready` condition
+/// and Kubernetes version.
+fn cluster_fingerprint(c: &Cluster) -> String {
+    let ready = condition_status(c.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready");
+    json!([c.spec, c.metadata.annotations, c.metadata.deletion_timestamp, ready, c.status.as_ref().and_then(|s| s.kubernetes_version.as_ref())]).to_string()
+}
+
 /// Base64, as `[]byte` fields are written in JSON.
 fn base64_encode(bytes: &[u8]) -> String {
     serde_json::to_value(ByteString(bytes.to_vec())).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
@@ -409,7 +416,20 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 pub async fn run(client: Client, config: Config) {
     let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(200), Duration::from_secs(60));
     let q = queue.clone();
-    let (clusters, clusters_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, _| q.add(c.name_any()));
+    // Queue a Cluster only when what a reconcile reads changed (not on every status write).
+    let seen: parking_lot::Mutex<std::collections::HashMap<String, String>> = Default::default();
+    let (clusters, clusters_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+        let name = c.name_any();
+        if deleted {
+            seen.lock().remove(&name);
+            q.add(name);
+            return;
+        }
+        let print = cluster_fingerprint(c);
+        if seen.lock().insert(name.clone(), print.clone()).as_ref() != Some(&print) {
+            q.add(name);
+        }
+    });
     let q = queue.clone();
     let (kfcs, kfcs_task) =
         watch_into_store(Api::<KubeFedCluster>::namespaced(client.clone(), &config.namespace), watcher::Config::default(), move |k: &KubeFedCluster, _| q.add(k.name_any()));

@@ -129,7 +129,7 @@ fn custom_resources_with_kubectl_match_a_real_apiserver() {
 fn federation_manifests_apply_unchanged() {
     let bin = Path::new("/usr/lib/google-cloud-sdk/bin/kubectl.1.33");
     let kc = &server().kubeconfig;
-    let data = manifest_dir().join("../flotilla-api/tests/data/federation");
+    let data = support::manifest_dir().join("../flotilla-api/tests/data/federation");
     kubectl(bin, kc, &["create", "namespace", "test-namespace"]);
     for f in ["karmada/nginx-deployment.yaml", "karmada/nginx-propagationpolicy.yaml", "karmada/nginx-overridepolicy.yaml", "kubefed/federateddeployment.yaml", "kubefed/federateddeployment-rsp.yaml"] {
         kubectl(bin, kc, &["apply", "-f", data.join(f).to_str().unwrap()]);
@@ -168,10 +168,4 @@ fn federation_manifests_apply_unchanged() {
         let (got_short, rest) = if short.is_empty() { ("", &cols[1..]) } else { (cols[1], &cols[2..]) };
         assert_eq!((got_short, rest[0], rest[1], rest[2]), (short, api_version, namespaced, kind), "{line}");
     }
-}
-
-/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
-/// in is where the binary was built, which a shared target directory may have done elsewhere).
-fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -27,7 +27,7 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         assert!(c["status"]["apiEnablements"].as_array().is_some_and(|a| !a.is_empty()), "{}", c["status"]);
         assert_eq!(c["status"]["nodeSummary"]["readyNum"], 2, "{}", c["status"]);
     }
-    let sample = manifest_dir().join("../../examples/karmada/nginx.yaml");
+    let sample = support::manifest_dir().join("../../examples/karmada/nginx.yaml");
     let bin = kubectl_bin();
     let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(&sample).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -59,7 +59,7 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
         assert_eq!(md["metadata"]["labels"]["karmada.io/managed"], "true");
     }
     // The tour's regional override: member2 (region-member2) pulls from the mirror, member1 not.
-    let ov = manifest_dir().join("../../examples/karmada/override-by-region.yaml");
+    let ov = support::manifest_dir().join("../../examples/karmada/override-by-region.yaml");
     let out = Command::new(&bin).arg("--kubeconfig").arg(&kc).args(["apply", "-f"]).arg(&ov).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     for (m, image) in [("member1", "nginx"), ("member2", "mirror.example.com/nginx")] {
@@ -90,7 +90,7 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
 /// OverridePolicy that edits labels in member2 and annotations in member1.
 #[test]
 fn karmadas_nginx_samples_apply_unchanged() {
-    let dir = manifest_dir().join("../../examples/karmada/samples/nginx");
+    let dir = support::manifest_dir().join("../../examples/karmada/samples/nginx");
     // Length and FNV-1a of each upstream file (examples/karmada/samples/README.md says where
     // they come from): an edited copy would no longer prove anything.
     for (file, len, fnv) in [("deployment.yaml", 280, 0xaa56_11d5_u32), ("propagationpolicy.yaml", 641, 0xe143_c52c), ("overridepolicy.yaml", 939, 0xdbb3_26dd)] {
@@ -132,10 +132,4 @@ fn karmadas_nginx_samples_apply_unchanged() {
     assert!(d1["metadata"]["annotations"].get("emma").is_none(), "{}", d1["metadata"]["annotations"]);
     assert_eq!(d1["spec"]["replicas"], 1);
     drop(cp);
-}
-
-/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
-/// in is where the binary was built, which a shared target directory may have done elsewhere).
-fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

@@ -31,7 +31,7 @@ fn server() -> &'static Flotilla {
 }
 
 fn data(file: &str) -> String {
-    manifest_dir().join("../flotilla-api/tests/data/federation/kubefed").join(file).to_str().unwrap().to_string()
+    support::manifest_dir().join("../flotilla-api/tests/data/federation/kubefed").join(file).to_str().unwrap().to_string()
 }
 
 /// `flotilla ARGS --control-plane-kubeconfig KC`.
@@ -311,10 +311,4 @@ fn federate_turns_existing_objects_into_federated_ones() {
 /// Wait until the API server serves `plural.group` (a CRD just created).
 fn wait_served(kc: &Path, resource: &str) {
     support::wait_for(&format!("{resource} served"), std::time::Duration::from_secs(60), || get_json(kc, &["get", resource]).map(|_| ()));
-}
-
-/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
-/// in is where the binary was built, which a shared target directory may have done elsewhere).
-fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

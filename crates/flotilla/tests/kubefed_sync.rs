@@ -61,7 +61,7 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     for name in ["member1", "member2"] {
         cluster_ready(&kc, name, "True");
     }
-    let example = manifest_dir().join("../../examples/kubefed/federateddeployment.yaml");
+    let example = support::manifest_dir().join("../../examples/kubefed/federateddeployment.yaml");
     kubectl(&k, &kc, &["apply", "-f", example.to_str().unwrap()]);
 
     // Each member gets its own rendering: member1 5 replicas of the template's image, member2
@@ -262,7 +262,7 @@ fn the_federated_deployment_on_real_members() {
         cluster_ready(&kc, name, "True");
     }
     let ns = support::unique("kubefed");
-    let example = std::fs::read_to_string(manifest_dir().join("../../examples/kubefed/federateddeployment.yaml")).unwrap();
+    let example = std::fs::read_to_string(support::manifest_dir().join("../../examples/kubefed/federateddeployment.yaml")).unwrap();
     apply_yaml(&kc, &example.replace(NS, &ns));
     let deploy = |m: usize| get_json(&members[m].1, &["-n", &ns, "get", "deployment", "test-deployment"]);
     let d1 = wait_for("member1's Deployment with 5 replicas", LONG, || deploy(0).and_then(|d| if d["spec"]["replicas"] == 5 { Ok(d) } else { Err(d["spec"].to_string()) }));
@@ -333,10 +333,4 @@ fn a_member_object_labelled_managed_false_is_never_touched() {
     let cm1 = get_json(&m1, &["-n", "own", "get", "configmap", "cfg"]).unwrap();
     assert_eq!(cm1["data"]["k"], "mine", "member1's own object stays");
     drop(cp);
-}
-
-/// This crate's directory, as `cargo test` reports it when running the test (the path compiled
-/// in is where the binary was built, which a shared target directory may have done elsewhere).
-fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from)
 }

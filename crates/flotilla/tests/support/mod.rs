@@ -337,3 +337,10 @@ pub fn gone(kubeconfig: &Path, args: &[&str]) -> Result<(), String> {
         other => Err(format!("{:?}", other.map(|o| o["metadata"].clone()))),
     }
 }
+
+/// The `flotilla` crate's directory, as `cargo test` reports it when running the test (the path
+/// compiled in is where the binary was built, which a shared target directory may have done in
+/// another checkout).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from)
+}
