@@ -416,3 +416,56 @@ func TestNoOrphans(t *testing.T) {
 		})
 	})
 }
+
+// TestControllerManagerAlone is the conformance recorder's member: `--nodes 0` runs
+// kube-controller-manager (here only its garbage collector) without a scheduler, a fake kubelet
+// or nodes, so pods stay as they were created while owners' dependents are collected.
+func TestControllerManagerAlone(t *testing.T) {
+	dir := newDir(t)
+	run(t, "up", "--members", "1", "--with-workloads", "--controllers", "garbagecollector", "--nodes", "0",
+		"--out", dir, "--parent-pid", strconv.Itoa(os.Getpid()))
+	ready := readReady(t, dir)
+	if got := len(proc.Tagged(proc.TagDir + "=" + dir)); got != 4 {
+		t.Fatalf("want 4 processes (supervisor, etcd, kube-apiserver, kube-controller-manager), got %d: %v", got, proc.Tagged(proc.TagDir+"="+dir))
+	}
+	ctx := context.Background()
+	cs := clientFor(t, ready.Members[0])
+	if nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(nodes.Items) != 0 {
+		t.Fatalf("nodes: %d %v", len(nodes.Items), err)
+	}
+	pod, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:            "dependent",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ConfigMaps("default").Delete(ctx, "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the garbage collector deletes the dependent", func() error {
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "dependent", metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+	got, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != pod.ResourceVersion || got.Spec.NodeName != "" || len(got.Status.Conditions) != 0 {
+		t.Errorf("the pod changed although nothing schedules or runs pods: node %q, conditions %v", got.Spec.NodeName, got.Status.Conditions)
+	}
+}

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use axum::body::Body;
 use bytes::Bytes;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_controllers::garbage_collector;
 use flotilla_store::Store;
 use http::{Request, Response};
 
@@ -34,12 +35,23 @@ pub trait Target: Send + Sync {
     async fn compact(&self) -> Result<(), TargetError>;
 }
 
-/// Flotilla's API server on a fresh memory store, called as the admin user.
+/// Flotilla's API server on a fresh memory store, called as the admin user, with Flotilla's
+/// garbage collector running beside it (the recorder's member runs kube-controller-manager's).
 #[derive(Clone)]
 pub struct InProcess {
     router: axum::Router,
     store: Arc<dyn Store>,
     identity: Identity,
+    _collector: Arc<AbortOnDrop>,
+}
+
+/// Stops the garbage collector when the last handle to the target goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for InProcess {
@@ -50,13 +62,19 @@ impl std::fmt::Debug for InProcess {
 
 impl InProcess {
     /// A bootstrapped server with the default configuration. The identity matches testenv's
-    /// admin certificate (CN `admin`, O `system:masters`).
+    /// admin certificate (CN `admin`, O `system:masters`). The garbage collector calls the same
+    /// router as the user kube-controller-manager's collector is (a `gc` case's dependents are
+    /// deleted by it, as on the real server); it runs until the target is dropped.
     pub async fn start() -> Result<InProcess, TargetError> {
         let store: Arc<dyn Store> =
             Arc::new(flotilla_store::memory::memory_store(Default::default()).map_err(|e| TargetError::Bootstrap(e.to_string()))?);
         let api = ApiServer::new(store.clone(), ApiServerConfig::default());
         api.bootstrap().await.map_err(|e| TargetError::Bootstrap(format!("{e:?}")))?;
-        Ok(InProcess { router: api.router(), store, identity: Identity::user("admin", &["system:masters"]) })
+        let router = api.router();
+        let gc_identity = Identity::user("system:kube-controller-manager", &["system:masters"]);
+        let client = kube::Client::new(flotilla_apiserver::inproc::InProcess::new(router.clone(), gc_identity), "default");
+        let collector = tokio::spawn(garbage_collector::run(client, garbage_collector::Config::default()));
+        Ok(InProcess { router, store, identity: Identity::user("admin", &["system:masters"]), _collector: Arc::new(AbortOnDrop(collector)) })
     }
 }
 

@@ -161,8 +161,8 @@ func Up(o UpOptions) (*Ready, error) {
 				c.Controllers = member.DefaultControllers
 			}
 			count, err := strconv.Atoi(o.Nodes.Get(name))
-			if err != nil || count < 1 {
-				return nil, fmt.Errorf("--nodes for %s: %q is not a positive number", name, o.Nodes.Get(name))
+			if err != nil || count < 0 {
+				return nil, fmt.Errorf("--nodes for %s: %q is not a number of nodes (0 or more)", name, o.Nodes.Get(name))
 			}
 			region := o.Region.Get(name)
 			if region == "" {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -263,28 +264,41 @@ func (s *supervisor) start(ctx context.Context) error {
 		if err := s.spawn(ControllerManager, c.Binaries.ControllerManager, c.ControllerManagerArgs()); err != nil {
 			return err
 		}
-		if err := s.spawn(Scheduler, c.Binaries.Scheduler, c.SchedulerArgs()); err != nil {
-			return err
-		}
-		if err := s.spawn(Kubelet, c.Binaries.Testenv, c.KubeletArgs()); err != nil {
-			return err
+		// Without fake nodes there is nothing to schedule onto or run: kube-controller-manager
+		// runs alone (the conformance recorder's member, whose pods must stay as created).
+		nodes := c.Nodes.Count > 0
+		if nodes {
+			if err := s.spawn(Scheduler, c.Binaries.Scheduler, c.SchedulerArgs()); err != nil {
+				return err
+			}
+			if err := s.spawn(Kubelet, c.Binaries.Testenv, c.KubeletArgs()); err != nil {
+				return err
+			}
 		}
 		if err := s.waitFor(ctx, ControllerManager, func() error {
 			return probe(ctx, compHTTP, "https://127.0.0.1:"+strconv.Itoa(c.Ports.ControllerManager)+"/healthz", "ok")
 		}); err != nil {
 			return err
 		}
-		if err := s.waitFor(ctx, Scheduler, func() error {
-			return probe(ctx, compHTTP, "https://127.0.0.1:"+strconv.Itoa(c.Ports.Scheduler)+"/healthz", "ok")
-		}); err != nil {
-			return err
+		if nodes {
+			if err := s.waitFor(ctx, Scheduler, func() error {
+				return probe(ctx, compHTTP, "https://127.0.0.1:"+strconv.Itoa(c.Ports.Scheduler)+"/healthz", "ok")
+			}); err != nil {
+				return err
+			}
 		}
-		// The serviceaccount controller has run once the default ServiceAccount exists.
-		if err := s.waitFor(ctx, ControllerManager, func() error {
-			_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-			return err
-		}); err != nil {
-			return err
+		// The serviceaccount controller has run once the default ServiceAccount exists (when
+		// --controllers leaves it out, the healthz probe above is all there is to wait for).
+		if slices.Contains(c.Controllers, "serviceaccount") {
+			if err := s.waitFor(ctx, ControllerManager, func() error {
+				_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		if !nodes {
+			return nil
 		}
 		return s.waitFor(ctx, Kubelet, func() error { return nodesReady(ctx, cs, c.NodeNames()) })
 	}); err != nil {
