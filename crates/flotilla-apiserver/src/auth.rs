@@ -171,35 +171,44 @@ pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: 
     json!({
         "kind": "SelfSubjectAccessReview",
         "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {"creationTimestamp": null},
+        "metadata": {},
         "spec": spec,
         "status": status,
     })
 }
 
 /// Answer a SelfSubjectReview (`kubectl auth whoami`).
+/// kube-apiserver stamps it with the time of the request and leaves out an empty uid.
 pub fn self_subject_review(who: &Identity, version: &str) -> Value {
+    let mut user = json!({"username": who.user, "groups": who.groups});
+    if !who.uid.is_empty() {
+        user["uid"] = json!(who.uid);
+    }
     json!({
         "kind": "SelfSubjectReview",
         "apiVersion": format!("authentication.k8s.io/{version}"),
-        "metadata": {"creationTimestamp": null},
-        "status": {"userInfo": {"username": who.user, "uid": who.uid, "groups": who.groups}},
+        "metadata": {"creationTimestamp": crate::meta::now()},
+        "status": {"userInfo": user},
     })
 }
 
-/// Answer a SelfSubjectRulesReview (`kubectl auth can-i --list`).
-pub fn self_subject_rules_review(body: &Value) -> Value {
-    json!({
+/// Answer a SelfSubjectRulesReview (`kubectl auth can-i --list`). Like kube-apiserver, it needs
+/// `spec.namespace` and answers with an empty spec.
+pub fn self_subject_rules_review(body: &Value) -> Result<Value, crate::error::ApiError> {
+    if body.pointer("/spec/namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
+        return Err(crate::error::ApiError::bad_request("no namespace on request"));
+    }
+    Ok(json!({
         "kind": "SelfSubjectRulesReview",
         "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {"creationTimestamp": null},
-        "spec": body.get("spec").cloned().unwrap_or(json!({})),
+        "metadata": {},
+        "spec": {},
         "status": {
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "incomplete": false,
         },
-    })
+    }))
 }
 
 #[cfg(test)]

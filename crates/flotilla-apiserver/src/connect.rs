@@ -219,7 +219,7 @@ pub(crate) async fn serve(inner: Arc<Inner>, identity: Identity, p: ResourcePath
 
 async fn serve_inner(inner: Arc<Inner>, identity: Identity, p: ResourcePath, c: Arc<ConnectSubresource>, tail: String, req: Request<Body>) -> ApiResult<Response> {
     if !c.methods.contains(req.method()) {
-        return Err(ApiError::method_not_allowed(req.method().as_str(), &format!("{}/{}", c.resource, c.subresource)));
+        return Err(ApiError::method_not_allowed());
     }
     if req.headers().contains_key(header::UPGRADE) {
         return Err(ApiError::bad_request(format!(

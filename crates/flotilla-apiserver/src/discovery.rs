@@ -115,10 +115,20 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
     Some(doc)
 }
 
+/// A `responseKind`. kube-apiserver leaves group and version empty where they are a built-in
+/// resource's own (its CRD discovery fills them in for custom resources).
+fn response_kind(r: &ResourceInfo, group: &str, version: &str, kind: &str) -> Value {
+    if !r.is_custom() && group == r.group && version == r.version {
+        json!({"group": "", "version": "", "kind": kind})
+    } else {
+        json!({"group": group, "version": version, "kind": kind})
+    }
+}
+
 fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> Value {
     let mut d = json!({
         "resource": r.plural,
-        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "responseKind": response_kind(r, &r.group, &r.version, &r.kind),
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": r.singular,
         "verbs": r.verbs,
@@ -131,16 +141,16 @@ fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -
     }
     let mut subs = Vec::new();
     if r.group.is_empty() && r.plural == "namespaces" {
-        subs.push(json!({"subresource": "finalize", "responseKind": {"group": "", "version": "v1", "kind": "Namespace"}, "verbs": ["update"]}));
+        subs.push(json!({"subresource": "finalize", "responseKind": response_kind(r, "", "v1", "Namespace"), "verbs": ["update"]}));
     }
     if r.status {
-        subs.push(json!({"subresource": "status", "responseKind": {"group": r.group, "version": r.version, "kind": r.kind}, "verbs": ["get", "patch", "update"]}));
+        subs.push(json!({"subresource": "status", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["get", "patch", "update"]}));
     }
     if r.scale.is_some() {
         subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
     }
     for c in connects {
-        subs.push(json!({"subresource": c.subresource, "responseKind": {"group": r.group, "version": r.version, "kind": c.kind}, "verbs": c.verbs()}));
+        subs.push(json!({"subresource": c.subresource, "responseKind": response_kind(r, &r.group, &r.version, &c.kind), "verbs": c.verbs()}));
     }
     if !subs.is_empty() {
         d["subresources"] = Value::Array(subs);
@@ -154,7 +164,7 @@ fn aggregated_virtual(group: &str, version: &str) -> Vec<Value> {
         .map(|v| {
             json!({
                 "resource": v["name"],
-                "responseKind": {"group": group, "version": version, "kind": v["kind"]},
+                "responseKind": {"group": "", "version": "", "kind": v["kind"]},
                 "scope": "Cluster",
                 "singularResource": v["singularName"],
                 "verbs": v["verbs"],
@@ -180,7 +190,9 @@ pub fn aggregated(catalog: &Catalog, core: bool, api_version: &str) -> Value {
                     json!({"version": v, "resources": resources, "freshness": "Current"})
                 })
                 .collect();
-            json!({"metadata": {"name": g.name, "creationTimestamp": null}, "versions": versions})
+            // The core group has no name, and kube-apiserver leaves it out.
+            let metadata = if g.name.is_empty() { json!({}) } else { json!({"name": g.name}) };
+            json!({"metadata": metadata, "versions": versions})
         })
         .collect();
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items})

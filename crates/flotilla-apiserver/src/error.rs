@@ -33,6 +33,9 @@ pub struct ApiError {
     pub kind: Option<String>,
     pub causes: Vec<Cause>,
     pub retry_after: Option<u64>,
+    /// Render `details: {}` even when there is nothing in it, as kube-apiserver's router does
+    /// for the errors it answers before any resource handler runs (no route, 405, 406, 415).
+    pub empty_details: bool,
 }
 
 /// What an error is about: a resource (plural) in a group, possibly a named object.
@@ -61,7 +64,14 @@ impl ApiError {
             kind: None,
             causes: Vec::new(),
             retry_after: None,
+            empty_details: false,
         }
+    }
+
+    /// An error of the router itself: its Status carries `details: {}`.
+    fn from_router(mut self) -> Self {
+        self.empty_details = true;
+        self
     }
 
     fn about(mut self, s: &Subject<'_>) -> Self {
@@ -104,7 +114,7 @@ impl ApiError {
 
     /// The answer for a path no route matches.
     pub fn no_route() -> Self {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
+        ApiError::new(404, "NotFound", "the server could not find the requested resource").from_router()
     }
 
     /// The answer for a path the real server does not route at all (outside /api and /apis, an
@@ -114,12 +124,15 @@ impl ApiError {
         ApiError::new(404, PAGE_NOT_FOUND, "404 page not found")
     }
 
-    pub fn method_not_allowed(verb: &str, resource: &str) -> Self {
-        ApiError::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind \"{resource}\""))
+    /// A verb the resource (or subresource) does not serve: kube-apiserver's router answers it
+    /// without naming either.
+    pub fn method_not_allowed() -> Self {
+        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource").from_router()
     }
 
-    pub fn not_acceptable(accepted: &str) -> Self {
-        ApiError::new(406, "NotAcceptable", format!("only the following media types are accepted: {accepted}"))
+    /// No representation the client accepts; `available` is the comma-separated list.
+    pub fn not_acceptable(available: &str) -> Self {
+        ApiError::new(406, "NotAcceptable", format!("406: Not Acceptable\n\nAvailable representations: {available}")).from_router()
     }
 
     pub fn already_exists(s: &Subject<'_>) -> Self {
@@ -152,6 +165,11 @@ impl ApiError {
         ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: {}", message.into()))
     }
 
+    /// A PATCH whose Content-Type is no patch type at all: the router finds no route for it.
+    pub fn unsupported_patch_type() -> Self {
+        ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type").from_router()
+    }
+
     pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         ApiError::new(
             415,
@@ -170,7 +188,8 @@ impl ApiError {
             format!("{qualified} \"{name}\" is invalid: [{detail}]")
         };
         let mut e = ApiError::new(422, "Invalid", message);
-        e.name = Some(name.to_string());
+        // kube-apiserver leaves details.name out when there is none (options, a nameless object).
+        e.name = (!name.is_empty()).then(|| name.to_string());
         if !group.is_empty() {
             e.group = Some(group.to_string());
         }
@@ -245,7 +264,7 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if !details.is_empty() {
+        if !details.is_empty() || self.empty_details {
             status["details"] = Value::Object(details);
         }
         status

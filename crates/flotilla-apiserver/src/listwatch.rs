@@ -106,7 +106,7 @@ impl Selectors {
 }
 
 fn invalid_list_options(message: &str, field: &str) -> ApiError {
-    ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![Cause::new("FieldValueForbidden", field, message)])
+    ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![Cause::new("FieldValueForbidden", field, format!("Forbidden: {message}"))])
         .with_message(format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {message}"))
 }
 

@@ -601,7 +601,7 @@ pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, versio
 
 pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     if ctx.path.name.is_some() {
-        return Err(ApiError::method_not_allowed("create", &ctx.info.plural));
+        return Err(ApiError::method_not_allowed());
     }
     let body = parse_object_body(ct.as_deref(), &bytes)?;
     let mut warnings = Vec::new();
@@ -956,7 +956,9 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
     match kind {
         BodyType::JsonPatch | BodyType::MergePatch | BodyType::ApplyYaml => {}
         BodyType::StrategicMergePatch if ctx.info.strategic_patch => {}
-        _ => return Err(ApiError::unsupported_media_type(accepted)),
+        // A custom resource's strategic merge patch reaches the handler, which names what it takes.
+        BodyType::StrategicMergePatch => return Err(ApiError::unsupported_media_type(accepted)),
+        _ => return Err(ApiError::unsupported_patch_type()),
     }
     let patch_doc = crate::patching::decode(kind, &bytes)?;
     let dry_run = ctx.query.dry_run()?;
@@ -1228,17 +1230,17 @@ fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<Delete
         }
     }
     if let Some(dr) = body.get("dryRun").and_then(Value::as_array) {
-        for v in dr {
-            match v.as_str() {
-                Some("All") => o.dry_run = true,
-                other => return Err(ApiError::bad_request(format!("Invalid dryRun value: {other:?}: supported values: \"All\""))),
-            }
-        }
+        let Some(values) = dr.iter().map(Value::as_str).collect::<Option<Vec<&str>>>() else {
+            return Err(ApiError::bad_request("DeleteOptions.dryRun: expected a list of strings"));
+        };
+        let values: Vec<&str> = values.into_iter().filter(|v| !v.is_empty()).collect();
+        crate::request::check_dry_run(&values, "DeleteOptions")?;
+        o.dry_run |= !values.is_empty();
     }
     if let Some(p) = &o.propagation {
         if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
             return Err(ApiError::invalid(
-                "",
+                "meta.k8s.io",
                 "DeleteOptions",
                 "",
                 vec![Cause::new("FieldValueNotSupported", "propagationPolicy", format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""))],
@@ -1318,7 +1320,8 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
             {
                 let m = meta::meta_mut(&mut obj);
                 m.insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
-                if !is_crd(info) {
+                // kube-apiserver's namespace delete sets no grace period either.
+                if !is_crd(info) && !is_namespace {
                     m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }
             }
@@ -1380,7 +1383,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
 
 pub(crate) async fn delete(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     if ctx.path.subresource.is_some() {
-        return Err(ApiError::method_not_allowed("delete", &ctx.info.plural));
+        return Err(ApiError::method_not_allowed());
     }
     let opts = delete_options(ctx, ct.as_deref(), &bytes)?;
     let (code, body) = delete_one(ctx, ctx.name(), &opts).await?;
@@ -1398,11 +1401,15 @@ pub(crate) async fn delete_collection(ctx: &Ctx, _headers: &HeaderMap, (ct, byte
         let name = meta::name(&obj).to_string();
         match delete_one(ctx, &name, &opts).await {
             Ok((_, body)) => {
-                if body.get("kind").and_then(Value::as_str) != Some("Status") {
-                    deleted.push(body);
-                } else {
-                    deleted.push(with_type(&ctx.info, obj));
+                let mut item = if body.get("kind").and_then(Value::as_str) != Some("Status") { body } else { with_type(&ctx.info, obj) };
+                // A typed list's items carry no kind or apiVersion; an unstructured one's do.
+                if !ctx.info.is_custom() {
+                    if let Some(m) = item.as_object_mut() {
+                        m.remove("kind");
+                        m.remove("apiVersion");
+                    }
                 }
+                deleted.push(item);
             }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),

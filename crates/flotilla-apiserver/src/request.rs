@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Cause};
 
 /// Where a request goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,11 +112,14 @@ fn check_name_segment(name: &str) -> ApiResult<()> {
 pub struct Query {
     pairs: Vec<(String, String)>,
     last: HashMap<String, String>,
+    /// The options kind these parameters are decoded into (`CreateOptions` for a POST, ...),
+    /// which kube-apiserver names when a parameter is invalid.
+    options: &'static str,
 }
 
 impl Query {
     pub fn parse(query: Option<&str>) -> Query {
-        let mut q = Query::default();
+        let mut q = Query { options: "CreateOptions", ..Query::default() };
         for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             if k.is_empty() {
                 continue;
@@ -125,6 +128,22 @@ impl Query {
             q.pairs.push((k.into_owned(), v.into_owned()));
         }
         q
+    }
+
+    /// Name the options kind after the request's method (see [`Query::options_kind`]).
+    pub fn for_method(mut self, method: &http::Method) -> Self {
+        self.options = match *method {
+            http::Method::PUT => "UpdateOptions",
+            http::Method::PATCH => "PatchOptions",
+            http::Method::DELETE => "DeleteOptions",
+            _ => "CreateOptions",
+        };
+        self
+    }
+
+    /// `CreateOptions`, `UpdateOptions`, `PatchOptions` or `DeleteOptions`.
+    pub fn options_kind(&self) -> &'static str {
+        self.options
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -156,16 +175,24 @@ impl Query {
     /// `dryRun=All` (any other value is refused as the real server refuses it).
     pub fn dry_run(&self) -> ApiResult<bool> {
         let values: Vec<&str> = self.all("dryRun").filter(|v| !v.is_empty()).collect();
-        if values.is_empty() {
-            return Ok(false);
-        }
-        for v in &values {
-            if *v != "All" {
-                return Err(ApiError::bad_request(format!("Invalid dryRun value: {v:?}: supported values: \"All\"")));
-            }
-        }
-        Ok(true)
+        check_dry_run(&values, self.options)?;
+        Ok(!values.is_empty())
     }
+}
+
+/// The values of `dryRun` (query or DeleteOptions body): only `All` exists. Others are a 422
+/// naming the options kind, with every value given quoted as a list.
+pub fn check_dry_run(values: &[&str], options: &str) -> ApiResult<()> {
+    if values.iter().all(|v| *v == "All") {
+        return Ok(());
+    }
+    let given = serde_json::to_string(values).unwrap_or_default();
+    Err(ApiError::invalid(
+        "meta.k8s.io",
+        options,
+        "",
+        vec![Cause::new("FieldValueNotSupported", "dryRun", format!("Unsupported value: {given}: supported values: \"All\""))],
+    ))
 }
 
 /// `fieldValidation`: what to do with unknown or duplicate fields.
@@ -182,9 +209,16 @@ impl FieldValidation {
             None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
             Some("Ignore") => Ok(FieldValidation::Ignore),
             Some("Strict") => Ok(FieldValidation::Strict),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}. Supported values: Ignore, Warn, Strict"
-            ))),
+            Some(other) => Err(ApiError::invalid(
+                "meta.k8s.io",
+                q.options,
+                "",
+                vec![Cause::new(
+                    "FieldValueNotSupported",
+                    "fieldValidation",
+                    format!("Unsupported value: {other:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""),
+                )],
+            )),
         }
     }
 }

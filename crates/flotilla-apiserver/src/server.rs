@@ -274,7 +274,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
     let started = Instant::now();
     let identity = identify(&inner, &req);
     let path = req.uri().path().to_string();
-    let query = Query::parse(req.uri().query());
+    let query = Query::parse(req.uri().query()).for_method(req.method());
     // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
     if let Some((p, c, tail)) = crate::connect::match_path(&inner.registry.catalog(), &path) {
         return connect(inner, identity, p, c, tail, query, started, req).await;
@@ -548,7 +548,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
             let body = read_json_body(&inner, req).await?;
-            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(&body), "application/json", &[]));
+            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(&body)?, "application/json", &[]));
         }
         ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
             let _ = read_json_body(&inner, req).await?;
@@ -580,7 +580,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     }
     let base_verb = if verb == "watch" { "watch" } else { verb };
     if sub.is_none() && !info.has_verb(base_verb) {
-        return Err(ApiError::method_not_allowed(verb, &info.plural));
+        return Err(ApiError::method_not_allowed());
     }
     // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
     let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
@@ -611,12 +611,8 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
             let body = read_body(&inner, req).await?;
             crate::objects::delete_collection(&ctx, &headers, body).await
         }
-        _ => Err(ApiError::method_not_allowed(req_method_name(&headers), &ctx.info.plural)),
+        _ => Err(ApiError::method_not_allowed()),
     }
-}
-
-fn req_method_name(_h: &HeaderMap) -> &'static str {
-    "this method"
 }
 
 /// Read a request body within the size limit.
