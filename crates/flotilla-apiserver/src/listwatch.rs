@@ -119,7 +119,7 @@ async fn await_revision(ctx: &Ctx, want: Revision) -> ApiResult<()> {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(ApiError::timeout(format!("Too large resource version: {want}, current: {current}"))
+            return Err(ApiError::timeout(format!("Timeout: Too large resource version: {want}, current: {current}"))
                 .with_cause(Cause::new("ResourceVersionTooLarge", "", "Too large resource version")));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -212,7 +212,7 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
         return Err(invalid_list_options("resourceVersionMatch is forbidden unless resourceVersion is provided", "resourceVersionMatch"));
     }
     if cont.is_some() && rv.is_some_and(|r| r != "0") {
-        return Err(invalid_list_options("specifying resource version is not allowed when using continue", "resourceVersion"));
+        return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
     }
     if let Some(m) = rvm {
         if !matches!(m, "Exact" | "NotOlderThan") {
@@ -220,15 +220,16 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
                 "meta.k8s.io",
                 "ListOptions",
                 "",
-                vec![Cause::new("FieldValueNotSupported", "resourceVersionMatch", format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\""))],
+                vec![Cause::new("FieldValueNotSupported", "resourceVersionMatch", format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""))],
             ));
         }
     }
     let parsed_rv = match rv {
         None | Some("0") => None,
         Some(r) => Some(
-            r.parse::<Revision>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?,
+            r.parse::<Revision>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: resourceVersion: Invalid value: {r:?}: strconv.ParseUint: parsing {r:?}: invalid syntax"))
+            })?,
         ),
     };
     if rvm == Some("Exact") && parsed_rv.is_none() {

@@ -535,10 +535,21 @@ async fn admit_namespace(inner: &Inner, info: &ResourceInfo, namespace: &str) ->
 
 /// The desired-state part of an object: everything but metadata (and status, for resources
 /// whose status is a subresource).
+/// A string list as Go's `%#v` prints it: `[]string{"a", "b"}`.
+fn go_string_slice(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
 fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {
-        m.remove("metadata");
+        let meta = m.remove("metadata");
+        // kube-apiserver's Deployment strategy also counts an annotation change.
+        if info.group == "apps" && info.kind == "Deployment" {
+            let annotations = meta.as_ref().and_then(|x| x.get("annotations")).filter(|a| a.as_object().is_some_and(|a| !a.is_empty()));
+            m.insert("metadata.annotations".into(), annotations.cloned().unwrap_or(Value::Null));
+        }
         if info.status || !info.is_custom() {
             m.remove("status");
         }
@@ -653,10 +664,9 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("managedFields");
+        // Kinds without a generation keep whatever the client sent, as kube-apiserver does.
         if info.generation {
             m.insert("generation".into(), json!(1));
-        } else {
-            m.remove("generation");
         }
     }
     if info.status && info.is_custom() {
@@ -699,6 +709,12 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
         (None, None) => ctx.record_ownership(None, &mut obj, incoming)?,
     }
     if dry_run {
+        // A dry run still meets the name taken (generated names are not checked: a real
+        // create would retry with another).
+        let key = storage::object_key(info, url_ns.as_deref(), meta::name(&obj));
+        if ctx.inner.store.get(&key).await?.is_some() {
+            return Err(ApiError::already_exists(&ctx.subject(meta::name(&obj))));
+        }
         return Ok(obj);
     }
     fill_service_account_token(ctx, &mut obj).await?;
@@ -828,8 +844,6 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
         let old_gen = meta::generation(old).max(1);
         let bump = spec_part(info, old) != spec_part(info, &obj);
         meta::meta_mut(&mut obj).insert("generation".into(), json!(if bump { old_gen + 1 } else { old_gen }));
-    } else {
-        meta::meta_mut(&mut obj).remove("generation");
     }
     // Finalizers cannot be added to an object that is being deleted.
     let terminating = meta::is_terminating(old);
@@ -844,7 +858,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
                 vec![Cause::new(
                     "FieldValueForbidden",
                     "metadata.finalizers",
-                    format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+                    format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}", go_string_slice(&added)),
                 )],
             ));
         }
@@ -931,7 +945,14 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
     let mut warnings = Vec::new();
     let prepared = prepare_update(ctx, &old, body, &mut warnings, None)?;
     let obj = if prepared.noop || dry_run {
-        if dry_run { prepared.obj } else { old }
+        if dry_run {
+            // A dry run answers with the revision the object has now.
+            let mut obj = prepared.obj;
+            meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(rev.to_string()));
+            obj
+        } else {
+            old
+        }
     } else {
         commit_update(ctx, &name, rev, prepared).await?
     };
@@ -1132,7 +1153,8 @@ fn scale_of(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": scale_meta,
-        "spec": {"replicas": replicas},
+        // ScaleSpec.replicas is omitempty: a Scale of 0 has an empty spec.
+        "spec": if replicas == 0 { json!({}) } else { json!({"replicas": replicas}) },
         "status": status,
     }))
 }
@@ -1277,16 +1299,21 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
         if let Some(uid) = &opts.precondition_uid {
             if meta::meta_str(&old, "uid") != Some(uid.as_str()) {
                 return Err(ApiError::conflict_with(
-                    &ctx.subject(name),
-                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::meta_str(&old, "uid").unwrap_or("")),
+                    &Subject { group: &info.group, resource: &info.kind, name },
+                    format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                        meta::meta_str(&old, "uid").unwrap_or("")
+                    ),
                 ));
             }
         }
         if let Some(want) = &opts.precondition_rv {
             if want.parse::<Revision>().ok() != Some(rev) {
                 return Err(ApiError::conflict_with(
-                    &ctx.subject(name),
-                    format!("Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"),
+                    &Subject { group: &info.group, resource: &info.kind, name },
+                    format!(
+                        "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified"
+                    ),
                 ));
             }
         }

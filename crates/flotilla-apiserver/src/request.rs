@@ -93,12 +93,14 @@ pub fn parse_path(path: &str) -> ApiResult<Route> {
 /// Names that would escape their place in a path or a storage key are refused outright.
 fn check_name_segment(name: &str) -> ApiResult<()> {
     if name == "." || name == ".." {
-        return Err(ApiError::bad_request(format!("name may not be {name:?}")));
+        return Err(ApiError::bad_request(format!("Name parameter invalid: {name:?}: may not be '{name}'")));
     }
-    for bad in ["/", "%"] {
-        if name.contains(bad) {
-            return Err(ApiError::bad_request(format!("name may not contain {bad:?}")));
-        }
+    // kube-apiserver's router never matches a name with an (encoded) slash.
+    if name.contains('/') {
+        return Err(ApiError::no_route());
+    }
+    if name.contains('%') {
+        return Err(ApiError::bad_request(format!("Name parameter invalid: {name:?}: may not contain '%'")));
     }
     if name.contains('\0') {
         return Err(ApiError::bad_request("name may not contain a NUL byte"));
@@ -168,7 +170,11 @@ impl Query {
             Some(v) => v
                 .parse::<i64>()
                 .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("invalid value {v:?} for query parameter {key}: not an integer"))),
+                // Go's query decoder says only what strconv says.
+                .map_err(|e| {
+                    let why = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow) { "value out of range" } else { "invalid syntax" };
+                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
+                }),
         }
     }
 
@@ -266,10 +272,12 @@ mod tests {
 
     #[test]
     fn path_tricks_are_refused() {
-        for p in ["/api/v1/namespaces/d/configmaps/..", "/api/v1/namespaces/d/configmaps/%2e%2e", "/api/v1/namespaces/d/configmaps/a%2Fb", "/api/v1/namespaces/%2E/configmaps"] {
+        for p in ["/api/v1/namespaces/d/configmaps/..", "/api/v1/namespaces/d/configmaps/%2e%2e", "/api/v1/namespaces/%2E/configmaps", "/api/v1/namespaces/d/configmaps/a%25b"] {
             let e = parse_path(p).unwrap_err();
             assert_eq!(e.code, 400, "{p}");
         }
+        // An encoded slash never routes, as on kube-apiserver.
+        assert_eq!(parse_path("/api/v1/namespaces/d/configmaps/a%2Fb").unwrap_err().code, 404);
         assert_eq!(parse_path("/api/v1/namespaces/d/configmaps/c/status/extra").unwrap_err().code, 404);
         assert_eq!(parse_path("/api/v1//configmaps").unwrap_err().code, 404);
     }

@@ -235,6 +235,7 @@ enum BuiltinKind {
     RoleBinding,
     Lease,
     Event,
+    CoreEvent,
     EndpointSlice,
     PriorityClass,
 }
@@ -272,6 +273,7 @@ impl BuiltinKind {
             }
             ("coordination.k8s.io", "v1", "Lease") => Lease,
             ("events.k8s.io", "v1", "Event") => Event,
+            ("", "v1", "Event") => CoreEvent,
             ("discovery.k8s.io", "v1", "EndpointSlice") => EndpointSlice,
             ("scheduling.k8s.io", "v1", "PriorityClass") => PriorityClass,
             _ => return None,
@@ -308,6 +310,7 @@ impl BuiltinKind {
             RoleBinding => rbac::default_binding(o),
             Lease => {}
             Event => events::default_event(o),
+            CoreEvent => events::default_core_event(o),
             EndpointSlice => networking::default_endpoint_slice(o),
             PriorityClass => scheduling::default_priority_class(o),
         }
@@ -337,7 +340,7 @@ impl BuiltinKind {
                 o.insert("status".into(), Value::Object(Object::new()));
             }
             PodTemplate | ConfigMap | Secret | ServiceAccount | LimitRange | Endpoints
-            | IngressClass | NetworkPolicy | Role | RoleBinding | Lease | Event | EndpointSlice
+            | IngressClass | NetworkPolicy | Role | RoleBinding | Lease | Event | CoreEvent | EndpointSlice
             | PriorityClass => {}
         }
     }

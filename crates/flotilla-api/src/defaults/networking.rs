@@ -57,6 +57,10 @@ pub(crate) fn default_endpoint_slice(slice: &mut Object) {
         default_value(port, "name", "");
         default_value(port, "protocol", "TCP");
     }
+    for (_, endpoint) in objects_mut(slice, "endpoints") {
+        // EndpointConditions is a struct: the encoder always writes it.
+        always_written(endpoint, "conditions", json!({}));
+    }
     always_written(slice, "endpoints", Value::Null);
     always_written(slice, "ports", Value::Null);
 }
