@@ -116,9 +116,26 @@ pub enum Decision {
     Deny(String),
 }
 
-/// Decides whether an identity may do something. RBAC implements this later.
+/// What a SelfSubjectRulesReview lists: `resourceRules` and `nonResourceRules`, in the order the
+/// authorizer consults them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RulesReview {
+    pub resource_rules: Vec<Value>,
+    pub non_resource_rules: Vec<Value>,
+}
+
+/// Decides whether an identity may do something.
 pub trait Authorizer: Send + Sync + 'static {
     fn authorize(&self, who: &Identity, what: &Attributes) -> Decision;
+
+    /// The rules that apply to `who` in `namespace` (`kubectl auth can-i --list`). By default
+    /// everything (an authorizer that allows every authenticated request).
+    fn rules(&self, _who: &Identity, _namespace: &str) -> RulesReview {
+        RulesReview {
+            resource_rules: vec![json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+            non_resource_rules: vec![json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+        }
+    }
 }
 
 /// Every authenticated user may do everything; anonymous users may do nothing.
@@ -194,18 +211,20 @@ pub fn self_subject_review(who: &Identity, version: &str) -> Value {
 
 /// Answer a SelfSubjectRulesReview (`kubectl auth can-i --list`). Like kube-apiserver, it needs
 /// `spec.namespace` and answers with an empty spec.
-pub fn self_subject_rules_review(body: &Value) -> Result<Value, crate::error::ApiError> {
-    if body.pointer("/spec/namespace").and_then(Value::as_str).unwrap_or("").is_empty() {
+pub fn self_subject_rules_review(authz: &dyn Authorizer, who: &Identity, body: &Value) -> Result<Value, crate::error::ApiError> {
+    let namespace = body.pointer("/spec/namespace").and_then(Value::as_str).unwrap_or("");
+    if namespace.is_empty() {
         return Err(crate::error::ApiError::bad_request("no namespace on request"));
     }
+    let rules = authz.rules(who, namespace);
     Ok(json!({
         "kind": "SelfSubjectRulesReview",
         "apiVersion": "authorization.k8s.io/v1",
         "metadata": {},
         "spec": {},
         "status": {
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "resourceRules": rules.resource_rules,
+            "nonResourceRules": rules.non_resource_rules,
             "incomplete": false,
         },
     }))

@@ -100,6 +100,7 @@ impl Subject {
 
 #[derive(Clone, Debug)]
 struct Binding {
+    name: String,
     namespace: String,
     role_kind: String,
     role_name: String,
@@ -117,6 +118,7 @@ struct Index {
 
 fn parse_binding(v: &Value, namespace: &str) -> Binding {
     Binding {
+        name: v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string(),
         namespace: namespace.to_string(),
         role_kind: v.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("").to_string(),
         role_name: v.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("").to_string(),
@@ -234,7 +236,93 @@ impl Rbac {
     }
 }
 
+/// The rules of the bootstrap bindings every authenticated user has, as kube-apiserver's
+/// `system:basic-user`, `system:discovery` and `system:public-info-viewer` ClusterRoles state
+/// them (what [`always_allowed`] allows), each with its binding's name.
+fn bootstrap_rules() -> Vec<(&'static str, Vec<Rule>)> {
+    let rule = |verbs: &[&str], groups: &[&str], resources: &[&str], urls: &[&str]| Rule {
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        api_groups: groups.iter().map(|s| s.to_string()).collect(),
+        resources: resources.iter().map(|s| s.to_string()).collect(),
+        resource_names: Vec::new(),
+        non_resource_urls: urls.iter().map(|s| s.to_string()).collect(),
+    };
+    let health = ["/healthz", "/livez", "/readyz", "/version", "/version/"];
+    let mut discovery = vec!["/api", "/api/*", "/apis", "/apis/*"];
+    discovery.extend(health);
+    discovery.extend(["/openapi", "/openapi/*"]);
+    discovery.sort_unstable();
+    vec![
+        (
+            "system:basic-user",
+            vec![
+                rule(&["create"], &["authentication.k8s.io"], &["selfsubjectreviews"], &[]),
+                rule(&["create"], &["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &[]),
+            ],
+        ),
+        ("system:discovery", vec![rule(&["get"], &[], &[], &discovery)]),
+        ("system:public-info-viewer", vec![rule(&["get"], &[], &[], &health)]),
+    ]
+}
+
+impl Rule {
+    /// The rule as a SelfSubjectRulesReview lists it: a resource rule, a non-resource rule, or
+    /// (when it names both) one of each.
+    fn review(&self, out: &mut crate::auth::RulesReview) {
+        let list = |v: &[String]| serde_json::json!(v);
+        if !self.resources.is_empty() {
+            let mut r = serde_json::json!({"verbs": list(&self.verbs)});
+            for (key, values) in [("apiGroups", &self.api_groups), ("resources", &self.resources), ("resourceNames", &self.resource_names)] {
+                if !values.is_empty() {
+                    r[key] = list(values);
+                }
+            }
+            out.resource_rules.push(r);
+        }
+        if !self.non_resource_urls.is_empty() {
+            out.non_resource_rules.push(serde_json::json!({"verbs": list(&self.verbs), "nonResourceURLs": list(&self.non_resource_urls)}));
+        }
+    }
+}
+
 impl Authorizer for Rbac {
+    /// kube-apiserver's order: the ClusterRoleBindings that name `who`, by name (the
+    /// `system:masters` group's `cluster-admin` and the bootstrap bindings among them), then the
+    /// RoleBindings of `namespace`, by name.
+    fn rules(&self, who: &Identity, namespace: &str) -> crate::auth::RulesReview {
+        let mut out = crate::auth::RulesReview::default();
+        if who.is_anonymous() {
+            return out;
+        }
+        let idx = self.index.read().clone();
+        let mut cluster: Vec<(String, Vec<Rule>)> = Vec::new();
+        if who.groups.iter().any(|g| g == "system:masters") {
+            let all = Rule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..Rule::default() };
+            let urls = Rule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..Rule::default() };
+            cluster.push(("cluster-admin".into(), vec![all, urls]));
+        }
+        cluster.extend(bootstrap_rules().into_iter().map(|(name, rules)| (name.to_string(), rules)));
+        for b in &idx.cluster_bindings {
+            if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) {
+                cluster.push((b.name.clone(), self.rules_for(&idx, b)));
+            }
+        }
+        cluster.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut namespaced: Vec<(String, Vec<Rule>)> = idx
+            .bindings
+            .iter()
+            .filter(|b| b.namespace == namespace && b.subjects.iter().any(|s| s.matches(who, &b.namespace)))
+            .map(|b| (b.name.clone(), self.rules_for(&idx, b)))
+            .collect();
+        namespaced.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, rules) in cluster.iter().chain(&namespaced) {
+            for r in rules {
+                r.review(&mut out);
+            }
+        }
+        out
+    }
+
     fn authorize(&self, who: &Identity, what: &Attributes) -> Decision {
         if who.is_anonymous() {
             return Decision::Deny("anonymous requests are not allowed".into());

@@ -548,7 +548,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
             let body = read_json_body(&inner, req).await?;
-            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(&body)?, "application/json", &[]));
+            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?, "application/json", &[]));
         }
         ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
             let _ = read_json_body(&inner, req).await?;

@@ -239,3 +239,51 @@ async fn fuzz_findings_answer_4xx() {
         assert_eq!(resp.status().as_u16(), *want, "{method} {uri} ({ctype}) {body}");
     }
 }
+
+/// `kubectl auth can-i --list`: a SelfSubjectRulesReview lists the rules that apply to the
+/// caller (its bindings' and the bootstrap ones every authenticated user has), not everything.
+#[tokio::test]
+async fn rules_reviews_list_what_the_caller_may_do() {
+    let api = server(ApiServerConfig::default()).await;
+    api.set_tokens(TokenFile::parse("tok,carol,uid-3\n").unwrap());
+    let carol = [("authorization", "Bearer tok")];
+    let review = |ns: &str| json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": ns}});
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pod-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"], "resourceNames": ["web"]}]});
+    let (code, _, _) = call(&api, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", Some(admin()), Some(role), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "carol-reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"}, "subjects": [{"kind": "User", "name": "carol"}]});
+    let (code, _, _) = call(&api, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", Some(admin()), Some(binding), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    // RBAC reloads from a store watch; wait for the binding to count.
+    for _ in 0..100 {
+        let (_, _, r) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", None, Some(review("default")), &carol).await;
+        if r["status"]["resourceRules"].as_array().is_some_and(|a| a.len() == 3) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, _, r) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", None, Some(review("default")), &carol).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(r["spec"], json!({}));
+    assert_eq!(
+        r["status"]["resourceRules"],
+        json!([
+            {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]},
+            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+            {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"], "resourceNames": ["web"]},
+        ])
+    );
+    let urls: Vec<&str> = r["status"]["nonResourceRules"].as_array().unwrap().iter().flat_map(|x| x["nonResourceURLs"].as_array().unwrap()).filter_map(|u| u.as_str()).collect();
+    assert!(urls.contains(&"/apis/*") && urls.contains(&"/healthz") && !urls.contains(&"*"), "{urls:?}");
+    // Another namespace: only the bootstrap rules.
+    let (_, _, r) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", None, Some(review("kube-system")), &carol).await;
+    assert_eq!(r["status"]["resourceRules"].as_array().unwrap().len(), 2);
+    // system:masters sees everything first.
+    let (_, _, r) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", Some(admin()), Some(review("default")), &[]).await;
+    assert_eq!(r["status"]["resourceRules"][0], json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}));
+    // The namespace is required.
+    let (code, _, _) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", None, Some(json!({"spec": {}})), &carol).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+}
