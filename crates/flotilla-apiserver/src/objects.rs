@@ -369,7 +369,7 @@ fn is_crd(info: &ResourceInfo) -> bool {
 }
 
 /// Validation beyond metadata: custom resources against their schema, CRDs as the real server
-/// checks them.
+/// checks them, built-in kinds with the rules ported from kube-apiserver.
 fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> Vec<Cause> {
     match &info.codec {
         Codec::Custom(structural) => {
@@ -390,7 +390,16 @@ fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Opt
             causes
         }
         _ if is_crd(info) => crate::crd::validate_crd(obj),
-        _ => Vec::new(),
+        // Built-in kinds: the rules `flotilla_api::validation` ports from kube-apiserver.
+        Codec::Typed(_) => {
+            use flotilla_api::validation;
+            let errs = match (old, sub) {
+                (_, Some("status")) => validation::validate_status(&info.group, &info.kind, obj),
+                (Some(old), _) => validation::validate_update(&info.group, &info.kind, obj, old),
+                (None, _) => validation::validate(&info.group, &info.kind, obj),
+            };
+            errs.into_iter().map(|e| Cause::new(e.reason.as_str(), e.field, e.message)).collect()
+        }
     }
 }
 
