@@ -1,39 +1,15 @@
-//! `/openapi/v2`: a minimal document (clients find no model for a kind and skip client-side
-//! validation; `kubectl create/apply` work from 1.20 to 1.33); `/openapi/v3`: the real schemas
-//! (below), which current kubectl reads first.
+//! `/openapi/v3`: one document per served group-version with the schemas of its kinds (below),
+//! which current kubectl reads first. `/openapi/v2` is derived from the same recorded schemas
+//! (`openapi_v2.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::resources::Catalog;
-
-/// The protobuf `openapi_v2.Document` with only `swagger: "2.0"` (field 1).
-const MINIMAL_PROTOBUF: &[u8] = &[0x0a, 0x03, b'2', b'.', b'0'];
-
-pub fn v2(headers: &HeaderMap) -> Response {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if accept.contains("protobuf") {
-        let mut r = (StatusCode::OK, MINIMAL_PROTOBUF).into_response();
-        // A dot before v1.0: echoing the request's `@v1.0` form breaks Go's mime parser.
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"));
-        r
-    } else {
-        let body = serde_json::json!({
-            "swagger": "2.0",
-            "info": {"title": "Flotilla", "version": env!("CARGO_PKG_VERSION")},
-            "paths": {},
-            "definitions": {},
-        });
-        let mut r = (StatusCode::OK, body.to_string()).into_response();
-        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        r
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // OpenAPI v3: what `kubectl explain` reads.
@@ -48,18 +24,18 @@ pub fn v2(headers: &HeaderMap) -> Response {
 // there only to name its kind.
 
 const RECORDED: &str = include_str!("../../flotilla-api/data/openapi-v3-schemas.json");
-const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
-const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
-const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+pub(crate) const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+pub(crate) const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
-struct Recorded {
-    schemas: Map<String, Value>,
+pub(crate) struct Recorded {
+    pub schemas: Map<String, Value>,
     /// (group, version, kind) → schema name.
     by_gvk: HashMap<(String, String, String), String>,
 }
 
-fn recorded() -> &'static Recorded {
+pub(crate) fn recorded() -> &'static Recorded {
     static R: OnceLock<Recorded> = OnceLock::new();
     R.get_or_init(|| {
         let doc: Value = serde_json::from_str(RECORDED).unwrap_or_else(|e| panic!("data/openapi-v3-schemas.json: {e}"));
@@ -110,6 +86,13 @@ fn references(v: &Value) -> BTreeSet<String> {
     out
 }
 
+/// How apiextensions-apiserver names a custom kind's model: the group reversed, then the
+/// version (`widgets.example.io/v1` → `io.example.v1`, followed by `.Widget`).
+pub(crate) fn model_prefix(group: &str, version: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}", reversed.join("."))
+}
+
 /// The schema apiextensions-apiserver publishes for one version of a CRD (and its list).
 fn custom_schemas(crd: &Value, version: &str, out: &mut BTreeMap<String, Value>) {
     let spec = &crd["spec"];
@@ -118,8 +101,7 @@ fn custom_schemas(crd: &Value, version: &str, out: &mut BTreeMap<String, Value>)
     let list_kind = spec["names"]["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
     let plural = spec["names"]["plural"].as_str().unwrap_or("");
     let Some(v) = spec["versions"].as_array().into_iter().flatten().find(|v| v["name"] == version) else { return };
-    let reversed: Vec<&str> = group.split('.').rev().collect();
-    let prefix = format!("{}.{version}", reversed.join("."));
+    let prefix = model_prefix(group, version);
     let gvk = |k: &str| json!([{"group": group, "kind": k, "version": version}]);
     let mut schema = v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(|| json!({"type": "object"}));
     let props = schema.as_object_mut().map(|m| m.entry("properties").or_insert_with(|| json!({})));
@@ -190,9 +172,13 @@ fn v3_document(catalog: &Catalog, crds: &[Value], group: &str, version: &str) ->
 
 /// A document's hash, as its URL carries it (clients cache by URL).
 fn hash_of(doc: &Value) -> String {
-    let text = doc.to_string();
+    hash_of_bytes(doc.to_string().as_bytes())
+}
+
+/// A 128-bit hash of `text` in upper-case hex (ETags, URL hashes).
+pub(crate) fn hash_of_bytes(text: &[u8]) -> String {
     let (mut a, mut b) = (0xcbf2_9ce4_8422_2325_u64, 0x8422_2325_cbf2_9ce4_u64);
-    for byte in text.bytes() {
+    for &byte in text {
         a = (a ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
         b = (b ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(7);
     }

@@ -96,6 +96,8 @@ pub(crate) struct Inner {
     pub metrics: Metrics,
     /// Held by `crd::sync`, so CRD syncs publish served resources in order.
     pub crd_sync: tokio::sync::Mutex<()>,
+    /// The last rendered `/openapi/v2` document.
+    pub openapi_v2: crate::openapi_v2::Cache,
     in_flight: Semaphore,
     ready: AtomicBool,
 }
@@ -130,6 +132,7 @@ impl ApiServer {
                 tokens: parking_lot::RwLock::new(TokenFile::default()),
                 metrics: Metrics::new(),
                 crd_sync: tokio::sync::Mutex::new(()),
+                openapi_v2: Default::default(),
                 in_flight,
                 ready: AtomicBool::new(false),
             }),
@@ -508,7 +511,9 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
             Ok(resp)
         }
-        "/openapi/v2" => Ok(crate::openapi::v2(headers)),
+        "/openapi/v2" => {
+            Ok(crate::openapi_v2::serve(&inner.openapi_v2, &inner.registry.catalog(), inner.store.as_ref(), &inner.config.version, headers).await)
+        }
         p if p == "/openapi/v3" || p.starts_with("/openapi/v3/") => {
             crate::openapi::v3(&inner.registry.catalog(), inner.store.as_ref(), p).await.ok_or_else(ApiError::page_not_found)
         }
