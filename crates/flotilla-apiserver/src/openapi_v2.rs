@@ -16,7 +16,7 @@
 //! rendered ones and renders again only when they changed.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -55,7 +55,7 @@ struct Rendered {
 
 /// The last rendering, shared by requests until the CRDs change.
 #[derive(Default)]
-pub struct Cache(parking_lot::Mutex<Option<Arc<Rendered>>>);
+pub struct Cache(tokio::sync::Mutex<Option<Arc<Rendered>>>);
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,15 +114,20 @@ pub async fn serve(
         served: catalog.all().filter(|r| r.is_custom()).map(|r| (r.group.clone(), r.version.clone(), r.kind.clone())).collect(),
         info_version: format!("{}.{}", version.major, version.minor.trim_end_matches('+')),
     };
-    let current = cache.0.lock().clone().filter(|r| r.key == key);
-    let rendered = match current {
+    // Held while rendering: requests arriving meanwhile wait for this rendering, not start their
+    // own. Rendering (a few MB of JSON) runs off the async workers.
+    let mut slot = cache.0.lock().await;
+    let rendered = match slot.clone().filter(|r| r.key == key) {
         Some(r) => r,
         None => {
-            let r = Arc::new(render(key, &crds));
-            *cache.0.lock() = Some(r.clone());
+            let Ok(r) = tokio::task::spawn_blocking(move || Arc::new(render(key, &crds))).await else {
+                return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            };
+            *slot = Some(r.clone());
             r
         }
     };
+    drop(slot);
     let matches = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
         v.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == "*" || t.as_bytes() == rendered.etag.as_bytes())
     });
@@ -182,7 +187,7 @@ fn render(key: Key, crds: &[(Value, i64)]) -> Rendered {
 
 /// The whole document: built-in definitions and those of each served (CRD, version).
 fn document(info_version: &str, custom: &[(&Value, &str)]) -> Value {
-    let mut definitions = builtin_definitions().clone();
+    let mut definitions = builtin_definitions();
     for (crd, version) in custom {
         for (name, schema) in custom_definitions(crd, version) {
             definitions.insert(name, schema);
@@ -198,22 +203,20 @@ fn document(info_version: &str, custom: &[(&Value, &str)]) -> Value {
     })
 }
 
-/// Every built-in kind's definition, as a real kube-apiserver's `/openapi/v2` has it.
-fn builtin_definitions() -> &'static Map<String, Value> {
-    static D: OnceLock<Map<String, Value>> = OnceLock::new();
-    D.get_or_init(|| {
-        let extra: Value = serde_json::from_str(EXTRA).unwrap_or_else(|e| panic!("data/openapi-v2-extra.json: {e}"));
-        let mut out: Map<String, Value> = recorded().schemas.iter().map(|(n, s)| (n.clone(), builtin_v2(s))).collect();
-        for (name, gvks) in extra["groupVersionKinds"].as_object().into_iter().flatten() {
-            if let Some(Value::Object(d)) = out.get_mut(name) {
-                d.insert(GVK.into(), gvks.clone());
-            }
+/// Every built-in kind's definition, as a real kube-apiserver's `/openapi/v2` has it. Built
+/// afresh for each rendering (rare) rather than kept: the rendered bytes are what stays.
+fn builtin_definitions() -> Map<String, Value> {
+    let extra: Value = serde_json::from_str(EXTRA).unwrap_or_else(|e| panic!("data/openapi-v2-extra.json: {e}"));
+    let mut out: Map<String, Value> = recorded().schemas.iter().map(|(n, s)| (n.clone(), builtin_v2(s))).collect();
+    for (name, gvks) in extra["groupVersionKinds"].as_object().into_iter().flatten() {
+        if let Some(Value::Object(d)) = out.get_mut(name) {
+            d.insert(GVK.into(), gvks.clone());
         }
-        for (name, d) in extra["definitions"].as_object().into_iter().flatten() {
-            out.insert(name.clone(), d.clone());
-        }
-        out
-    })
+    }
+    for (name, d) in extra["definitions"].as_object().into_iter().flatten() {
+        out.insert(name.clone(), d.clone());
+    }
+    out
 }
 
 /// A recorded v3 schema in its v2 form.
