@@ -15,6 +15,7 @@ pub mod auth;
 mod cel_rules;
 pub mod connect;
 mod crd;
+mod crd_openapi;
 mod discovery;
 pub mod error;
 mod gnostic;

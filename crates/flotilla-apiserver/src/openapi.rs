@@ -18,8 +18,7 @@ use crate::resources::Catalog;
 // `components.schemas`, the schemas of the kinds served there and everything they refer to.
 // Built-in kinds' schemas are a real kube-apiserver's, recorded in
 // `flotilla-api/data/openapi-v3-schemas.json` (`scripts/regen-openapi-v3.sh`); a custom
-// resource's is its CRD's `openAPIV3Schema` with apiVersion, kind and metadata added, as
-// apiextensions-apiserver publishes it. Documents carry no operations: clients of the documents
+// resource's are built from its CRD as apiextensions-apiserver builds them (`crd_openapi.rs`). Documents carry no operations: clients of the documents
 // (kubectl explain, kube-rs' schema tools) read the schemas; each resource's collection path is
 // there only to name its kind.
 
@@ -93,44 +92,10 @@ pub(crate) fn model_prefix(group: &str, version: &str) -> String {
     format!("{}.{version}", reversed.join("."))
 }
 
-/// The schema apiextensions-apiserver publishes for one version of a CRD (and its list).
+/// The schemas apiextensions-apiserver publishes for one version of a CRD (its kind and list),
+/// and those they refer to.
 fn custom_schemas(crd: &Value, version: &str, out: &mut BTreeMap<String, Value>) {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or("");
-    let kind = spec["names"]["kind"].as_str().unwrap_or("");
-    let list_kind = spec["names"]["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
-    let plural = spec["names"]["plural"].as_str().unwrap_or("");
-    let Some(v) = spec["versions"].as_array().into_iter().flatten().find(|v| v["name"] == version) else { return };
-    let prefix = model_prefix(group, version);
-    let gvk = |k: &str| json!([{"group": group, "kind": k, "version": version}]);
-    let mut schema = v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(|| json!({"type": "object"}));
-    let props = schema.as_object_mut().map(|m| m.entry("properties").or_insert_with(|| json!({})));
-    if let Some(Value::Object(p)) = props {
-        p.entry("apiVersion").or_insert_with(|| json!({"description": API_VERSION_DOC, "type": "string"}));
-        p.entry("kind").or_insert_with(|| json!({"description": KIND_DOC, "type": "string"}));
-        p.insert(
-            "metadata".into(),
-            json!({"description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
-                "allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}]}),
-        );
-    }
-    schema["x-kubernetes-group-version-kind"] = gvk(kind);
-    out.insert(format!("{prefix}.{kind}"), schema);
-    out.insert(
-        format!("{prefix}.{list_kind}"),
-        json!({
-            "description": format!("{list_kind} is a list of {kind}"),
-            "type": "object",
-            "required": ["items"],
-            "properties": {
-                "apiVersion": {"description": API_VERSION_DOC, "type": "string"},
-                "items": {"description": format!("List of {plural}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"), "type": "array", "items": {"$ref": format!("#/components/schemas/{prefix}.{kind}")}},
-                "kind": {"description": KIND_DOC, "type": "string"},
-                "metadata": {"description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds", "allOf": [{"$ref": format!("#/components/schemas/{LIST_META}")}]}
-            },
-            "x-kubernetes-group-version-kind": gvk(&list_kind),
-        }),
-    );
+    out.extend(crate::crd_openapi::schemas(crd, version, crate::crd_openapi::Form::V3));
     for name in [OBJECT_META, LIST_META] {
         with_references(name, out);
     }

@@ -7,8 +7,8 @@
 //! `#/definitions/`, a referencing schema's `allOf: [{$ref}]` flattened to `$ref`, defaults
 //! pruned, Quantity and IntOrString typed `string`). What v3 lacks is recorded in
 //! `flotilla-api/data/openapi-v2-extra.json` (`scripts/regen-openapi-v2.sh`; ADR 0014). A
-//! custom resource's definitions are its CRD's schema per served version, converted as
-//! apiextensions-apiserver converts it for v2 (no junctors, nullable and
+//! custom resource's definitions are built from its CRD per served version as
+//! apiextensions-apiserver builds them for v2 (`crd_openapi.rs`: no junctors, nullable and
 //! x-kubernetes-preserve-unknown-fields subtrees untyped, …).
 //!
 //! The document (JSON and gnostic protobuf, `gnostic.rs`) is rendered once per set of CRDs and
@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::openapi::{API_VERSION_DOC, KIND_DOC, LIST_META, OBJECT_META, model_prefix, recorded};
+use crate::openapi::recorded;
 use crate::resources::Catalog;
 
 const EXTRA: &str = include_str!("../../flotilla-api/data/openapi-v2-extra.json");
@@ -189,7 +189,7 @@ fn render(key: Key, crds: &[(Value, i64)]) -> Rendered {
 fn document(info_version: &str, custom: &[(&Value, &str)]) -> Value {
     let mut definitions = builtin_definitions();
     for (crd, version) in custom {
-        for (name, schema) in custom_definitions(crd, version) {
+        for (name, schema) in crate::crd_openapi::schemas(crd, version, crate::crd_openapi::Form::V2) {
             definitions.insert(name, schema);
         }
     }
@@ -257,163 +257,6 @@ fn builtin_v2(s: &Value) -> Value {
     Value::Object(out)
 }
 
-/// The definitions apiextensions-apiserver publishes in v2 for one served version of a CRD:
-/// the kind and its list.
-fn custom_definitions(crd: &Value, version: &str) -> Vec<(String, Value)> {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or("");
-    let kind = spec["names"]["kind"].as_str().unwrap_or("");
-    let list_kind = spec["names"]["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
-    let plural = spec["names"]["plural"].as_str().unwrap_or("");
-    let Some(v) = spec["versions"].as_array().into_iter().flatten().find(|v| v["name"] == version) else {
-        return Vec::new();
-    };
-    let prefix = model_prefix(group, version);
-    let gvk = |k: &str| json!([{"group": group, "kind": k, "version": version}]);
-    let type_meta = |doc: &str| json!({"description": doc, "type": "string"});
-    let schema = v.pointer("/schema/openAPIV3Schema");
-    let preserve = spec["preserveUnknownFields"] == true || schema.is_some_and(|s| s["x-kubernetes-preserve-unknown-fields"] == true);
-    let mut kind_schema = match schema {
-        Some(s) if !preserve => {
-            let mut s = s.clone();
-            to_v2(&mut s);
-            if let Value::Object(m) = &mut s {
-                let props = m.entry("properties").or_insert_with(|| json!({}));
-                props["metadata"] = json!({"description": METADATA_DOC, "$ref": format!("{DEFINITION}{OBJECT_META}")});
-                props["apiVersion"] = type_meta(API_VERSION_DOC);
-                props["kind"] = type_meta(KIND_DOC);
-            }
-            embedded(&mut s);
-            s
-        }
-        _ => json!({"type": "object"}),
-    };
-    kind_schema[GVK] = gvk(kind);
-    let mut list = json!({
-        "description": format!("{list_kind} is a list of {kind}"),
-        "type": "object",
-        "required": ["items"],
-        "properties": {
-            "apiVersion": type_meta(API_VERSION_DOC),
-            "items": {"description": format!("List of {plural}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"), "type": "array", "items": {"$ref": format!("{DEFINITION}{prefix}.{kind}")}},
-            "kind": type_meta(KIND_DOC),
-            "metadata": {"description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds", "$ref": format!("{DEFINITION}{LIST_META}")}
-        },
-        GVK: gvk(&list_kind),
-    });
-    // Field selectors (GA since 1.32) name the fields they select on.
-    let fields: Vec<Value> = v["selectableFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["jsonPath"].as_str())
-        .map(|p| json!({"fieldPath": p.trim_start_matches('.')}))
-        .collect();
-    if !fields.is_empty() {
-        kind_schema["x-kubernetes-selectable-fields"] = json!(fields);
-        list["x-kubernetes-selectable-fields"] = json!(fields);
-    }
-    vec![(format!("{prefix}.{kind}"), kind_schema), (format!("{prefix}.{list_kind}"), list)]
-}
-
-const METADATA_DOC: &str =
-    "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
-
-/// A CRD schema made fit for v2 (and kubectl's v2 models), node by node from the root: no
-/// junctors; a nullable node loses its type and children; a node keeping unknown fields loses
-/// its children, and its type when an object; an array without items loses its type; nullable
-/// properties are not required; defaults are pruned; false flags are not written.
-fn to_v2(s: &mut Value) {
-    let Value::Object(m) = s else { return };
-    for k in ["allOf", "oneOf", "anyOf", "not", "default"] {
-        m.remove(k);
-    }
-    for k in [
-        "x-kubernetes-preserve-unknown-fields",
-        "x-kubernetes-embedded-resource",
-        "x-kubernetes-int-or-string",
-        "uniqueItems",
-        "exclusiveMaximum",
-        "exclusiveMinimum",
-    ] {
-        if m.get(k) == Some(&Value::Bool(false)) {
-            m.remove(k);
-        }
-    }
-    if m.remove("nullable") == Some(Value::Bool(true)) {
-        for k in ["type", "items", "properties"] {
-            m.remove(k);
-        }
-    }
-    let preserve = m.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    if preserve {
-        m.remove("items");
-        m.remove("properties");
-    }
-    if !m.contains_key("items") && m.get("type").and_then(Value::as_str) == Some("array") {
-        m.remove("type");
-    }
-    if preserve && m.get("type").and_then(Value::as_str) == Some("object") {
-        m.remove("type");
-    }
-    let nullable: Vec<String> = m
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter(|(_, p)| p["nullable"] == true)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let additional_nullable = m.get("additionalProperties").is_some_and(|a| a["nullable"] == true);
-    if let Some(Value::Array(req)) = m.get_mut("required") {
-        req.retain(|r| !additional_nullable && !r.as_str().is_some_and(|r| nullable.iter().any(|n| n == r)));
-        if req.is_empty() {
-            m.remove("required");
-        }
-    }
-    if let Some(items) = m.get_mut("items") {
-        to_v2(items);
-    }
-    for p in m.get_mut("properties").and_then(Value::as_object_mut).into_iter().flat_map(|p| p.values_mut()) {
-        to_v2(p);
-    }
-    if let Some(a) = m.get_mut("additionalProperties") {
-        to_v2(a);
-    }
-}
-
-/// Embedded resources (x-kubernetes-embedded-resource) get apiVersion, kind and metadata, and
-/// require the first two; those keeping unknown fields are left as they are.
-fn embedded(s: &mut Value) {
-    let Value::Object(m) = s else { return };
-    for p in m.get_mut("properties").and_then(Value::as_object_mut).into_iter().flat_map(|p| p.values_mut()) {
-        embedded(p);
-    }
-    if let Some(items) = m.get_mut("items") {
-        embedded(items);
-    }
-    if let Some(a) = m.get_mut("additionalProperties") {
-        embedded(a);
-    }
-    if m.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-        || m.get("x-kubernetes-embedded-resource") != Some(&Value::Bool(true))
-    {
-        return;
-    }
-    let props = m.entry("properties").or_insert_with(|| json!({}));
-    props["apiVersion"] = json!({"description": "apiVersion defines the versioned schema of this representation of an object. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources", "type": "string"});
-    props["kind"] = json!({"description": "kind is a string value representing the type of this object. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds", "type": "string"});
-    props["metadata"] = json!({"description": METADATA_DOC, "$ref": format!("{DEFINITION}{OBJECT_META}")});
-    let req = m.entry("required").or_insert_with(|| json!([]));
-    if let Value::Array(r) = req {
-        for f in ["kind", "apiVersion"] {
-            if !r.iter().any(|x| x == f) {
-                r.push(json!(f));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,35 +272,6 @@ mod tests {
         assert!(d["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"][GVK].as_array().unwrap().len() > 10);
         // A property named like a keyword stays a property.
         assert!(d["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"]["properties"].get("default").is_some());
-    }
-
-    #[test]
-    fn crd_schemas_are_converted_as_apiextensions_converts_them() {
-        let crd = json!({"spec": {"group": "example.io", "names": {"kind": "W", "listKind": "WList", "plural": "ws"}, "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
-            "type": "object",
-            "required": ["spec"],
-            "properties": {
-                "spec": {"type": "object", "required": ["a", "n"], "properties": {
-                    "a": {"type": "string", "default": "x", "anyOf": [{"minLength": 1}]},
-                    "n": {"type": "object", "nullable": true, "properties": {"b": {"type": "string"}}},
-                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"c": {"type": "string"}}},
-                    "arr": {"type": "array", "x-kubernetes-preserve-unknown-fields": true, "items": {"type": "string"}},
-                    "e": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {"spec": {"type": "object"}}}
-                }}
-            }
-        }}}]}});
-        let defs: Map<String, Value> = custom_definitions(&crd, "v1").into_iter().collect();
-        let w = &defs["io.example.v1.W"];
-        assert_eq!(w[GVK], json!([{"group": "example.io", "kind": "W", "version": "v1"}]));
-        assert_eq!(w["properties"]["metadata"]["$ref"], "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
-        let spec = &w["properties"]["spec"];
-        assert_eq!(spec["required"], json!(["a"]));
-        assert_eq!(spec["properties"]["a"], json!({"type": "string"}));
-        assert_eq!(spec["properties"]["n"], json!({}));
-        assert_eq!(spec["properties"]["free"], json!({"x-kubernetes-preserve-unknown-fields": true}));
-        assert_eq!(spec["properties"]["arr"], json!({"x-kubernetes-preserve-unknown-fields": true}));
-        assert_eq!(spec["properties"]["e"]["required"], json!(["kind", "apiVersion"]));
-        assert_eq!(defs["io.example.v1.WList"]["properties"]["items"]["items"]["$ref"], "#/definitions/io.example.v1.W");
     }
 
     #[test]

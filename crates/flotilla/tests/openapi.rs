@@ -1,8 +1,9 @@
 //! OpenAPI v2 and v3 (issue 9): `kubectl explain` prints on Flotilla what it prints on a real
 //! kube-apiserver (built-in kinds and a CRD; kubectl 1.33 reads v3, kubectl 1.20 v2), kubectl
 //! 1.20's client-side validation rejects what it rejects there, `/openapi/v2` holds the real
-//! server's definitions (built-in and CRD-made) and its protobuf form is gnostic's reading of
-//! its JSON form, and `kubectl diff` shows only real differences.
+//! server's definitions and `/openapi/v3` its CRD schemas (built-in and CRD-made), the v2
+//! protobuf form is gnostic's reading of the JSON form, and `kubectl diff` shows only real
+//! differences.
 
 mod support;
 
@@ -236,8 +237,30 @@ fn definitions(kubeconfig: &std::path::Path) -> serde_json::Map<String, Value> {
     doc["definitions"].as_object().cloned().unwrap_or_default()
 }
 
+/// The schemas named in `names` are the same on both servers (printed when not).
+fn assert_same_schemas(what: &str, ours: &serde_json::Map<String, Value>, real: &serde_json::Map<String, Value>, names: &[String]) {
+    let differ: Vec<&String> = names.iter().filter(|n| ours.get(n.as_str()) != real.get(n.as_str())).collect();
+    for n in &differ {
+        eprintln!("{what} {n}:\n  flotilla:       {:?}\n  kube-apiserver: {:?}", ours.get(n.as_str()), real.get(n.as_str()));
+    }
+    assert!(differ.is_empty(), "{what}: schemas differ: {differ:?}");
+}
+
+/// `components.schemas` of `/openapi/v3/apis/<group>/<version>`.
+fn v3_schemas(kubeconfig: &std::path::Path, group: &str, version: &str) -> serde_json::Map<String, Value> {
+    let bin = kubectl("1.33");
+    let (code, index) = run(&bin, kubeconfig, &["get", "--raw", "/openapi/v3"]);
+    assert_eq!(code, 0, "{index}");
+    let index: Value = serde_json::from_str(&index).unwrap();
+    let url = index["paths"][format!("apis/{group}/{version}")]["serverRelativeURL"].as_str().unwrap_or_else(|| panic!("no {group}/{version} in {index}")).to_string();
+    let (code, doc) = run(&bin, kubeconfig, &["get", "--raw", &url]);
+    assert_eq!(code, 0, "{doc}");
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    doc["components"]["schemas"].as_object().cloned().unwrap_or_default()
+}
+
 #[test]
-fn v2_definitions_are_a_real_servers() {
+fn crd_and_builtin_schemas_are_a_real_servers() {
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let member = env.member("member2").kubeconfig.clone();
     let cp = Flotilla::start();
@@ -257,19 +280,22 @@ fn v2_definitions_are_a_real_servers() {
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     };
+    // v3: the CRD's schemas per version (built-in ones are the recorded data itself).
+    for version in ["v1", "v2"] {
+        let (real3, ours3) = (v3_schemas(&member, &group, version), v3_schemas(&cp.kubeconfig, &group, version));
+        let crd_names: Vec<String> = real3.keys().filter(|n| n.starts_with(&prefix)).cloned().collect();
+        assert_eq!(crd_names.len(), 2, "{crd_names:?}");
+        assert_same_schemas(&format!("/openapi/v3 {version}"), &ours3, &real3, &crd_names);
+    }
     run(&kubectl("1.33"), &member, &["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
+    // v2: every built-in definition (other tests' CRDs may come and go on the shared member),
+    // and the CRD's: the same names, the same schemas.
     assert!(real.len() > 600, "{} definitions on the real server", real.len());
-    // Every built-in definition (other tests' CRDs may come and go on the shared member), and
-    // the CRD's: the same names, the same schemas.
     let compared = |d: &serde_json::Map<String, Value>| -> Vec<String> {
         d.keys().filter(|n| n.starts_with("io.k8s.") || n.starts_with(&prefix)).cloned().collect()
     };
     assert_eq!(compared(&ours), compared(&real), "definition names: Flotilla (left), kube-apiserver (right)");
-    let differ: Vec<&String> = compared(&real).iter().filter(|n| ours[n.as_str()] != real[n.as_str()]).map(|n| real.get_key_value(n.as_str()).unwrap().0).collect();
-    for n in &differ {
-        eprintln!("{n}:\n  flotilla:       {}\n  kube-apiserver: {}", ours[n.as_str()], real[n.as_str()]);
-    }
-    assert!(differ.is_empty(), "definitions differ: {differ:?}");
+    assert_same_schemas("/openapi/v2", &ours, &real, &compared(&real));
     assert!(!ours.contains_key(&format!("{prefix}v0.Widget")), "an unserved version has no definitions");
     // Flotilla's own API groups are custom resources too.
     let policy = &ours["io.karmada.policy.v1alpha1.PropagationPolicy"];
