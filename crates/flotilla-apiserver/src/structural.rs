@@ -187,9 +187,24 @@ impl Schema {
                 s.items = Some(Box::new(Self::parse_node(items, &format!("{path}.items"), false, in_logic, errors)));
             }
         }
+        // An int-or-string node may spell out its two types in `anyOf` (or in the first
+        // `allOf`'s `anyOf`), types being otherwise forbidden there, as apiextensions allows.
+        let int_or_string = serde_json::json!([{"type": "integer"}, {"type": "string"}]);
+        let exempt = match (s.int_or_string, o.get("anyOf"), o.get("allOf").and_then(|a| a.get(0))) {
+            (true, Some(any), _) if *any == int_or_string => Some(format!("{path}.anyOf[")),
+            (true, _, Some(first)) if first.as_object().is_some_and(|f| f.len() == 1 && f.get("anyOf") == Some(&int_or_string)) => {
+                Some(format!("{path}.allOf[0].anyOf["))
+            }
+            _ => None,
+        };
         for (key, dst) in [("allOf", 0), ("anyOf", 1), ("oneOf", 2)] {
             if let Some(arr) = o.get(key).and_then(Value::as_array) {
+                let before = errors.len();
                 let parsed: Vec<Schema> = arr.iter().enumerate().map(|(i, x)| Self::parse_node(x, &format!("{path}.{key}[{i}]"), false, true, errors)).collect();
+                if let Some(prefix) = &exempt {
+                    let found = errors.split_off(before);
+                    errors.extend(found.into_iter().filter(|e| !e.path.starts_with(prefix.as_str())));
+                }
                 match dst {
                     0 => s.all_of = parsed,
                     1 => s.any_of = parsed,
@@ -624,6 +639,25 @@ mod tests {
         let mut errs = Vec::new();
         Schema::parse(&json!({"type": "string"}), "s", &mut errs);
         assert!(!errs.is_empty(), "the root must be an object");
+    }
+
+    #[test]
+    fn int_or_string_may_spell_out_its_types() {
+        for node in [
+            json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}),
+            json!({"x-kubernetes-int-or-string": true, "allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"maxLength": 3}]}),
+        ] {
+            schema(json!({"type": "object", "properties": {"port": node}}));
+        }
+        // Anywhere else, a type under anyOf is still forbidden.
+        for node in [
+            json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "string"}, {"type": "integer"}]}),
+            json!({"type": "string", "anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        ] {
+            let mut errs = Vec::new();
+            Schema::parse(&json!({"type": "object", "properties": {"port": node}}), "s", &mut errs);
+            assert!(errs.iter().any(|e| e.message.contains("must not set type")), "{node}: {errs:?}");
+        }
     }
 
     #[test]

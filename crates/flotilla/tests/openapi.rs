@@ -187,6 +187,7 @@ spec:
               size: {{type: integer, minimum: 1, maximum: 10, format: int32}}
               ratio: {{type: number, multipleOf: 0.5}}
               port: {{x-kubernetes-int-or-string: true}}
+              port2: {{x-kubernetes-int-or-string: true, anyOf: [{{type: integer}}, {{type: string}}]}}
               maybe: {{type: object, nullable: true, properties: {{a: {{type: string}}}}}}
               free: {{type: object, x-kubernetes-preserve-unknown-fields: true, properties: {{x: {{type: string}}}}}}
               list: {{type: array, items: {{type: string}}, x-kubernetes-list-type: set, maxItems: 5}}
