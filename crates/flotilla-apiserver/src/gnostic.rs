@@ -4,7 +4,8 @@
 //! from. Encoded from the JSON document, field by field; free-form values (vendor extensions,
 //! `default`, `enum`, `example`) travel as YAML text in `openapi.v2.Any.yaml`, as gnostic's
 //! compiler writes them. Only what Flotilla's documents hold is encoded: `swagger`, `info`,
-//! `paths` (no path items), `definitions`, `security` and `securityDefinitions` (API keys).
+//! `paths` (operations with query parameters and responses), `definitions`, `security` and
+//! `securityDefinitions` (API keys).
 //! `testenv/hack/openapi-v2` checks the bytes against gnostic itself.
 
 use serde_json::{Map, Value};
@@ -106,9 +107,16 @@ pub fn encode_document(doc: &Value) -> Vec<u8> {
             m.extensions(7, info);
         });
     }
-    if d.get("paths").is_some_and(Value::is_object) {
-        // Path items are not described (see the module doc); vendor extensions of Paths are.
-        pb.message(8, |m| m.extensions(1, d["paths"].as_object().unwrap_or(&Map::new())));
+    if let Some(paths) = d.get("paths").and_then(Value::as_object) {
+        pb.message(8, |m| {
+            m.extensions(1, paths);
+            for (path, item) in paths.iter().filter(|(k, _)| !k.starts_with("x-")) {
+                m.message(2, |n| {
+                    n.string(1, path);
+                    n.message(2, |p| encode_path_item(p, item));
+                });
+            }
+        });
     }
     if let Some(defs) = d.get("definitions").and_then(Value::as_object) {
         pb.message(9, |m| {
@@ -155,6 +163,81 @@ pub fn encode_document(doc: &Value) -> Vec<u8> {
     }
     pb.extensions(16, d);
     pb.0
+}
+
+/// `openapi.v2.PathItem`: its operations.
+fn encode_path_item(pb: &mut Pb, v: &Value) {
+    let Some(m) = v.as_object() else { return };
+    pb.string(1, m.get("$ref").and_then(Value::as_str).unwrap_or(""));
+    for (field, method) in [(2, "get"), (3, "put"), (4, "post"), (5, "delete"), (6, "options"), (7, "head"), (8, "patch")] {
+        if let Some(op) = m.get(method).and_then(Value::as_object) {
+            pb.message(field, |o| encode_operation(o, op));
+        }
+    }
+    pb.extensions(10, m);
+}
+
+/// `openapi.v2.Operation`.
+fn encode_operation(pb: &mut Pb, m: &Map<String, Value>) {
+    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("");
+    pb.strings(1, m.get("tags"));
+    pb.string(2, s("summary"));
+    pb.string(3, s("description"));
+    pb.string(5, s("operationId"));
+    pb.strings(6, m.get("produces"));
+    pb.strings(7, m.get("consumes"));
+    for p in m.get("parameters").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_object) {
+        // ParametersItem: a reference, or a parameter (only query parameters are written here).
+        pb.message(8, |item| match p.get("$ref").and_then(Value::as_str) {
+            Some(r) => item.message(2, |j| j.string(1, r)),
+            None => item.message(1, |param| param.message(2, |nb| nb.message(3, |q| encode_query_parameter(q, p)))),
+        });
+    }
+    if let Some(responses) = m.get("responses").and_then(Value::as_object) {
+        pb.message(9, |rs| {
+            for (code, resp) in responses.iter().filter(|(k, _)| !k.starts_with("x-")) {
+                rs.message(1, |n| {
+                    n.string(1, code);
+                    // ResponseValue.response
+                    n.message(2, |rv| {
+                        rv.message(1, |r| {
+                            r.string(1, resp.get("description").and_then(Value::as_str).unwrap_or(""));
+                            if let Some(schema) = resp.get("schema") {
+                                r.message(2, |si| si.message(1, |sc| encode_schema(sc, schema)));
+                            }
+                            r.extensions(5, resp.as_object().unwrap_or(&Map::new()));
+                        })
+                    });
+                });
+            }
+            rs.extensions(2, responses);
+        });
+    }
+    pb.strings(10, m.get("schemes"));
+    pb.bool(11, m.get("deprecated").and_then(Value::as_bool).unwrap_or(false));
+    pb.extensions(13, m);
+}
+
+/// `openapi.v2.QueryParameterSubSchema`.
+fn encode_query_parameter(pb: &mut Pb, m: &Map<String, Value>) {
+    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("");
+    let b = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
+    pb.bool(1, b("required"));
+    pb.string(2, s("in"));
+    pb.string(3, s("description"));
+    pb.string(4, s("name"));
+    pb.bool(5, b("allowEmptyValue"));
+    pb.string(6, s("type"));
+    pb.string(7, s("format"));
+    pb.string(9, s("collectionFormat"));
+    if let Some(d) = m.get("default") {
+        pb.any(10, d);
+    }
+    pb.bool(20, b("uniqueItems"));
+    for e in m.get("enum").and_then(Value::as_array).into_iter().flatten() {
+        pb.any(21, e);
+    }
+    pb.extensions(23, m);
 }
 
 /// `openapi.v2.Schema`.

@@ -9,6 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use crate::crd_openapi::Form;
 use crate::resources::Catalog;
 
 // ---------------------------------------------------------------------------------------------
@@ -31,7 +32,7 @@ pub(crate) const KIND_DOC: &str = "Kind is a string value representing the REST 
 pub(crate) struct Recorded {
     pub schemas: Map<String, Value>,
     /// (group, version, kind) → schema name.
-    by_gvk: HashMap<(String, String, String), String>,
+    pub by_gvk: HashMap<(String, String, String), String>,
 }
 
 pub(crate) fn recorded() -> &'static Recorded {
@@ -122,17 +123,91 @@ fn v3_document(catalog: &Catalog, crds: &[Value], group: &str, version: &str) ->
             }
         }
     }
-    // The collection path of each resource with its kind: how clients (kubectl explain) find
-    // the schema of a resource. Operations are not described further.
     let mut paths = Map::new();
-    let prefix = if group.is_empty() { "/api".to_string() } else { format!("/apis/{group}") };
     for r in resources.iter().filter(|r| !r.plural.contains('/')) {
-        let path = if r.namespaced { format!("{prefix}/{version}/namespaces/{{namespace}}/{}", r.plural) } else { format!("{prefix}/{version}/{}", r.plural) };
-        paths.insert(path, json!({"get": {"x-kubernetes-action": "list", "x-kubernetes-group-version-kind": {"group": group, "kind": r.kind, "version": version}}}));
+        let served = ServedKind::of(r);
+        let [kind, list] = served.models();
+        let known = |m: Option<String>| m.filter(|m| schemas.contains_key(m));
+        let (kind, list) = (known(kind), known(list));
+        paths.extend(served.paths([kind.as_deref(), list.as_deref()], Form::V3));
     }
     let title = if custom { "Kubernetes CRD Swagger" } else { "Kubernetes" };
     let info_version = if custom { "v0.1.0".to_string() } else { "unversioned".to_string() };
     Some(json!({"openapi": "3.0.0", "info": {"title": title, "version": info_version}, "paths": paths, "components": {"schemas": schemas}}))
+}
+
+/// What the documents' paths say of a served resource.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct ServedKind {
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub namespaced: bool,
+    pub patch: bool,
+    pub custom: bool,
+}
+
+const FIELD_VALIDATION_DOC: &str = "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: This will ignore any unknown fields that are silently dropped from the object, and will ignore all but the last duplicate field that the decoder encounters. This is the default behavior prior to v1.23. - Warn: This will send a warning via the standard warning response header for each unknown field that is dropped from the object, and for each duplicate field that is encountered. The request will still succeed if there are no other errors, and will only persist the last of any duplicate fields. This is the default in v1.23+ - Strict: This will fail the request with a BadRequest error if any unknown fields would be dropped from the object, or if any duplicate fields are present. The error returned from the server will contain all unknown and duplicate fields encountered.";
+
+impl ServedKind {
+    pub fn of(r: &crate::resources::ResourceInfo) -> ServedKind {
+        ServedKind {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            plural: r.plural.clone(),
+            kind: r.kind.clone(),
+            list_kind: r.list_kind.clone(),
+            namespaced: r.namespaced,
+            patch: r.has_verb("patch"),
+            custom: r.is_custom(),
+        }
+    }
+
+    /// The models (schema names) of the kind and of its list: a CRD's by apiextensions' naming,
+    /// a built-in kind's as recorded.
+    pub fn models(&self) -> [Option<String>; 2] {
+        [&self.kind, &self.list_kind].map(|k| {
+            if self.custom {
+                Some(format!("{}.{k}", model_prefix(&self.group, &self.version)))
+            } else {
+                recorded().by_gvk.get(&(self.group.clone(), self.version.clone(), k.clone())).cloned()
+            }
+        })
+    }
+
+    /// The resource's collection path with its list operation and its object path with its
+    /// patch operation. Clients read no more of the paths than which kind a path serves
+    /// (kubectl explain) and whether patch takes `fieldValidation` (kubectl then leaves
+    /// validation to the server, as it does with a real one); the operations say only that.
+    pub fn paths(&self, [model, list_model]: [Option<&str>; 2], form: Form) -> Vec<(String, Value)> {
+        let ok = |m: Option<&str>| match (form, m) {
+            (Form::V3, Some(m)) => json!({"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{m}")}}}}),
+            (Form::V2, Some(m)) => json!({"description": "OK", "schema": {"$ref": format!("#/definitions/{m}")}}),
+            (_, None) => json!({"description": "OK"}),
+        };
+        let root = if self.group.is_empty() { format!("/api/{}", self.version) } else { format!("/apis/{}/{}", self.group, self.version) };
+        let collection = if self.namespaced { format!("{root}/namespaces/{{namespace}}/{}", self.plural) } else { format!("{root}/{}", self.plural) };
+        let gvk = json!({"group": self.group, "kind": self.kind, "version": self.version});
+        let list = json!({"description": format!("list or watch objects of kind {}", self.kind), "responses": {"200": ok(list_model)}, "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk});
+        let mut out = vec![(collection.clone(), json!({"get": list}))];
+        if self.patch {
+            let param = match form {
+                Form::V3 => json!({"name": "fieldValidation", "in": "query", "description": FIELD_VALIDATION_DOC, "schema": {"type": "string", "uniqueItems": true}}),
+                Form::V2 => json!({"uniqueItems": true, "type": "string", "description": FIELD_VALIDATION_DOC, "name": "fieldValidation", "in": "query"}),
+            };
+            let patch = json!({
+                "description": format!("partially update the specified {}", self.kind),
+                "parameters": [param],
+                "responses": {"200": ok(model)},
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+            });
+            out.push((format!("{collection}/{{name}}"), json!({"patch": patch})));
+        }
+        out
+    }
 }
 
 /// A document's hash, as its URL carries it (clients cache by URL).

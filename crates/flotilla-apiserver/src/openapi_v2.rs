@@ -11,9 +11,12 @@
 //! apiextensions-apiserver builds them for v2 (`crd_openapi.rs`: no junctors, nullable and
 //! x-kubernetes-preserve-unknown-fields subtrees untyped, …).
 //!
+//! Paths name each served resource's kind and say that patch takes `fieldValidation`, which is
+//! all clients read of them (`openapi::ServedKind::paths`).
+//!
 //! The document (JSON and gnostic protobuf, `gnostic.rs`) is rendered once per set of CRDs and
-//! shared; a request compares the CRDs' revisions and the served custom kinds with the
-//! rendered ones and renders again only when they changed.
+//! shared; a request compares the CRDs' revisions and the served resources with the rendered
+//! ones and renders again only when they changed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::openapi::recorded;
+use crate::crd_openapi::Form;
+use crate::openapi::{ServedKind, recorded};
 use crate::resources::Catalog;
 
 const EXTRA: &str = include_str!("../../flotilla-api/data/openapi-v2-extra.json");
@@ -39,8 +43,8 @@ const DEFINITION: &str = "#/definitions/";
 struct Key {
     /// (name, revision) of every CRD.
     crds: Vec<(String, i64)>,
-    /// (group, version, kind) of every served custom resource.
-    served: BTreeSet<(String, String, String)>,
+    /// Every served resource (built-in ones can be taken out of service).
+    served: BTreeSet<ServedKind>,
     info_version: String,
 }
 
@@ -111,7 +115,7 @@ pub async fn serve(
     let crds: Vec<(Value, i64)> = crate::crd::load(store).await.unwrap_or_default();
     let key = Key {
         crds: crds.iter().map(|(c, rev)| (crate::meta::name(c).to_string(), *rev)).collect(),
-        served: catalog.all().filter(|r| r.is_custom()).map(|r| (r.group.clone(), r.version.clone(), r.kind.clone())).collect(),
+        served: catalog.all().filter(|r| !r.plural.contains('/')).map(|r| ServedKind::of(r)).collect(),
         info_version: format!("{}.{}", version.major, version.minor.trim_end_matches('+')),
     };
     // Held while rendering: requests arriving meanwhile wait for this rendering, not start their
@@ -152,27 +156,28 @@ pub async fn serve(
 }
 
 fn render(key: Key, crds: &[(Value, i64)]) -> Rendered {
-    let served: Vec<(&Value, &str)> = crds
+    let custom: Vec<(&Value, &str)> = crds
         .iter()
         .flat_map(|(crd, _)| {
             let spec = &crd["spec"];
+            let served = |v: &str| {
+                key.served.iter().any(|s| {
+                    s.custom
+                        && s.group == spec["group"].as_str().unwrap_or("")
+                        && s.version == v
+                        && s.kind == spec["names"]["kind"].as_str().unwrap_or("")
+                })
+            };
             spec["versions"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|v| v["name"].as_str())
-                .filter(|v| {
-                    let gvk = (
-                        spec["group"].as_str().unwrap_or("").to_string(),
-                        v.to_string(),
-                        spec["names"]["kind"].as_str().unwrap_or("").to_string(),
-                    );
-                    key.served.contains(&gvk)
-                })
+                .filter(move |v| served(v))
                 .map(move |v| (crd, v))
         })
         .collect();
-    let doc = document(&key.info_version, &served);
+    let doc = document(&key.info_version, &custom, &key.served);
     let json = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
     let protobuf = Bytes::from(crate::gnostic::encode_document(&doc));
     let etag = HeaderValue::from_str(&format!("\"{}\"", crate::openapi::hash_of_bytes(&json))).unwrap_or(HeaderValue::from_static("\"\""));
@@ -185,18 +190,24 @@ fn render(key: Key, crds: &[(Value, i64)]) -> Rendered {
     Rendered { key, json, protobuf, etag, last_modified }
 }
 
-/// The whole document: built-in definitions and those of each served (CRD, version).
-fn document(info_version: &str, custom: &[(&Value, &str)]) -> Value {
+/// The whole document: built-in definitions and those of each served (CRD, version), and the
+/// paths of the served resources.
+fn document(info_version: &str, custom: &[(&Value, &str)], served: &BTreeSet<ServedKind>) -> Value {
     let mut definitions = builtin_definitions();
     for (crd, version) in custom {
-        for (name, schema) in crate::crd_openapi::schemas(crd, version, crate::crd_openapi::Form::V2) {
+        for (name, schema) in crate::crd_openapi::schemas(crd, version, Form::V2) {
             definitions.insert(name, schema);
         }
+    }
+    let mut paths = Map::new();
+    for r in served {
+        let [kind, list] = r.models().map(|m| m.filter(|m| definitions.contains_key(m)));
+        paths.extend(r.paths([kind.as_deref(), list.as_deref()], Form::V2));
     }
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": info_version},
-        "paths": {},
+        "paths": paths,
         "definitions": definitions,
         "securityDefinitions": {"BearerToken": {"description": "Bearer Token authentication", "type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],

@@ -398,6 +398,12 @@ impl Registry {
         }
         let rank = |g: &str| BUILTIN_GROUP_ORDER.iter().position(|x| *x == g).unwrap_or(usize::MAX);
         c.groups.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
+        // A CRD group lists its versions by Kubernetes version priority, the first preferred
+        // (apiextensions' discovery: v2 before v1 before v1beta2 before v1alpha1 before others).
+        let custom_groups: Vec<String> = c.all().filter(|r| r.is_custom()).map(|r| r.group.clone()).collect();
+        for g in c.groups.iter_mut().filter(|g| custom_groups.contains(&g.name)) {
+            g.versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)).then_with(|| a.cmp(b)));
+        }
         c
     }
 
@@ -448,6 +454,23 @@ impl Registry {
     }
 }
 
+/// How Kubernetes ranks a version name (higher first): `v<major>` (GA), then
+/// `v<major>beta<minor>`, then `v<major>alpha<minor>`, each by number; any other name ranks last
+/// (and the caller orders those alphabetically).
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else { return (0, 0, 0) };
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let Ok(major) = rest[..digits].parse::<u64>() else { return (0, 0, 0) };
+    let tail = &rest[digits..];
+    let pre = |level: u8, minor: &str| minor.parse::<u64>().map_or((0, 0, 0), |m| (level, major, m));
+    match tail {
+        "" => (3, major, 0),
+        t if t.starts_with("beta") => pre(2, &t[4..]),
+        t if t.starts_with("alpha") => pre(1, &t[5..]),
+        _ => (0, 0, 0),
+    }
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Self::new()
@@ -457,6 +480,13 @@ impl Default for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_rank_as_kubernetes_ranks_them() {
+        let mut vs = vec!["v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v1beta1", "v11alpha2", "bar", "v10"];
+        vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)).then_with(|| a.cmp(b)));
+        assert_eq!(vs, ["v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v11alpha2", "v1alpha1", "bar", "foo"]);
+    }
 
     /// Our table agrees with the discovery recorded from kube-apiserver v1.37 for every resource
     /// we serve: kind, scope, short names, categories, verbs, and the subresources we implement.

@@ -30,15 +30,22 @@ fn crd(group: &str) -> String {
     )
 }
 
-#[test]
-fn explain_prints_what_a_real_server_prints() {
-    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+/// A testenv member and a fresh Flotilla, both with the CRD `crd(group)` of a group unique to
+/// this run (`g<pid>.<name>.example.com`); None without a testenv.
+fn member_and_flotilla(name: &str, crd: fn(&str) -> String) -> Option<(std::path::PathBuf, Flotilla, String)> {
+    let env = flotilla_testenv::TestEnv::connect()?;
     let member = env.member("member2").kubeconfig.clone();
     let cp = Flotilla::start();
-    let group = format!("g{}.explain.example.com", std::process::id());
+    let group = format!("g{}.{name}.example.com", std::process::id());
     for kc in [&member, &cp.kubeconfig] {
         apply_yaml(kc, &crd(&group));
     }
+    Some((member, cp, group))
+}
+
+#[test]
+fn explain_prints_what_a_real_server_prints() {
+    let Some((member, cp, group)) = member_and_flotilla("explain", crd) else { return };
     let bin = kubectl("1.33");
     let gizmo = format!("gizmos.{group}");
     let queries: Vec<Vec<String>> = vec![
@@ -51,16 +58,7 @@ fn explain_prints_what_a_real_server_prints() {
     ];
     for q in &queries {
         let args: Vec<&str> = q.iter().map(String::as_str).collect();
-        // A new CRD's schema is published a moment after it is established.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let (real, ours) = loop {
-            let real = run(&bin, &member, &args);
-            let ours = run(&bin, &cp.kubeconfig, &args);
-            if (real.0 == 0 && ours.0 == 0) || std::time::Instant::now() > deadline {
-                break (real, ours);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        };
+        let (real, ours) = both(&bin, &member, &cp.kubeconfig, &args, true);
         assert_eq!(real.0, 0, "kubectl {args:?} against the real server: {}", real.1);
         assert!(real.1.lines().count() > 3, "{}", real.1);
         assert_eq!(ours, real, "kubectl {args:?}: Flotilla (left) and kube-apiserver (right) differ");
@@ -98,8 +96,9 @@ fn kubectl_1_20() -> Option<std::path::PathBuf> {
     kubectls().into_iter().find(|(v, _)| v == "1.20").map(|(_, p)| p)
 }
 
-/// `explain`/`apply` with kubectl 1.20 against both servers until both succeed (a new CRD's
-/// schema is published a moment after it is established) or the deadline passes.
+/// A kubectl command against the real server and against Flotilla, repeated until both succeed
+/// (`want_ok`) or both fail, or the deadline passes: a new CRD's schema is published a moment
+/// after it is established.
 fn both(bin: &std::path::Path, real: &std::path::Path, ours: &std::path::Path, args: &[&str], want_ok: bool) -> ((i32, String), (i32, String)) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
@@ -114,14 +113,8 @@ fn both(bin: &std::path::Path, real: &std::path::Path, ours: &std::path::Path, a
 
 #[test]
 fn kubectl_1_20_explains_and_validates_as_on_a_real_server() {
-    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let Some(bin) = kubectl_1_20() else { return };
-    let member = env.member("member2").kubeconfig.clone();
-    let cp = Flotilla::start();
-    let group = format!("g{}.explainv2.example.com", std::process::id());
-    for kc in [&member, &cp.kubeconfig] {
-        apply_yaml(kc, &crd(&group));
-    }
+    let Some((member, cp, group)) = member_and_flotilla("explainv2", crd) else { return };
     let api_version = format!("--api-version={group}/v1");
     let explains: [&[&str]; 4] = [
         &["explain", "deployment.spec.strategy.rollingUpdate.maxSurge"],
@@ -152,6 +145,36 @@ fn kubectl_1_20_explains_and_validates_as_on_a_real_server() {
         assert_eq!(ours, real, "kubectl 1.20 apply {file}: Flotilla (left) and kube-apiserver (right) differ");
     }
     run(&bin, &member, &["delete", "crd", &format!("gizmos.{group}"), "--wait=false"]);
+}
+
+/// kubectl from 1.27 on asks the server to validate (`fieldValidation=Strict`) when the
+/// OpenAPI says patch takes that parameter, as a real server's does; it validates client-side
+/// (from `/openapi/v2`) only when not. Either way an unknown field is refused, but the message
+/// says which of the two did it: the server's (`Error from server (BadRequest)`) on both.
+#[test]
+fn kubectl_1_27_and_later_leave_validation_to_the_server() {
+    let Some((member, cp, group)) = member_and_flotilla("fieldvalidation", crd) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = [
+        ("deployment.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fvcheck, namespace: default}\nspec:\n  replicas: 1\n  bogus: 3\n  selector: {matchLabels: {app: fvcheck}}\n  template:\n    metadata: {labels: {app: fvcheck}}\n    spec: {containers: [{name: app, image: nginx}]}\n".to_string(), "spec.bogus"),
+        ("gizmo.yaml", format!("apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: fvcheck, namespace: default}}\nspec: {{size: 3, colour: red}}\n"), "spec.colour"),
+    ];
+    for (v, bin) in kubectls().into_iter().filter(|(v, _)| v != "1.20") {
+        for (file, text, field) in &manifests {
+            let path = dir.path().join(file);
+            std::fs::write(&path, text).unwrap();
+            let args = ["apply", "--dry-run=server", "-f", path.to_str().unwrap()];
+            let (real, ours) = both(&bin, &member, &cp.kubeconfig, &args, false);
+            for (who, out) in [("kube-apiserver", &real), ("Flotilla", &ours)] {
+                assert!(
+                    out.1.starts_with("Error from server (BadRequest)") && out.1.contains(&format!("unknown field \"{field}\"")),
+                    "kubectl {v} apply {file} against {who}: {}",
+                    out.1
+                );
+            }
+        }
+    }
+    run(&kubectl("1.33"), &member, &["delete", "crd", &format!("gizmos.{group}"), "--wait=false"]);
 }
 
 /// A CRD with every schema construct apiextensions-apiserver rewrites for OpenAPI v2, two
@@ -247,13 +270,21 @@ fn assert_same_schemas(what: &str, ours: &serde_json::Map<String, Value>, real: 
     assert!(differ.is_empty(), "{what}: schemas differ: {differ:?}");
 }
 
-/// `components.schemas` of `/openapi/v3/apis/<group>/<version>`.
+/// `components.schemas` of `/openapi/v3/apis/<group>/<version>`, once the group-version is
+/// published (a real server publishes a new CRD's v3 a moment after its v2).
 fn v3_schemas(kubeconfig: &std::path::Path, group: &str, version: &str) -> serde_json::Map<String, Value> {
     let bin = kubectl("1.33");
-    let (code, index) = run(&bin, kubeconfig, &["get", "--raw", "/openapi/v3"]);
-    assert_eq!(code, 0, "{index}");
-    let index: Value = serde_json::from_str(&index).unwrap();
-    let url = index["paths"][format!("apis/{group}/{version}")]["serverRelativeURL"].as_str().unwrap_or_else(|| panic!("no {group}/{version} in {index}")).to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let url = loop {
+        let (code, index) = run(&bin, kubeconfig, &["get", "--raw", "/openapi/v3"]);
+        assert_eq!(code, 0, "{index}");
+        let index: Value = serde_json::from_str(&index).unwrap();
+        if let Some(url) = index["paths"][format!("apis/{group}/{version}")]["serverRelativeURL"].as_str() {
+            break url.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no {group}/{version} in {index}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
     let (code, doc) = run(&bin, kubeconfig, &["get", "--raw", &url]);
     assert_eq!(code, 0, "{doc}");
     let doc: Value = serde_json::from_str(&doc).unwrap();
@@ -262,13 +293,7 @@ fn v3_schemas(kubeconfig: &std::path::Path, group: &str, version: &str) -> serde
 
 #[test]
 fn crd_and_builtin_schemas_are_a_real_servers() {
-    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
-    let member = env.member("member2").kubeconfig.clone();
-    let cp = Flotilla::start();
-    let group = format!("g{}.defsv2.example.com", std::process::id());
-    for kc in [&member, &cp.kubeconfig] {
-        apply_yaml(kc, &widget_crd(&group));
-    }
+    let Some((member, cp, group)) = member_and_flotilla("defsv2", widget_crd) else { return };
     let prefix = format!("{}.", group.split('.').rev().collect::<Vec<_>>().join("."));
     let names = ["v1.Widget", "v1.WidgetList", "v2.Widget", "v2.WidgetList"].map(|n| format!("{prefix}{n}"));
     // The CRD's definitions appear once its schema is published.
@@ -287,6 +312,18 @@ fn crd_and_builtin_schemas_are_a_real_servers() {
         let crd_names: Vec<String> = real3.keys().filter(|n| n.starts_with(&prefix)).cloned().collect();
         assert_eq!(crd_names.len(), 2, "{crd_names:?}");
         assert_same_schemas(&format!("/openapi/v3 {version}"), &ours3, &real3, &crd_names);
+    }
+    // kubectl explains the multi-version CRD alike (the preferred version, v2, keeps unknown
+    // fields; v1 is asked for by name): 1.20 from v2, 1.33 from v3.
+    let api_version = format!("--api-version={group}/v1");
+    let queries: [&[&str]; 3] =
+        [&["explain", "widgets"], &["explain", "widgets.spec", &api_version], &["explain", "widgets.spec.template", "--recursive", &api_version]];
+    for bin in kubectl_1_20().into_iter().chain([kubectl("1.33")]) {
+        for args in queries {
+            let (real, ours) = both(&bin, &member, &cp.kubeconfig, args, true);
+            assert_eq!(real.0, 0, "{} {args:?} against the real server: {}", bin.display(), real.1);
+            assert_eq!(ours, real, "{} {args:?}: Flotilla (left) and kube-apiserver (right) differ", bin.display());
+        }
     }
     run(&kubectl("1.33"), &member, &["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
     // v2: every built-in definition (other tests' CRDs may come and go on the shared member),
