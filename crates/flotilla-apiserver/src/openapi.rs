@@ -19,9 +19,9 @@ use crate::resources::Catalog;
 // `components.schemas`, the schemas of the kinds served there and everything they refer to.
 // Built-in kinds' schemas are a real kube-apiserver's, recorded in
 // `flotilla-api/data/openapi-v3-schemas.json` (`scripts/regen-openapi-v3.sh`); a custom
-// resource's are built from its CRD as apiextensions-apiserver builds them (`crd_openapi.rs`). Paths carry two operations per resource, what clients read
-// of them (`ServedKind::paths`); clients of the documents (kubectl explain, kube-rs' schema
-// tools) read the schemas.
+// resource's are built from its CRD as apiextensions-apiserver builds them (`crd_openapi.rs`).
+// Paths carry two operations per resource, what clients read of them (`ServedKind::paths`);
+// clients of the documents (kubectl explain, kube-rs' schema tools) read the schemas.
 
 const RECORDED: &str = include_str!("../../flotilla-api/data/openapi-v3-schemas.json");
 pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
