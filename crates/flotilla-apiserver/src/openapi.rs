@@ -183,19 +183,26 @@ impl ServedKind {
     /// validation to the server, as it does with a real one); the operations say only that.
     pub fn paths(&self, [model, list_model]: [Option<&str>; 2], form: Form) -> Vec<(String, Value)> {
         let ok = |m: Option<&str>| match (form, m) {
-            (Form::V3, Some(m)) => json!({"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{m}")}}}}),
+            (Form::V3, Some(m)) => {
+                json!({"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{m}")}}}})
+            }
             (Form::V2, Some(m)) => json!({"description": "OK", "schema": {"$ref": format!("#/definitions/{m}")}}),
             (_, None) => json!({"description": "OK"}),
         };
         let root = if self.group.is_empty() { format!("/api/{}", self.version) } else { format!("/apis/{}/{}", self.group, self.version) };
-        let collection = if self.namespaced { format!("{root}/namespaces/{{namespace}}/{}", self.plural) } else { format!("{root}/{}", self.plural) };
+        let collection =
+            if self.namespaced { format!("{root}/namespaces/{{namespace}}/{}", self.plural) } else { format!("{root}/{}", self.plural) };
         let gvk = json!({"group": self.group, "kind": self.kind, "version": self.version});
         let list = json!({"description": format!("list or watch objects of kind {}", self.kind), "responses": {"200": ok(list_model)}, "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk});
         let mut out = vec![(collection.clone(), json!({"get": list}))];
         if self.patch {
             let param = match form {
-                Form::V3 => json!({"name": "fieldValidation", "in": "query", "description": FIELD_VALIDATION_DOC, "schema": {"type": "string", "uniqueItems": true}}),
-                Form::V2 => json!({"uniqueItems": true, "type": "string", "description": FIELD_VALIDATION_DOC, "name": "fieldValidation", "in": "query"}),
+                Form::V3 => {
+                    json!({"name": "fieldValidation", "in": "query", "description": FIELD_VALIDATION_DOC, "schema": {"type": "string", "uniqueItems": true}})
+                }
+                Form::V2 => {
+                    json!({"uniqueItems": true, "type": "string", "description": FIELD_VALIDATION_DOC, "name": "fieldValidation", "in": "query"})
+                }
             };
             let patch = json!({
                 "description": format!("partially update the specified {}", self.kind),
