@@ -149,6 +149,7 @@ pub(crate) struct ServedKind {
     pub custom: bool,
 }
 
+const DRY_RUN_DOC: &str = "When present, indicates that modifications should not be persisted. An invalid or unrecognized dryRun directive will result in an error response and no further processing of the request. Valid values are: - All: all dry run stages will be processed";
 const FIELD_VALIDATION_DOC: &str = "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: This will ignore any unknown fields that are silently dropped from the object, and will ignore all but the last duplicate field that the decoder encounters. This is the default behavior prior to v1.23. - Warn: This will send a warning via the standard warning response header for each unknown field that is dropped from the object, and for each duplicate field that is encountered. The request will still succeed if there are no other errors, and will only persist the last of any duplicate fields. This is the default in v1.23+ - Strict: This will fail the request with a BadRequest error if any unknown fields would be dropped from the object, or if any duplicate fields are present. The error returned from the server will contain all unknown and duplicate fields encountered.";
 
 impl ServedKind {
@@ -179,8 +180,9 @@ impl ServedKind {
 
     /// The resource's collection path with its list operation and its object path with its
     /// patch operation. Clients read no more of the paths than which kind a path serves
-    /// (kubectl explain) and whether patch takes `fieldValidation` (kubectl then leaves
-    /// validation to the server, as it does with a real one); the operations say only that.
+    /// (kubectl explain) and whether patch takes `fieldValidation` (kubectl ≥ 1.27 then leaves
+    /// validation to the server, as it does with a real one) and `dryRun` (kubectl before 1.26
+    /// refuses `diff` and `--dry-run=server` otherwise); the operations say only that.
     pub fn paths(&self, [model, list_model]: [Option<&str>; 2], form: Form) -> Vec<(String, Value)> {
         let ok = |m: Option<&str>| match (form, m) {
             (Form::V3, Some(m)) => {
@@ -196,17 +198,13 @@ impl ServedKind {
         let list = json!({"description": format!("list or watch objects of kind {}", self.kind), "responses": {"200": ok(list_model)}, "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk});
         let mut out = vec![(collection.clone(), json!({"get": list}))];
         if self.patch {
-            let param = match form {
-                Form::V3 => {
-                    json!({"name": "fieldValidation", "in": "query", "description": FIELD_VALIDATION_DOC, "schema": {"type": "string", "uniqueItems": true}})
-                }
-                Form::V2 => {
-                    json!({"uniqueItems": true, "type": "string", "description": FIELD_VALIDATION_DOC, "name": "fieldValidation", "in": "query"})
-                }
+            let query = |name: &str, doc: &str| match form {
+                Form::V3 => json!({"name": name, "in": "query", "description": doc, "schema": {"type": "string", "uniqueItems": true}}),
+                Form::V2 => json!({"uniqueItems": true, "type": "string", "description": doc, "name": name, "in": "query"}),
             };
             let patch = json!({
                 "description": format!("partially update the specified {}", self.kind),
-                "parameters": [param],
+                "parameters": [query("dryRun", DRY_RUN_DOC), query("fieldValidation", FIELD_VALIDATION_DOC)],
                 "responses": {"200": ok(model)},
                 "x-kubernetes-action": "patch",
                 "x-kubernetes-group-version-kind": gvk,

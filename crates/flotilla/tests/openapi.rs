@@ -31,21 +31,36 @@ fn crd(group: &str) -> String {
 }
 
 /// A testenv member and a fresh Flotilla, both with the CRD `crd(group)` of a group unique to
-/// this run (`g<pid>.<name>.example.com`); None without a testenv.
-fn member_and_flotilla(name: &str, crd: fn(&str) -> String) -> Option<(std::path::PathBuf, Flotilla, String)> {
+/// this run (`g<pid>.<name>.example.com`); None without a testenv. The CRD leaves the member
+/// when the returned guard is dropped, failed assertions included.
+fn member_and_flotilla(name: &str, crd: fn(&str) -> String) -> Option<(std::path::PathBuf, Flotilla, String, CrdOnMember)> {
     let env = flotilla_testenv::TestEnv::connect()?;
     let member = env.member("member2").kubeconfig.clone();
     let cp = Flotilla::start();
     let group = format!("g{}.{name}.example.com", std::process::id());
+    let text = crd(&group);
     for kc in [&member, &cp.kubeconfig] {
-        apply_yaml(kc, &crd(&group));
+        apply_yaml(kc, &text);
     }
-    Some((member, cp, group))
+    let crd_name = text.split("metadata: {name: ").nth(1).and_then(|r| r.split('}').next()).expect("the CRD's name").to_string();
+    Some((member.clone(), cp, group, CrdOnMember { kubeconfig: member, name: crd_name }))
+}
+
+/// Deletes a CRD from the shared member when dropped.
+struct CrdOnMember {
+    kubeconfig: std::path::PathBuf,
+    name: String,
+}
+
+impl Drop for CrdOnMember {
+    fn drop(&mut self) {
+        run(&kubectl("1.33"), &self.kubeconfig, &["delete", "crd", &self.name, "--wait=false"]);
+    }
 }
 
 #[test]
 fn explain_prints_what_a_real_server_prints() {
-    let Some((member, cp, group)) = member_and_flotilla("explain", crd) else { return };
+    let Some((member, cp, group, _crd)) = member_and_flotilla("explain", crd) else { return };
     let bin = kubectl("1.33");
     let gizmo = format!("gizmos.{group}");
     let queries: Vec<Vec<String>> = vec![
@@ -63,7 +78,6 @@ fn explain_prints_what_a_real_server_prints() {
         assert!(real.1.lines().count() > 3, "{}", real.1);
         assert_eq!(ours, real, "kubectl {args:?}: Flotilla (left) and kube-apiserver (right) differ");
     }
-    run(&bin, &member, &["delete", "crd", &gizmo, "--wait=false"]);
 }
 
 #[test]
@@ -112,9 +126,9 @@ fn both(bin: &std::path::Path, real: &std::path::Path, ours: &std::path::Path, a
 }
 
 #[test]
-fn kubectl_1_20_explains_and_validates_as_on_a_real_server() {
+fn kubectl_1_20_explains_validates_and_diffs_as_on_a_real_server() {
     let Some(bin) = kubectl_1_20() else { return };
-    let Some((member, cp, group)) = member_and_flotilla("explainv2", crd) else { return };
+    let Some((member, cp, group, _crd)) = member_and_flotilla("explainv2", crd) else { return };
     let api_version = format!("--api-version={group}/v1");
     let explains: [&[&str]; 4] = [
         &["explain", "deployment.spec.strategy.rollingUpdate.maxSurge"],
@@ -144,7 +158,35 @@ fn kubectl_1_20_explains_and_validates_as_on_a_real_server() {
         assert!(real.1.contains("error validating data") && real.1.contains("unknown field"), "kubectl 1.20 against the real server: {}", real.1);
         assert_eq!(ours, real, "kubectl 1.20 apply {file}: Flotilla (left) and kube-apiserver (right) differ");
     }
-    run(&bin, &member, &["delete", "crd", &format!("gizmos.{group}"), "--wait=false"]);
+    // diff (kubectl 1.20 diffs only where the OpenAPI v2 says patch takes dryRun): the changed
+    // lines, as on the real server (managedFields times left out: they change when the clock
+    // passes a second).
+    let name = format!("diff{}", std::process::id());
+    let manifest = |image: &str| {
+        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: app, image: \"{image}\"}}]}}\n")
+    };
+    let (same, changed) = (dir.path().join("same.yaml"), dir.path().join("changed.yaml"));
+    std::fs::write(&same, manifest("nginx:1.27")).unwrap();
+    std::fs::write(&changed, manifest("nginx:1.28")).unwrap();
+    let changes = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| (l.starts_with('-') || l.starts_with('+')) && !l.starts_with("---") && !l.starts_with("+++") && !l[1..].trim().starts_with("time: "))
+            .map(String::from)
+            .collect()
+    };
+    let mut diffs = Vec::new();
+    for kc in [&member, &cp.kubeconfig] {
+        let (code, out) = run(&bin, kc, &["apply", "-f", same.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}");
+        let (code, out) = run(&bin, kc, &["diff", "-f", same.to_str().unwrap()]);
+        assert_eq!((code, out.as_str()), (0, ""), "no change");
+        let (code, out) = run(&bin, kc, &["diff", "-f", changed.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        diffs.push(changes(&out));
+    }
+    run(&bin, &member, &["-n", "default", "delete", "deployment", &name, "--wait=false"]);
+    assert!(diffs[0].contains(&"+      - image: nginx:1.28".to_string()), "{:?}", diffs[0]);
+    assert_eq!(diffs[1], diffs[0], "kubectl 1.20 diff: Flotilla (left) and kube-apiserver (right) differ");
 }
 
 /// kubectl from 1.27 on asks the server to validate (`fieldValidation=Strict`) when the
@@ -153,7 +195,7 @@ fn kubectl_1_20_explains_and_validates_as_on_a_real_server() {
 /// says which of the two did it: the server's (`Error from server (BadRequest)`) on both.
 #[test]
 fn kubectl_1_27_and_later_leave_validation_to_the_server() {
-    let Some((member, cp, group)) = member_and_flotilla("fieldvalidation", crd) else { return };
+    let Some((member, cp, group, _crd)) = member_and_flotilla("fieldvalidation", crd) else { return };
     let dir = tempfile::tempdir().unwrap();
     let manifests = [
         ("deployment.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: fvcheck, namespace: default}\nspec:\n  replicas: 1\n  bogus: 3\n  selector: {matchLabels: {app: fvcheck}}\n  template:\n    metadata: {labels: {app: fvcheck}}\n    spec: {containers: [{name: app, image: nginx}]}\n".to_string(), "spec.bogus"),
@@ -174,7 +216,6 @@ fn kubectl_1_27_and_later_leave_validation_to_the_server() {
             }
         }
     }
-    run(&kubectl("1.33"), &member, &["delete", "crd", &format!("gizmos.{group}"), "--wait=false"]);
 }
 
 /// A CRD with every schema construct apiextensions-apiserver rewrites for OpenAPI v2, two
@@ -293,7 +334,7 @@ fn v3_schemas(kubeconfig: &std::path::Path, group: &str, version: &str) -> serde
 
 #[test]
 fn crd_and_builtin_schemas_are_a_real_servers() {
-    let Some((member, cp, group)) = member_and_flotilla("defsv2", widget_crd) else { return };
+    let Some((member, cp, group, _crd)) = member_and_flotilla("defsv2", widget_crd) else { return };
     let prefix = format!("{}.", group.split('.').rev().collect::<Vec<_>>().join("."));
     let names = ["v1.Widget", "v1.WidgetList", "v2.Widget", "v2.WidgetList"].map(|n| format!("{prefix}{n}"));
     // The CRD's definitions appear once its schema is published.
@@ -325,7 +366,6 @@ fn crd_and_builtin_schemas_are_a_real_servers() {
             assert_eq!(ours, real, "{} {args:?}: Flotilla (left) and kube-apiserver (right) differ", bin.display());
         }
     }
-    run(&kubectl("1.33"), &member, &["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
     // v2: every built-in definition (other tests' CRDs may come and go on the shared member),
     // and the CRD's: the same names, the same schemas.
     assert!(real.len() > 600, "{} definitions on the real server", real.len());
