@@ -1,5 +1,8 @@
 //! CRD validation rules: `x-kubernetes-validations` in CEL, with `self` and (on updates)
-//! `oldSelf`, evaluated where the rule sits in the schema.
+//! `oldSelf`, evaluated where the rule sits in the schema. A failure is reported with the
+//! rule's `reason` at its `fieldPath`, with the message its `messageExpression` works out, else
+//! its `message`, else `failed rule: …` (kube-apiserver's fallbacks: an expression that fails,
+//! or is blank or several lines once trimmed, gives way to `message`).
 //!
 //! A rule is compiled when its CRD is written. A rule that does not parse, or that calls a
 //! function Flotilla's CEL does not provide (Kubernetes' CEL libraries: lists, strings,
@@ -14,14 +17,17 @@ use serde_json::Value;
 use crate::error::Cause;
 use crate::structural::{Schema, SchemaError};
 
-/// Functions (beyond operators and macros) a rule may call.
-const SUPPORTED: &[&str] = &["size", "contains", "startsWith", "endsWith", "matches", "string", "int", "uint", "double", "bytes", "type", "dyn"];
+/// Functions (beyond operators and macros) a rule may call: CEL's standard ones this CEL has,
+/// and the Kubernetes library functions Flotilla provides ([`context`]).
+const SUPPORTED: &[&str] = &["size", "contains", "startsWith", "endsWith", "matches", "string", "int", "uint", "double", "bytes", "type", "dyn", "isURL"];
 
 /// One compiled rule.
 #[derive(Clone)]
 pub struct Rule {
     pub rule: String,
     pub message: Option<String>,
+    /// `messageExpression`: the failure message worked out from the object.
+    message_expression: Option<Arc<cel::Program>>,
     /// FieldValueInvalid (default), FieldValueForbidden, FieldValueRequired, FieldValueDuplicate.
     pub reason: String,
     /// Where a failure is reported, relative to the rule's node (`.spec.replicas`).
@@ -46,44 +52,92 @@ pub fn compile(rules: &Value, path: &str, errors: &mut Vec<SchemaError>) -> Vec<
             errors.push(SchemaError { path: format!("{at}.rule"), reason: "FieldValueRequired", message: "Required value: rule is not specified".into() });
             continue;
         };
-        let program = match cel::Program::compile(text) {
+        let program = match compile_expression(text) {
             Ok(p) => p,
             Err(e) => {
                 errors.push(SchemaError { path: format!("{at}.rule"), reason: "FieldValueInvalid", message: format!("Invalid value: {text:?}: compilation failed: {e}") });
                 continue;
             }
         };
-        let refs = program.references();
-        let unsupported: Vec<&str> =
-            refs.functions().into_iter().filter(|f| !(f.starts_with('_') || f.starts_with('@') || f.starts_with('!') || f.starts_with('-') || SUPPORTED.contains(f))).collect();
-        if !unsupported.is_empty() {
-            errors.push(SchemaError {
-                path: format!("{at}.rule"),
-                reason: "FieldValueInvalid",
-                message: format!("Invalid value: {text:?}: compilation failed: Flotilla does not support the CEL function(s) {} (supported: {})", unsupported.join(", "), SUPPORTED.join(", ")),
-            });
-            continue;
-        }
         let reason = r.get("reason").and_then(Value::as_str).unwrap_or("FieldValueInvalid").to_string();
         if !["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"].contains(&reason.as_str()) {
             errors.push(SchemaError { path: format!("{at}.reason"), reason: "FieldValueNotSupported", message: format!("Unsupported value: {reason:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"") });
             continue;
         }
-        if r.get("messageExpression").is_some() {
-            errors.push(SchemaError { path: format!("{at}.messageExpression"), reason: "FieldValueForbidden", message: "Forbidden: messageExpression is not supported by Flotilla yet; use message".into() });
+        let message = r.get("message").and_then(Value::as_str).unwrap_or("");
+        if !message.is_empty() && message.trim().is_empty() {
+            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueRequired", message: "Required value: message must be non-empty if specified".into() });
             continue;
         }
+        if message.contains('\n') {
+            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueInvalid", message: format!("Invalid value: {message:?}: message must not contain line breaks") });
+            continue;
+        }
+        if message.is_empty() && text.contains('\n') {
+            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueRequired", message: "Required value: message must be specified if rule contains line breaks".into() });
+            continue;
+        }
+        let message_expression = match r.get("messageExpression").and_then(Value::as_str).unwrap_or("") {
+            "" => None,
+            e if e.trim().is_empty() => {
+                errors.push(SchemaError { path: format!("{at}.messageExpression"), reason: "FieldValueRequired", message: "Required value: messageExpression must be non-empty if specified".into() });
+                continue;
+            }
+            e => match compile_expression(e) {
+                Ok(p) => Some(Arc::new(p)),
+                Err(why) => {
+                    errors.push(SchemaError { path: format!("{at}.messageExpression"), reason: "FieldValueInvalid", message: format!("Invalid value: {e:?}: messageExpression compilation failed: {why}") });
+                    continue;
+                }
+            },
+        };
         out.push(Rule {
             rule: text.to_string(),
-            message: r.get("message").and_then(Value::as_str).map(String::from),
+            message: Some(message.trim().to_string()).filter(|m| !m.is_empty()),
+            message_expression,
             reason,
             field_path: r.get("fieldPath").and_then(Value::as_str).map(String::from),
-            uses_old_self: refs.has_variable("oldSelf"),
+            uses_old_self: program.references().has_variable("oldSelf"),
             program: Arc::new(program),
         });
     }
     out
 }
+
+/// Parse a CEL expression and check that it calls only functions Flotilla's CEL provides.
+fn compile_expression(text: &str) -> Result<cel::Program, String> {
+    let program = cel::Program::compile(text).map_err(|e| e.to_string())?;
+    let refs = program.references();
+    let unsupported: Vec<&str> =
+        refs.functions().into_iter().filter(|f| !(f.starts_with('_') || f.starts_with('@') || f.starts_with('!') || f.starts_with('-') || SUPPORTED.contains(f))).collect();
+    if !unsupported.is_empty() {
+        return Err(format!("Flotilla does not support the CEL function(s) {} (supported: {})", unsupported.join(", "), SUPPORTED.join(", ")));
+    }
+    Ok(program)
+}
+
+/// The variables and the Kubernetes library functions a rule runs with.
+fn context(new: &Value, old: Option<&Value>) -> cel::Context<'static, 'static> {
+    let mut ctx = cel::Context::default();
+    ctx.add_variable_from_value("self", to_cel(new));
+    if let Some(o) = old {
+        ctx.add_variable_from_value("oldSelf", to_cel(o));
+    }
+    ctx.add_function("isURL", |s: Arc<String>| crate::url_syntax::is_request_uri(&s)).expect("isURL is not a CEL standard overload");
+    ctx
+}
+
+/// What `messageExpression` says, or None when kube-apiserver would fall back to `message`: it
+/// failed to evaluate, is not a string, or is empty, blank or more than one line once trimmed.
+fn evaluated_message(program: &cel::Program, ctx: &cel::Context) -> Option<String> {
+    match program.execute(ctx) {
+        Ok(cel::Value::String(s)) => Some(s.trim().to_string()).filter(|m| !m.is_empty() && !m.contains('\n') && m.len() <= MAX_MESSAGE_EXPRESSION_BYTES),
+        _ => None,
+    }
+}
+
+/// kube-apiserver's limit on an evaluated messageExpression (celconfig).
+const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
 
 /// A JSON value as CEL sees it (integers are `int`).
 fn to_cel(v: &Value) -> cel::Value {
@@ -113,14 +167,16 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
         if r.uses_old_self && old.is_none() {
             continue;
         }
-        let mut ctx = cel::Context::default();
-        ctx.add_variable_from_value("self", to_cel(new));
-        if let Some(o) = old {
-            ctx.add_variable_from_value("oldSelf", to_cel(o));
-        }
+        let ctx = context(new, old);
         let failed = match r.program.execute(&ctx) {
             Ok(cel::Value::Bool(true)) => None,
-            Ok(cel::Value::Bool(false)) => Some(r.message.clone().unwrap_or_else(|| format!("failed rule: {}", r.rule))),
+            Ok(cel::Value::Bool(false)) => Some(
+                r.message_expression
+                    .as_deref()
+                    .and_then(|p| evaluated_message(p, &ctx))
+                    .or_else(|| r.message.clone())
+                    .unwrap_or_else(|| format!("failed rule: {}", r.rule.trim())),
+            ),
             Ok(other) => Some(format!("rule {:?} did not evaluate to a bool: {other:?}", r.rule)),
             Err(e) => Some(format!("rule {:?} could not be evaluated: {e}", r.rule)),
         };
@@ -132,7 +188,11 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
             let text = match r.reason.as_str() {
                 "FieldValueForbidden" => format!("Forbidden: {message}"),
                 "FieldValueRequired" => format!("Required value: {message}"),
-                "FieldValueDuplicate" => format!("Duplicate value: {message}"),
+                // kube-apiserver's Duplicate error carries the value, not the message.
+                "FieldValueDuplicate" => match new {
+                    Value::Object(_) | Value::Array(_) => "Duplicate value".to_string(),
+                    other => format!("Duplicate value: {other}"),
+                },
                 // kube-apiserver names a scalar's value, not an object's or a list's.
                 _ => match new {
                     Value::Object(_) | Value::Array(_) => format!("Invalid value: {message}"),
@@ -207,5 +267,41 @@ mod tests {
             assert_eq!(errs[0].path, "s.x-kubernetes-validations[0].rule");
             assert!(errs[0].message.contains(needle), "{rule}: {}", errs[0].message);
         }
+    }
+
+    #[test]
+    fn a_message_expression_gives_the_message_unless_kube_apiserver_would_fall_back() {
+        for (expression, message, want) in [
+            ("'too big: ' + string(self.n)", None, "too big: 5"),
+            ("'  padded  '", None, "padded"),
+            ("'   '", Some("static"), "static"),
+            ("'two\\nlines'", Some("static"), "static"),
+            ("string(1 / 0)", None, "failed rule: self.n < 3"),
+            ("self.n", Some("not a string"), "not a string"),
+        ] {
+            let mut rule = json!({"rule": "self.n < 3", "messageExpression": expression});
+            if let Some(m) = message {
+                rule["message"] = json!(m);
+            }
+            let s = schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [rule]}));
+            let mut causes = Vec::new();
+            check(&json!({"n": 5}), None, &s, "spec", &mut causes);
+            assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "spec", format!("Invalid value: {want}"))], "{expression}");
+        }
+        let mut errs = Vec::new();
+        Schema::parse(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "true", "messageExpression": "'a' +"}]}), "s", &mut errs);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path, "s.x-kubernetes-validations[0].messageExpression");
+        assert!(errs[0].message.contains("messageExpression compilation failed"), "{}", errs[0].message);
+    }
+
+    #[test]
+    fn is_url_is_a_kubernetes_library_function_rules_may_call() {
+        let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": "isURL(self.u)", "message": "not a URL"}]}));
+        let mut causes = Vec::new();
+        check(&json!({"u": "https://example.com/x"}), None, &s, "", &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        check(&json!({"u": "example.com"}), None, &s, "", &mut causes);
+        assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "", "Invalid value: not a URL")]);
     }
 }

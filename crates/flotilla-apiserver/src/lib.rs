@@ -36,6 +36,7 @@ pub mod resources;
 pub mod serve;
 pub mod server;
 mod storage;
+mod url_syntax;
 pub mod structural;
 pub mod table;
 

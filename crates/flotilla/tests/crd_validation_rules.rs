@@ -24,22 +24,26 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> (bool, S
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
+/// The answer to creating `object`, the first of a kind whose CRD was just written: the new
+/// kind is served a moment after the CRD is established.
+fn first_create(kubeconfig: &std::path::Path, object: &str) -> (bool, String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = kubectl(kubeconfig, &["create", "-f", "-"], object);
+        if !answer.1.contains("the server could not find the requested resource") && !answer.1.contains("no matches for kind") || std::time::Instant::now() > deadline {
+            return answer;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The answers to the scenario's writes, in order.
 fn scenario(kubeconfig: &std::path::Path, group: &str, ns: &str) -> Vec<(bool, String)> {
     let (ok, out) = kubectl(kubeconfig, &["apply", "-f", "-"], &crd(group, "self.minReplicas <= self.maxReplicas"));
     assert!(ok, "{out}");
     let object = |name: &str, spec: &str| format!("apiVersion: {group}/v1\nkind: Scaler\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n");
-    // The new kind is served a moment after the CRD is established.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let first = loop {
-        let answer = kubectl(kubeconfig, &["create", "-f", "-"], &object("bad", "{minReplicas: 5, maxReplicas: 2, name: x}"));
-        if !answer.1.contains("the server could not find the requested resource") && !answer.1.contains("no matches for kind") || std::time::Instant::now() > deadline {
-            break answer;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
     vec![
-        first,
+        first_create(kubeconfig, &object("bad", "{minReplicas: 5, maxReplicas: 2, name: x}")),
         kubectl(kubeconfig, &["create", "-f", "-"], &object("good", "{minReplicas: 1, maxReplicas: 2, name: sa}")),
         kubectl(kubeconfig, &["-n", ns, "patch", &format!("scalers.{group}"), "good", "--type=merge", "-p", r#"{"spec":{"name":"sb"}}"#], ""),
         kubectl(kubeconfig, &["-n", ns, "patch", &format!("scalers.{group}"), "good", "--type=merge", "-p", r#"{"spec":{"maxReplicas":3}}"#], ""),
@@ -73,5 +77,100 @@ fn validation_rules_answer_as_a_real_server_does() {
     let (ok, out) = kubectl(&cp.kubeconfig, &["apply", "-f", "-"], &crd("other.cel.example.com", "self.tags.isSorted()"));
     assert!(!ok, "{out}");
     assert!(out.contains("x-kubernetes-validations[0].rule") && out.contains("self.tags.isSorted()") && out.contains("isSorted"), "{out}");
+    drop(cp);
+}
+
+/// A CRD whose rules carry `messageExpression`s (used, or falling back to `message` or the
+/// default when they are blank, several lines or fail), `reason`s and a `fieldPath`.
+fn message_crd(group: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: gauges.{group}}}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: gauges, singular: gauge, kind: Gauge}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.min <= self.max"
+              message: "static message"
+              messageExpression: "self.min > 4 ? 'min above four exceeds max' : 'min exceeds max'"
+            - rule: "self.min != 7"
+              message: "  seven is not allowed  "
+              messageExpression: "'   '"
+            - rule: "self.max != 7"
+              message: "max seven"
+              messageExpression: "'line one\\nline two'"
+            - rule: "self.min != 8"
+              messageExpression: "string(1 / (self.min - self.min))"
+            - rule: "self.max < 100"
+              messageExpression: "self.max > 150 ? 'max is far above 100' : 'max is above 100'"
+              reason: FieldValueForbidden
+              fieldPath: ".max"
+            properties:
+              min: {{type: integer}}
+              max: {{type: integer}}
+              name:
+                type: string
+                maxLength: 16
+                x-kubernetes-validations:
+                - {{rule: "self != 'dup'", reason: FieldValueDuplicate, message: "unused"}}
+                - {{rule: "self != 'req'", reason: FieldValueRequired, messageExpression: "'name ' + self + ' needed'"}}
+"#
+    )
+}
+
+fn message_scenario(kubeconfig: &std::path::Path, group: &str, ns: &str) -> Vec<(bool, String)> {
+    let (ok, out) = kubectl(kubeconfig, &["apply", "-f", "-"], &message_crd(group));
+    assert!(ok, "{out}");
+    let object = |name: &str, spec: &str| format!("apiVersion: {group}/v1\nkind: Gauge\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n");
+    vec![
+        first_create(kubeconfig, &object("a", "{min: 5, max: 2, name: x}")),
+        kubectl(kubeconfig, &["create", "-f", "-"], &object("b", "{min: 7, max: 7, name: dup}")),
+        kubectl(kubeconfig, &["create", "-f", "-"], &object("c", "{min: 8, max: 200, name: req}")),
+        kubectl(kubeconfig, &["create", "-f", "-"], &object("d", "{min: 1, max: 2, name: ok}")),
+    ]
+}
+
+#[test]
+fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member3").kubeconfig.clone();
+    let group = format!("m{}.cel.example.com", std::process::id());
+    let ns = format!("celmsg-{}", std::process::id());
+    let cp = Flotilla::start();
+    let mut answers = Vec::new();
+    // A messageExpression that does not compile: the CRD is refused, naming the field.
+    let bad = message_crd(&format!("bad{group}")).replace("'max is far above 100' :", "'max is far above 100' +");
+    let mut refused = Vec::new();
+    for kc in [&member, &cp.kubeconfig] {
+        let (ok, out) = kubectl(kc, &["create", "namespace", &ns], "");
+        assert!(ok, "{out}");
+        answers.push(message_scenario(kc, &group, &ns));
+        refused.push(kubectl(kc, &["create", "-f", "-"], &bad));
+    }
+    kubectl(&member, &["delete", "crd", &format!("gauges.{group}"), "--wait=false"], "");
+    kubectl(&member, &["delete", "namespace", &ns, "--wait=false"], "");
+    let (real, ours) = (&answers[0], &answers[1]);
+    assert!(!real[0].0 && real[0].1.contains("min above four exceeds max"), "{:?}", real[0]);
+    assert!(!real[1].0 && real[1].1.contains("seven is not allowed") && real[1].1.contains("max seven") && real[1].1.contains("Duplicate value"), "{:?}", real[1]);
+    assert!(!real[2].0 && real[2].1.contains("failed rule: self.min != 8") && real[2].1.contains("spec.max: Forbidden: max is far above 100") && real[2].1.contains("name req needed"), "{:?}", real[2]);
+    assert!(real[3].0, "{:?}", real[3]);
+    for (i, (r, o)) in real.iter().zip(ours).enumerate() {
+        assert_eq!(o, r, "answer {i}: Flotilla (left), kube-apiserver (right)");
+    }
+    for (ok, out) in &refused {
+        assert!(!ok && out.contains("x-kubernetes-validations[4].messageExpression") && out.contains("messageExpression compilation failed"), "{out}");
+    }
     drop(cp);
 }
