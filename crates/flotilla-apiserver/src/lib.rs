@@ -17,6 +17,7 @@ pub mod connect;
 mod crd;
 mod crd_openapi;
 mod discovery;
+mod duplicate_fields;
 pub mod error;
 mod gnostic;
 pub mod inproc;

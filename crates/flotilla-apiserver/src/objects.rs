@@ -144,12 +144,43 @@ impl Ctx {
 
 /// Parse a JSON, YAML or protobuf object body.
 pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
+    parse_body(content_type, bytes, true).map(|(v, _)| v)
+}
+
+/// Parse the body of a create or update: JSON keys given twice are refused or warned about per
+/// `fieldValidation`, as kube-apiserver's strict decoder does, before anything else is looked at.
+fn parse_write_body(ctx: &Ctx, content_type: Option<&str>, bytes: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
+    let (v, duplicates) = parse_body(content_type, bytes, !ctx.info.is_custom())?;
+    if !duplicates.is_empty() {
+        let list = duplicates.iter().map(|f| format!("duplicate field \"{f}\"")).collect::<Vec<_>>();
+        match FieldValidation::from_query(&ctx.query)? {
+            FieldValidation::Strict => {
+                let kind = &ctx.info.kind;
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    ctx.info.version,
+                    list.join(", ")
+                )));
+            }
+            FieldValidation::Warn => warnings.extend(list),
+            FieldValidation::Ignore => {}
+        }
+    }
+    Ok(v)
+}
+
+/// A body and the paths of the JSON keys it gives twice (later values decoded over earlier
+/// ones; objects merge when `merge_objects`, as into a typed object).
+fn parse_body(content_type: Option<&str>, bytes: &[u8], merge_objects: bool) -> ApiResult<(Value, Vec<String>)> {
+    let mut duplicates = Vec::new();
     let v: Value = match negotiate::body_type(content_type) {
         BodyType::Json => {
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Err(ApiError::bad_request("the request body is empty; expected a JSON object"));
             }
-            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?
+            let (v, d) = crate::duplicate_fields::parse(bytes, merge_objects).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+            duplicates = d;
+            v
         }
         BodyType::Yaml | BodyType::ApplyYaml => parse_yaml(bytes)?,
         BodyType::Protobuf => crate::protobuf::decode(bytes)?,
@@ -158,7 +189,7 @@ pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> Api
     if !v.is_object() {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     }
-    Ok(v)
+    Ok((v, duplicates))
 }
 
 pub(crate) fn parse_yaml(bytes: &[u8]) -> ApiResult<Value> {
@@ -290,7 +321,11 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
                 match fv {
                     FieldValidation::Strict => {
                         let list = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ");
-                        return Err(ApiError::bad_request(format!("strict decoding error: {list}")));
+                        let kind = &info.kind;
+                        return Err(ApiError::bad_request(format!(
+                            "{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error: {list}",
+                            info.version
+                        )));
                     }
                     FieldValidation::Warn => warnings.extend(unknown.iter().map(|f| format!("unknown field \"{f}\""))),
                     FieldValidation::Ignore => {}
@@ -623,8 +658,8 @@ pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
     if ctx.path.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }
-    let body = parse_object_body(ct.as_deref(), &bytes)?;
     let mut warnings = Vec::new();
+    let body = parse_write_body(ctx, ct.as_deref(), &bytes, &mut warnings)?;
     let obj = create_object(ctx, body, &mut warnings, None).await?;
     render_object(ctx, headers, StatusCode::CREATED, obj, &warnings)
 }
@@ -930,7 +965,8 @@ async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> Api
 
 pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     let name = ctx.name().to_string();
-    let body = parse_object_body(ct.as_deref(), &bytes)?;
+    let mut warnings = Vec::new();
+    let body = parse_write_body(ctx, ct.as_deref(), &bytes, &mut warnings)?;
     let dry_run = ctx.query.dry_run()?;
     if ctx.path.subresource.as_deref() == Some("scale") {
         return update_scale(ctx, &name, body, dry_run).await;
@@ -951,7 +987,6 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
             vec![Cause::new("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0: must be specified for an update")],
         ));
     }
-    let mut warnings = Vec::new();
     let prepared = prepare_update(ctx, &old, body, &mut warnings, None)?;
     let obj = if prepared.noop || dry_run {
         if dry_run {
