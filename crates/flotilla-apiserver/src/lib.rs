@@ -36,6 +36,7 @@ pub mod request;
 pub mod resources;
 pub mod serve;
 pub mod server;
+mod service_account_jwt;
 mod storage;
 mod url_syntax;
 pub mod structural;

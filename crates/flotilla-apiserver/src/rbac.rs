@@ -7,10 +7,11 @@
 //! super-user group. Every authenticated user may reach discovery, health and version, and
 //! create SelfSubject*Reviews, as kube-apiserver's bootstrap roles allow.
 //!
-//! Service account tokens: `POST serviceaccounts/{name}/token` (TokenRequest) mints an opaque
-//! token bound to the account's uid, and Secrets of type `kubernetes.io/service-account-token`
-//! get a `token` filled in. A token authenticates as `system:serviceaccount:<ns>:<name>` while
-//! its account exists with the same uid: deleting the account revokes its tokens.
+//! Service account tokens of Secrets of type `kubernetes.io/service-account-token`: the Secret
+//! gets an opaque `token` bound to the account's uid, which authenticates as
+//! `system:serviceaccount:<ns>:<name>` while its account exists with the same uid: deleting the
+//! account revokes its tokens. (TokenRequest tokens are signed JWTs:
+//! [`crate::service_account_jwt`].)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -332,6 +333,13 @@ impl Authorizer for Rbac {
         }
         if always_allowed(what) {
             return Decision::Allow("allowed to every authenticated user".into());
+        }
+        // kube-apiserver's system:service-account-issuer-discovery, bound to every service account.
+        if who.groups.iter().any(|g| g == "system:serviceaccounts")
+            && what.verb == "get"
+            && matches!(what.path.as_deref(), Some("/.well-known/openid-configuration" | "/openid/v1/jwks"))
+        {
+            return Decision::Allow("RBAC: allowed by ClusterRoleBinding to ClusterRole system:service-account-issuer-discovery".into());
         }
         let idx = self.index.read().clone();
         for b in &idx.cluster_bindings {

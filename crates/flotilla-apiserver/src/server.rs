@@ -98,8 +98,21 @@ pub(crate) struct Inner {
     pub crd_sync: tokio::sync::Mutex<()>,
     /// The last rendered `/openapi/v2` document.
     pub openapi_v2: crate::openapi_v2::Cache,
+    /// The key TokenRequest tokens are signed with, read from the store (or made) on first use.
+    sa_key: tokio::sync::OnceCell<Arc<crate::service_account_jwt::SigningKey>>,
     in_flight: Semaphore,
     ready: AtomicBool,
+}
+
+impl Inner {
+    /// The service account token signing key (ADR 0015).
+    pub(crate) async fn service_account_key(&self) -> ApiResult<Arc<crate::service_account_jwt::SigningKey>> {
+        self.sa_key
+            .get_or_try_init(|| async { crate::service_account_jwt::SigningKey::load_or_create(self.store.as_ref()).await.map(Arc::new) })
+            .await
+            .cloned()
+            .map_err(ApiError::internal)
+    }
 }
 
 /// The Kubernetes-compatible API server. Clone it freely; all clones share state.
@@ -133,6 +146,7 @@ impl ApiServer {
                 metrics: Metrics::new(),
                 crd_sync: tokio::sync::Mutex::new(()),
                 openapi_v2: Default::default(),
+                sa_key: tokio::sync::OnceCell::new(),
                 in_flight,
                 ready: AtomicBool::new(false),
             }),
@@ -240,20 +254,32 @@ fn identify(inner: &Inner, req: &Request<Body>) -> Identity {
             return id;
         }
     }
-    if let Some(token) = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-    {
-        if let Some(id) = inner.tokens.read().lookup(token.trim()) {
+    if let Some(token) = bearer_token(req) {
+        if let Some(id) = inner.tokens.read().lookup(token) {
             return id.clone();
         }
-        if let Some(id) = inner.rbac.authenticate(token.trim()) {
+        if let Some(id) = inner.rbac.authenticate(token) {
             return id;
         }
     }
     Identity::anonymous()
+}
+
+fn bearer_token(req: &Request<Body>) -> Option<&str> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+}
+
+/// The service account a TokenRequest token (a JWT) stands for, if it is one and still valid.
+async fn identify_service_account(inner: &Inner, token: &str) -> Option<Identity> {
+    if token.split('.').count() != 3 {
+        return None;
+    }
+    let key = inner.service_account_key().await.ok()?;
+    crate::service_account_jwt::authenticate(inner.store.as_ref(), &key, token, jiff::Timestamp::now().as_second()).await
 }
 
 /// The verb of a resource request.
@@ -275,7 +301,12 @@ const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
 async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
     let started = Instant::now();
-    let identity = identify(&inner, &req);
+    let mut identity = identify(&inner, &req);
+    if identity.is_anonymous()
+        && let Some(token) = bearer_token(&req).map(String::from)
+    {
+        identity = identify_service_account(&inner, &token).await.unwrap_or(identity);
+    }
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query()).for_method(req.method());
     // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
@@ -513,6 +544,11 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
         }
         "/openapi/v2" => {
             Ok(crate::openapi_v2::serve(&inner.openapi_v2, &inner.registry.catalog(), inner.store.as_ref(), &inner.config.version, headers).await)
+        }
+        "/openid/v1/jwks" => Ok(json_response(StatusCode::OK, &inner.service_account_key().await?.jwks(), "application/jwk-set+json", &[])),
+        "/.well-known/openid-configuration" => {
+            let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+            Ok(ok_json(&crate::service_account_jwt::openid_configuration(&format!("https://{host}/openid/v1/jwks"))))
         }
         p if p == "/openapi/v3" || p.starts_with("/openapi/v3/") => {
             crate::openapi::v3(&inner.registry.catalog(), inner.store.as_ref(), p).await.ok_or_else(ApiError::page_not_found)
