@@ -30,8 +30,11 @@ pub struct Rule {
     message_expression: Option<Arc<cel::Program>>,
     /// FieldValueInvalid (default), FieldValueForbidden, FieldValueRequired, FieldValueDuplicate.
     pub reason: String,
-    /// Where a failure is reported, relative to the rule's node (`.spec.replicas`).
+    /// Where a failure is reported, relative to the rule's node: `fieldPath` as kube-apiserver
+    /// normalises it (`.spec['a.b']` is `spec.a.b`, a map key `.labels['x']` is `labels[x]`).
     pub field_path: Option<String>,
+    /// Index in the node's `x-kubernetes-validations`.
+    index: usize,
     program: Arc<cel::Program>,
     /// A transition rule: only checked when there is an old value.
     uses_old_self: bool,
@@ -97,11 +100,115 @@ pub fn compile(rules: &Value, path: &str, errors: &mut Vec<SchemaError>) -> Vec<
             message_expression,
             reason,
             field_path: r.get("fieldPath").and_then(Value::as_str).map(String::from),
+            index: i,
             uses_old_self: program.references().has_variable("oldSelf"),
             program: Arc::new(program),
         });
     }
     out
+}
+
+/// Check each rule's `fieldPath` against `node` (the schema the rules sit on) and replace it
+/// with the path kube-apiserver reports failures at; a blank, multi-line or invalid one makes
+/// the schema invalid, with kube-apiserver's messages.
+pub fn resolve_field_paths(rules: &mut [Rule], node: &Schema, path: &str, errors: &mut Vec<SchemaError>) {
+    for r in rules.iter_mut() {
+        let Some(fp) = r.field_path.take() else { continue };
+        let mut problems = Vec::new();
+        if fp.trim().is_empty() {
+            problems.push("must be non-empty if specified");
+        }
+        if fp.contains('\n') {
+            problems.push("must not contain line breaks");
+        }
+        match normalize_field_path(&fp, node) {
+            Ok(n) => r.field_path = Some(n),
+            Err(_) => problems.push("must be a valid path"),
+        }
+        for p in problems {
+            let at = format!("{path}.x-kubernetes-validations[{}].fieldPath", r.index);
+            errors.push(SchemaError { path: at, reason: "FieldValueInvalid", message: format!("Invalid value: {fp:?}: {p}") });
+        }
+    }
+}
+
+/// kube-apiserver's `ValidFieldPath`: `.name` and `['name']` steps through properties (named
+/// children) or additionalProperties (keys), rendered as its field paths render them. The
+/// error says why (kube-apiserver v1.37 reports only "must be a valid path").
+fn normalize_field_path(fp: &str, mut node: &Schema) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = fp;
+    // A token: up to the next delimiter, or the delimiter itself.
+    let token = |s: &str| -> usize { s.find(['.', '[', ']']).map_or(s.len(), |i| i.max(1)) };
+    while !rest.is_empty() {
+        let (name, named) = if let Some(r) = rest.strip_prefix('.') {
+            if r.is_empty() {
+                return Err("unexpected end of JSON path".into());
+            }
+            let end = token(r);
+            rest = &r[end..];
+            (r[..end].to_string(), !node.properties.is_empty())
+        } else if let Some(r) = rest.strip_prefix('[') {
+            if r.is_empty() {
+                return Err("unexpected end of JSON path".into());
+            }
+            // A single-quoted string, ending at a quote not escaped.
+            let end = if r.starts_with('\'') {
+                r.char_indices().skip(1).find(|&(i, c)| c == '\'' && !r[..i].ends_with('\\')).map_or(r.len(), |(i, _)| i + 1)
+            } else {
+                token(r)
+            };
+            let quoted = &r[..end];
+            if quoted.len() < 2 || !quoted.starts_with('\'') || !quoted.ends_with('\'') {
+                return Err(format!("expected single quoted string but got {quoted}"));
+            }
+            let name = unescape_single_quoted(&quoted[1..quoted.len() - 1])?;
+            let after = &r[end..];
+            match after.strip_prefix(']') {
+                Some(a) => rest = a,
+                None if after.is_empty() => return Err("unexpected end of JSON path".into()),
+                None => return Err(format!("expected ] but got {}", &after[..token(after)])),
+            }
+            (name, !node.properties.is_empty())
+        } else {
+            return Err(format!("expected [ or . but got: {}", &rest[..token(rest)]));
+        };
+        if named {
+            node = node.properties.get(&name).ok_or("does not refer to a valid field")?;
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&name);
+        } else {
+            node = node.additional_properties.as_deref().ok_or("does not refer to a valid field")?;
+            out.push_str(&format!("[{name}]"));
+        }
+    }
+    Ok(out)
+}
+
+fn unescape_single_quoted(s: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next() {
+            Some('a') => '\u{7}',
+            Some('b') => '\u{8}',
+            Some('f') => '\u{c}',
+            Some('n') => '\n',
+            Some('r') => '\r',
+            Some('t') => '\t',
+            Some('v') => '\u{b}',
+            Some('\'') => '\'',
+            Some('\\') => '\\',
+            other => return Err(format!("invalid string literal: invalid escape char \\{}", other.map(String::from).unwrap_or_default())),
+        });
+    }
+    Ok(out)
 }
 
 /// Parse a CEL expression and check that it calls only functions Flotilla's CEL provides.
@@ -182,7 +289,7 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
         };
         if let Some(message) = failed {
             let field = match &r.field_path {
-                Some(fp) => join(path, fp.trim_start_matches('.')),
+                Some(fp) => join(path, fp),
                 None => path.to_string(),
             };
             let text = match r.reason.as_str() {
@@ -303,5 +410,28 @@ mod tests {
         assert!(causes.is_empty(), "{causes:?}");
         check(&json!({"u": "example.com"}), None, &s, "", &mut causes);
         assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "", "Invalid value: not a URL")]);
+    }
+
+    #[test]
+    fn field_paths_are_checked_against_the_schema_and_normalised_as_kube_apiserver_does() {
+        let s = schema(json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b.c": {"type": "string"}, "d": {"type": "integer"}}},
+            "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"x": {"type": "string"}}}},
+            "l": {"type": "array", "items": {"type": "string"}}}}));
+        for (fp, want) in [(".a.d", "a.d"), (".a['b.c']", "a.b.c"), ("['a'].d", "a.d"), (".m['k 1'].x", "m[k 1].x"), (".m.k", "m[k]"), (".a['it\\'s']", "")] {
+            let got = normalize_field_path(fp, &s);
+            if want.is_empty() {
+                assert!(got.is_err(), "{fp}: {got:?}");
+            } else {
+                assert_eq!(got.as_deref(), Ok(want), "{fp}");
+            }
+        }
+        for fp in [".nope", "a", ".l[0]", ".a[d]", ".a['d'", ".a.", ".a..d", ".a['d']x", ".l.x"] {
+            assert!(normalize_field_path(fp, &s).is_err(), "{fp}");
+        }
+        let mut errs = Vec::new();
+        Schema::parse(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "true"}, {"rule": "true", "fieldPath": " "}]}), "s", &mut errs);
+        let got: Vec<_> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
+        assert_eq!(got, [("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be non-empty if specified"), ("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be a valid path")]);
     }
 }

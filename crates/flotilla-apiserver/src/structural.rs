@@ -243,6 +243,10 @@ impl Schema {
                 errors.push(SchemaError { path: format!("{path}.items"), reason: "FieldValueRequired", message: "Required value: must be specified".into() });
             }
         }
+        // Rules' fieldPaths name fields of this node, known only now.
+        let mut rules = std::mem::take(&mut s.rules);
+        crate::cel_rules::resolve_field_paths(&mut rules, &s, path, errors);
+        s.rules = rules;
         s
     }
 

@@ -81,7 +81,8 @@ fn validation_rules_answer_as_a_real_server_does() {
 }
 
 /// A CRD whose rules carry `messageExpression`s (used, or falling back to `message` or the
-/// default when they are blank, several lines or fail), `reason`s and a `fieldPath`.
+/// default when they are blank, several lines or fail), `reason`s and `fieldPath`s (one naming
+/// a map key, reported as kube-apiserver normalises it).
 fn message_crd(group: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
@@ -117,9 +118,13 @@ spec:
               messageExpression: "self.max > 150 ? 'max is far above 100' : 'max is above 100'"
               reason: FieldValueForbidden
               fieldPath: ".max"
+            - rule: "self.min != 9"
+              message: "a key of labels"
+              fieldPath: ".labels['x.y']"
             properties:
               min: {{type: integer}}
               max: {{type: integer}}
+              labels: {{type: object, additionalProperties: {{type: string}}}}
               name:
                 type: string
                 maxLength: 16
@@ -139,6 +144,7 @@ fn message_scenario(kubeconfig: &std::path::Path, group: &str, ns: &str) -> Vec<
         kubectl(kubeconfig, &["create", "-f", "-"], &object("b", "{min: 7, max: 7, name: dup}")),
         kubectl(kubeconfig, &["create", "-f", "-"], &object("c", "{min: 8, max: 200, name: req}")),
         kubectl(kubeconfig, &["create", "-f", "-"], &object("d", "{min: 1, max: 2, name: ok}")),
+        kubectl(kubeconfig, &["create", "-f", "-"], &object("e", "{min: 9, max: 10, name: ok}")),
     ]
 }
 
@@ -151,13 +157,17 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     let cp = Flotilla::start();
     let mut answers = Vec::new();
     // A messageExpression that does not compile: the CRD is refused, naming the field.
+    // A fieldPath naming no field of the schema: refused alike.
     let bad = message_crd(&format!("bad{group}")).replace("'max is far above 100' :", "'max is far above 100' +");
+    let bad_path = message_crd(&format!("badpath{group}")).replace(".labels['x.y']", ".labels.x.nope");
     let mut refused = Vec::new();
+    let mut refused_paths = Vec::new();
     for kc in [&member, &cp.kubeconfig] {
         let (ok, out) = kubectl(kc, &["create", "namespace", &ns], "");
         assert!(ok, "{out}");
         answers.push(message_scenario(kc, &group, &ns));
         refused.push(kubectl(kc, &["create", "-f", "-"], &bad));
+        refused_paths.push(kubectl(kc, &["create", "-f", "-"], &bad_path));
     }
     kubectl(&member, &["delete", "crd", &format!("gauges.{group}"), "--wait=false"], "");
     kubectl(&member, &["delete", "namespace", &ns, "--wait=false"], "");
@@ -166,11 +176,14 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     assert!(!real[1].0 && real[1].1.contains("seven is not allowed") && real[1].1.contains("max seven") && real[1].1.contains("Duplicate value"), "{:?}", real[1]);
     assert!(!real[2].0 && real[2].1.contains("failed rule: self.min != 8") && real[2].1.contains("spec.max: Forbidden: max is far above 100") && real[2].1.contains("name req needed"), "{:?}", real[2]);
     assert!(real[3].0, "{:?}", real[3]);
+    assert!(!real[4].0 && real[4].1.contains("spec.labels[x.y]: Invalid value: a key of labels"), "{:?}", real[4]);
     for (i, (r, o)) in real.iter().zip(ours).enumerate() {
         assert_eq!(o, r, "answer {i}: Flotilla (left), kube-apiserver (right)");
     }
     for (ok, out) in &refused {
         assert!(!ok && out.contains("x-kubernetes-validations[4].messageExpression") && out.contains("messageExpression compilation failed"), "{out}");
     }
+    assert!(!refused_paths[0].0 && refused_paths[0].1.contains("x-kubernetes-validations[5].fieldPath: Invalid value: \".labels.x.nope\": must be a valid path"), "{:?}", refused_paths[0]);
+    assert_eq!(refused_paths[1], refused_paths[0], "Flotilla (left), kube-apiserver (right)");
     drop(cp);
 }
