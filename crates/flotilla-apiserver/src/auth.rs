@@ -5,7 +5,7 @@
 //! request. Authorization is a seam: today every authenticated user is allowed everything
 //! (`AllowAuthenticated`); RBAC will implement the same trait.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -16,11 +16,18 @@ pub struct Identity {
     pub user: String,
     pub uid: String,
     pub groups: Vec<String>,
+    /// `userInfo.extra`: which credential authenticated the caller
+    /// (`authentication.kubernetes.io/credential-id`) and, for a bound service account token,
+    /// the pod and node it is bound to.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
+
+/// The `userInfo.extra` key naming the credential a caller authenticated with.
+pub const CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 impl Identity {
     pub fn anonymous() -> Identity {
-        Identity { user: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()] }
+        Identity { user: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()], extra: BTreeMap::new() }
     }
 
     pub fn user(name: &str, groups: &[&str]) -> Identity {
@@ -28,7 +35,7 @@ impl Identity {
         if !g.iter().any(|x| x == "system:authenticated") {
             g.push("system:authenticated".into());
         }
-        Identity { user: name.into(), uid: String::new(), groups: g }
+        Identity { user: name.into(), uid: String::new(), groups: g, extra: BTreeMap::new() }
     }
 
     pub fn is_anonymous(&self) -> bool {
@@ -94,7 +101,11 @@ pub fn identity_from_cert(der: &[u8]) -> Option<Identity> {
     let cn = subject.iter_common_name().next()?.as_str().ok()?.to_string();
     let groups: Vec<String> = subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
     let refs: Vec<&str> = groups.iter().map(|s| s.as_str()).collect();
-    Some(Identity::user(&cn, &refs))
+    let mut id = Identity::user(&cn, &refs);
+    // kube-apiserver names the certificate by its SHA-256 fingerprint.
+    let fingerprint: String = ring::digest::digest(&ring::digest::SHA256, der).as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    id.extra.insert(CREDENTIAL_ID.into(), vec![format!("X509SHA256={fingerprint}")]);
+    Some(id)
 }
 
 /// What a request wants to do, for authorization.
@@ -194,19 +205,26 @@ pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: 
     })
 }
 
-/// Answer a SelfSubjectReview (`kubectl auth whoami`).
-/// kube-apiserver stamps it with the time of the request and leaves out an empty uid.
+/// Answer a SelfSubjectReview (`kubectl auth whoami`), stamped with the time of the request.
 pub fn self_subject_review(who: &Identity, version: &str) -> Value {
-    let mut user = json!({"username": who.user, "groups": who.groups});
-    if !who.uid.is_empty() {
-        user["uid"] = json!(who.uid);
-    }
     json!({
         "kind": "SelfSubjectReview",
         "apiVersion": format!("authentication.k8s.io/{version}"),
-        "metadata": {"creationTimestamp": crate::meta::now()},
-        "status": {"userInfo": user},
+        "metadata": {"creationTimestamp": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()},
+        "status": {"userInfo": user_info(who)},
     })
+}
+
+/// A caller as `userInfo`: an empty uid and extra are left out, as kube-apiserver leaves them.
+fn user_info(who: &Identity) -> Value {
+    let mut info = json!({"username": who.user, "groups": who.groups});
+    if !who.uid.is_empty() {
+        info["uid"] = json!(who.uid);
+    }
+    if !who.extra.is_empty() {
+        info["extra"] = json!(who.extra);
+    }
+    info
 }
 
 /// Answer a SelfSubjectRulesReview (`kubectl auth can-i --list`). Like kube-apiserver, it needs
@@ -243,5 +261,22 @@ mod tests {
         assert_eq!(f.lookup("xyz").unwrap().groups, vec!["system:authenticated"]);
         assert!(f.lookup("nope").is_none());
         assert!(TokenFile::parse("only,two").is_err());
+    }
+
+    #[test]
+    fn a_certificate_names_its_user_groups_and_fingerprint_and_whoami_leaves_out_what_is_empty() {
+        let ca = crate::pki::Authority::generate("test-ca").unwrap();
+        let issued = ca.issue_client("alice", &["dev"]).unwrap();
+        use rustls_pki_types::pem::PemObject;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).unwrap();
+        let id = identity_from_cert(&der).unwrap();
+        assert_eq!((id.user.as_str(), id.groups.clone()), ("alice", vec!["dev".to_string(), "system:authenticated".to_string()]));
+        let fingerprint: String = ring::digest::digest(&ring::digest::SHA256, &der).as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(id.extra[CREDENTIAL_ID], vec![format!("X509SHA256={fingerprint}")]);
+        let review = self_subject_review(&id, "v1");
+        assert!(review["status"]["userInfo"].get("uid").is_none(), "{review}");
+        assert_eq!(review["status"]["userInfo"]["extra"][CREDENTIAL_ID][0], format!("X509SHA256={fingerprint}"));
+        assert!(review["metadata"]["creationTimestamp"].is_string());
+        assert!(self_subject_review(&Identity::user("bob", &[]), "v1")["status"]["userInfo"].get("extra").is_none());
     }
 }

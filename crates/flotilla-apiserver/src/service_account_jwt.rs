@@ -220,7 +220,8 @@ fn bound_key(namespace: &str, b: &Bound) -> String {
 /// its account — and every object it is bound to — still exists with the uid it names (a
 /// deleted and re-created account does not inherit the old one's tokens).
 pub async fn authenticate(store: &dyn Store, key: &SigningKey, token: &str, now: i64) -> Option<crate::auth::Identity> {
-    let s = subject(&key.verify(token)?, now)?;
+    let claims = key.verify(token)?;
+    let s = subject(&claims, now)?;
     if live_uid(store, format!("/registry/core/serviceaccounts/{}/{}", s.namespace, s.account)).await? != s.account_uid {
         return None;
     }
@@ -234,6 +235,14 @@ pub async fn authenticate(store: &dyn Store, key: &SigningKey, token: &str, now:
         &["system:serviceaccounts", &format!("system:serviceaccounts:{}", s.namespace)],
     );
     id.uid = s.account_uid;
+    let mut extra = |k: &str, v: &str| id.extra.insert(format!("authentication.kubernetes.io/{k}"), vec![v.to_string()]);
+    for b in s.bound.iter().filter(|b| b.kind != "secret") {
+        extra(&format!("{}-name", b.kind), &b.name);
+        extra(&format!("{}-uid", b.kind), &b.uid);
+    }
+    if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
+        extra("credential-id", &format!("JTI={jti}"));
+    }
     Some(id)
 }
 
