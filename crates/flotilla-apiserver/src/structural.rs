@@ -548,8 +548,21 @@ fn format_ok(format: &str, s: &str) -> bool {
         "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
         "cidr" => s.split_once('/').is_some_and(|(ip, bits)| ip.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok()),
         "hostname" => crate::meta::is_dns1123_subdomain(s),
+        "uri" => crate::url_syntax::is_request_uri(s),
+        "mac" => is_mac(s),
         _ => true,
     }
+}
+
+/// Go's `net.ParseMAC`: 6, 8 or 20 bytes as hex pairs separated by `:` or `-`, or as groups
+/// of four hex digits separated by `.`.
+fn is_mac(s: &str) -> bool {
+    let hex = |g: &str, n: usize| g.len() == n && g.bytes().all(|c| c.is_ascii_hexdigit());
+    let groups = |sep: char, n: usize| {
+        let parts: Vec<&str> = s.split(sep).collect();
+        parts.iter().all(|g| hex(g, n)) && [6, 8, 20].contains(&(parts.len() * n / 2))
+    };
+    s.len() >= 14 && (groups(':', 2) || groups('-', 2) || groups('.', 4))
 }
 
 /// Everything a custom resource's version needs to decode objects.
@@ -700,5 +713,20 @@ mod tests {
         let (_, causes) = s.admit(&mut missing);
         assert_eq!(causes[0].field, "spec.size");
         assert_eq!(causes[0].reason, "FieldValueRequired");
+    }
+
+    #[test]
+    fn uri_and_mac_formats_are_checked_as_kube_apiserver_checks_them() {
+        for (format, ok, bad) in [
+            ("uri", &["https://example.com/a", "/p", "mailto:a"][..], &["not a uri", "example.com", "http://x y", "http://[::1"][..]),
+            ("mac", &["01:23:45:67:89:ab", "01-23-45-67-89-AB", "0123.4567.89ab", "01:23:45:67:89:ab:cd:ef"][..], &["nope", "01:23:45:67:89", "01:23-45:67:89:ab", "0123.4567.89a"][..]),
+        ] {
+            for v in ok {
+                assert!(format_ok(format, v), "{format} {v}");
+            }
+            for v in bad {
+                assert!(!format_ok(format, v), "{format} {v}");
+            }
+        }
     }
 }

@@ -187,3 +187,35 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     assert_eq!(refused_paths[1], refused_paths[0], "Flotilla (left), kube-apiserver (right)");
     drop(cp);
 }
+
+/// String formats kube-apiserver checks (`uri` as Go's `url.ParseRequestURI`, `mac`): the same
+/// objects get the same answers.
+#[test]
+fn string_formats_answer_as_a_real_server_does() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member3").kubeconfig.clone();
+    let group = format!("f{}.cel.example.com", std::process::id());
+    let crd = format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: links.{group}}}\nspec:\n  group: {group}\n  scope: Cluster\n  names: {{plural: links, singular: link, kind: Link}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              u: {{type: string, format: uri}}\n              m: {{type: string, format: mac}}\n"
+    );
+    let cp = Flotilla::start();
+    let specs = ["{u: 'https://example.com/a?b'}", "{u: /p}", "{u: 'mailto:a'}", "{u: 'not a uri'}", "{u: example.com}", "{u: 'http://[::1'}", "{m: '01:23:45:67:89:ab'}", "{m: '0123.4567.89ab'}", "{m: '01:23:45'}"];
+    let mut answers = Vec::new();
+    for kc in [&member, &cp.kubeconfig] {
+        let (ok, out) = kubectl(kc, &["apply", "-f", "-"], &crd);
+        assert!(ok, "{out}");
+        let object = |spec: &str| format!("apiVersion: {group}/v1\nkind: Link\nmetadata: {{name: l1}}\nspec: {spec}\n");
+        let mut a = vec![first_create(kc, &object(specs[0]))];
+        kubectl(kc, &["delete", &format!("links.{group}"), "l1"], "");
+        a.extend(specs[1..].iter().map(|s| kubectl(kc, &["create", "--dry-run=server", "-f", "-"], &object(s))));
+        answers.push(a);
+    }
+    kubectl(&member, &["delete", "crd", &format!("links.{group}"), "--wait=false"], "");
+    let (real, ours) = (&answers[0], &answers[1]);
+    let accepted: Vec<bool> = real.iter().map(|(ok, _)| *ok).collect();
+    assert_eq!(accepted, [true, true, true, false, false, false, true, true, false], "{real:?}");
+    for (i, (r, o)) in real.iter().zip(ours).enumerate() {
+        assert_eq!(o, r, "answer {i}: Flotilla (left), kube-apiserver (right)");
+    }
+    drop(cp);
+}
