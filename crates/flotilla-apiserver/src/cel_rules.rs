@@ -33,8 +33,6 @@ pub struct Rule {
     /// Where a failure is reported, relative to the rule's node: `fieldPath` as kube-apiserver
     /// normalises it (`.spec['a.b']` is `spec.a.b`, a map key `.labels['x']` is `labels[x]`).
     pub field_path: Option<String>,
-    /// Index in the node's `x-kubernetes-validations`.
-    index: usize,
     program: Arc<cel::Program>,
     /// A transition rule: only checked when there is an old value.
     uses_old_self: bool,
@@ -46,50 +44,77 @@ impl std::fmt::Debug for Rule {
     }
 }
 
-/// Compile the `x-kubernetes-validations` of the node at `path`.
-pub fn compile(rules: &Value, path: &str, errors: &mut Vec<SchemaError>) -> Vec<Rule> {
-    let mut out = Vec::new();
+/// Compile the `x-kubernetes-validations` of `node`, the schema at `path` whose own and whose
+/// children's problems are `errors[node_errors..]`. As kube-apiserver, every rule's fields are
+/// checked first (`rule`, `reason`, `message`, `messageExpression`, `fieldPath` — the latter
+/// replaced by the path failures are reported at); the expressions are compiled only when the
+/// schema here and below has no such problem (a rule may not make sense over a broken schema).
+pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<SchemaError>, node_errors: usize) -> Vec<Rule> {
+    let invalid = |at: String, value: &str, why: &str| SchemaError { path: at, reason: "FieldValueInvalid", message: format!("Invalid value: {value:?}: {why}") };
+    let required = |at: String, why: &str| SchemaError { path: at, reason: "FieldValueRequired", message: format!("Required value: {why}") };
+    let mut checked = Vec::new();
     for (i, r) in rules.as_array().into_iter().flatten().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        let Some(text) = r.get("rule").and_then(Value::as_str).filter(|t| !t.trim().is_empty()) else {
-            errors.push(SchemaError { path: format!("{at}.rule"), reason: "FieldValueRequired", message: "Required value: rule is not specified".into() });
-            continue;
-        };
-        let program = match compile_expression(text) {
-            Ok(p) => p,
-            Err(e) => {
-                errors.push(SchemaError { path: format!("{at}.rule"), reason: "FieldValueInvalid", message: format!("Invalid value: {text:?}: compilation failed: {e}") });
-                continue;
-            }
-        };
-        let reason = r.get("reason").and_then(Value::as_str).unwrap_or("FieldValueInvalid").to_string();
-        if !["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"].contains(&reason.as_str()) {
+        let before = errors.len();
+        let text = r.get("rule").and_then(Value::as_str).unwrap_or("");
+        if text.trim().is_empty() {
+            errors.push(required(format!("{at}.rule"), "rule is not specified"));
+        }
+        let reason = r.get("reason").and_then(Value::as_str).unwrap_or("FieldValueInvalid");
+        if !["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"].contains(&reason) {
             errors.push(SchemaError { path: format!("{at}.reason"), reason: "FieldValueNotSupported", message: format!("Unsupported value: {reason:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"") });
-            continue;
         }
         let message = r.get("message").and_then(Value::as_str).unwrap_or("");
         if !message.is_empty() && message.trim().is_empty() {
-            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueRequired", message: "Required value: message must be non-empty if specified".into() });
-            continue;
+            errors.push(required(format!("{at}.message"), "message must be non-empty if specified"));
         }
         if message.contains('\n') {
-            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueInvalid", message: format!("Invalid value: {message:?}: message must not contain line breaks") });
-            continue;
+            errors.push(invalid(format!("{at}.message"), message, "message must not contain line breaks"));
         }
         if message.is_empty() && text.contains('\n') {
-            errors.push(SchemaError { path: format!("{at}.message"), reason: "FieldValueRequired", message: "Required value: message must be specified if rule contains line breaks".into() });
-            continue;
+            errors.push(required(format!("{at}.message"), "message must be specified if rule contains line breaks"));
         }
-        let message_expression = match r.get("messageExpression").and_then(Value::as_str).unwrap_or("") {
-            "" => None,
-            e if e.trim().is_empty() => {
-                errors.push(SchemaError { path: format!("{at}.messageExpression"), reason: "FieldValueRequired", message: "Required value: messageExpression must be non-empty if specified".into() });
+        let message_expression = r.get("messageExpression").and_then(Value::as_str).unwrap_or("");
+        if !message_expression.is_empty() && message_expression.trim().is_empty() {
+            errors.push(required(format!("{at}.messageExpression"), "messageExpression must be non-empty if specified"));
+        }
+        let mut field_path = None;
+        if let Some(fp) = r.get("fieldPath").and_then(Value::as_str) {
+            if fp.trim().is_empty() {
+                errors.push(invalid(format!("{at}.fieldPath"), fp, "must be non-empty if specified"));
+            }
+            if fp.contains('\n') {
+                errors.push(invalid(format!("{at}.fieldPath"), fp, "must not contain line breaks"));
+            }
+            match normalize_field_path(fp, node) {
+                Ok(n) => field_path = Some(n),
+                Err(_) => errors.push(invalid(format!("{at}.fieldPath"), fp, "must be a valid path")),
+            }
+        }
+        if errors.len() == before {
+            checked.push((at, text, reason, message, message_expression, field_path));
+        }
+    }
+    // A child's rule that does not compile is not a problem of the schema.
+    let expression_error = |e: &SchemaError| (e.path.ends_with(".rule") || e.path.ends_with(".messageExpression")) && e.message.contains("compilation failed");
+    if errors[node_errors..].iter().any(|e| !expression_error(e)) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (at, text, reason, message, message_expression, field_path) in checked {
+        let program = match compile_expression(text) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(invalid(format!("{at}.rule"), text, &format!("compilation failed: {e}")));
                 continue;
             }
+        };
+        let message_expression = match message_expression {
+            "" => None,
             e => match compile_expression(e) {
                 Ok(p) => Some(Arc::new(p)),
                 Err(why) => {
-                    errors.push(SchemaError { path: format!("{at}.messageExpression"), reason: "FieldValueInvalid", message: format!("Invalid value: {e:?}: messageExpression compilation failed: {why}") });
+                    errors.push(invalid(format!("{at}.messageExpression"), e, &format!("messageExpression compilation failed: {why}")));
                     continue;
                 }
             },
@@ -98,38 +123,13 @@ pub fn compile(rules: &Value, path: &str, errors: &mut Vec<SchemaError>) -> Vec<
             rule: text.to_string(),
             message: Some(message.trim().to_string()).filter(|m| !m.is_empty()),
             message_expression,
-            reason,
-            field_path: r.get("fieldPath").and_then(Value::as_str).map(String::from),
-            index: i,
+            reason: reason.to_string(),
+            field_path,
             uses_old_self: program.references().has_variable("oldSelf"),
             program: Arc::new(program),
         });
     }
     out
-}
-
-/// Check each rule's `fieldPath` against `node` (the schema the rules sit on) and replace it
-/// with the path kube-apiserver reports failures at; a blank, multi-line or invalid one makes
-/// the schema invalid, with kube-apiserver's messages.
-pub fn resolve_field_paths(rules: &mut [Rule], node: &Schema, path: &str, errors: &mut Vec<SchemaError>) {
-    for r in rules.iter_mut() {
-        let Some(fp) = r.field_path.take() else { continue };
-        let mut problems = Vec::new();
-        if fp.trim().is_empty() {
-            problems.push("must be non-empty if specified");
-        }
-        if fp.contains('\n') {
-            problems.push("must not contain line breaks");
-        }
-        match normalize_field_path(&fp, node) {
-            Ok(n) => r.field_path = Some(n),
-            Err(_) => problems.push("must be a valid path"),
-        }
-        for p in problems {
-            let at = format!("{path}.x-kubernetes-validations[{}].fieldPath", r.index);
-            errors.push(SchemaError { path: at, reason: "FieldValueInvalid", message: format!("Invalid value: {fp:?}: {p}") });
-        }
-    }
 }
 
 /// kube-apiserver's `ValidFieldPath`: `.name` and `['name']` steps through properties (named
@@ -433,5 +433,23 @@ mod tests {
         Schema::parse(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "true"}, {"rule": "true", "fieldPath": " "}]}), "s", &mut errs);
         let got: Vec<_> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
         assert_eq!(got, [("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be non-empty if specified"), ("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be a valid path")]);
+    }
+
+    #[test]
+    fn expressions_are_compiled_only_over_a_schema_without_problems() {
+        // A fieldPath naming no field: only that is reported, as kube-apiserver reports it.
+        let mut errs = Vec::new();
+        Schema::parse(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "self.n <", "fieldPath": ".nope", "messageExpression": "'a' +"}]}), "s", &mut errs);
+        let got: Vec<_> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
+        assert_eq!(got, [("s.x-kubernetes-validations[0].fieldPath", "Invalid value: \".nope\": must be a valid path")]);
+        // A problem below: the rules above are not compiled either; a child's rule that does not
+        // compile does not stop the parent's.
+        let mut errs = Vec::new();
+        Schema::parse(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"description": "no type"}}}), "s", &mut errs);
+        assert_eq!(errs.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["s.properties[a].type"], "{errs:?}");
+        let mut errs = Vec::new();
+        Schema::parse(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >"}]}}}), "s", &mut errs);
+        let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["s.properties[a].x-kubernetes-validations[0].rule", "s.x-kubernetes-validations[0].rule"], "{errs:?}");
     }
 }

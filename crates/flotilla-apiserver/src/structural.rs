@@ -118,6 +118,7 @@ impl Schema {
     }
 
     fn parse_node(v: &Value, path: &str, root: bool, in_logic: bool, errors: &mut Vec<SchemaError>) -> Schema {
+        let node_errors = errors.len();
         let mut s = Schema::default();
         let Some(o) = v.as_object() else {
             errors.push(SchemaError { path: path.into(), reason: "FieldValueInvalid", message: "must be an object".into() });
@@ -136,9 +137,6 @@ impl Schema {
         s.int_or_string = o.get("x-kubernetes-int-or-string").and_then(Value::as_bool).unwrap_or(false);
         s.embedded_resource = o.get("x-kubernetes-embedded-resource").and_then(Value::as_bool).unwrap_or(false);
         s.list_type = get_str("x-kubernetes-list-type");
-        if let Some(rules) = o.get("x-kubernetes-validations") {
-            s.rules = crate::cel_rules::compile(rules, path, errors);
-        }
         s.list_map_keys = o.get("x-kubernetes-list-map-keys").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
         s.required = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
         s.enum_ = o.get("enum").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -243,10 +241,11 @@ impl Schema {
                 errors.push(SchemaError { path: format!("{path}.items"), reason: "FieldValueRequired", message: "Required value: must be specified".into() });
             }
         }
-        // Rules' fieldPaths name fields of this node, known only now.
-        let mut rules = std::mem::take(&mut s.rules);
-        crate::cel_rules::resolve_field_paths(&mut rules, &s, path, errors);
-        s.rules = rules;
+        // Rules last: their fieldPaths name fields of this node, and they are compiled only
+        // over a schema without problems here or below.
+        if let Some(rules) = o.get("x-kubernetes-validations") {
+            s.rules = crate::cel_rules::compile(rules, &s, path, errors, node_errors);
+        }
         s
     }
 

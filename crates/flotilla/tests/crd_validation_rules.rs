@@ -157,9 +157,10 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     let cp = Flotilla::start();
     let mut answers = Vec::new();
     // A messageExpression that does not compile: the CRD is refused, naming the field.
-    // A fieldPath naming no field of the schema: refused alike.
+    // A fieldPath naming no field of the schema: refused alike, with the expressions not even
+    // compiled (the messageExpression that does not compile goes unreported).
     let bad = message_crd(&format!("bad{group}")).replace("'max is far above 100' :", "'max is far above 100' +");
-    let bad_path = message_crd(&format!("badpath{group}")).replace(".labels['x.y']", ".labels.x.nope");
+    let bad_path = bad.replace(".labels['x.y']", ".labels.x.nope").replace(&format!("bad{group}"), &format!("badpath{group}"));
     let mut refused = Vec::new();
     let mut refused_paths = Vec::new();
     for kc in [&member, &cp.kubeconfig] {
