@@ -113,6 +113,16 @@ impl Inner {
             .cloned()
             .map_err(ApiError::internal)
     }
+
+    /// The key to verify tokens with, if one was ever made: a bearer token alone never makes
+    /// the server write one.
+    async fn service_account_verifying_key(&self) -> Option<Arc<crate::service_account_jwt::SigningKey>> {
+        if let Some(k) = self.sa_key.get() {
+            return Some(k.clone());
+        }
+        let k = Arc::new(crate::service_account_jwt::SigningKey::load(self.store.as_ref()).await.ok()??);
+        Some(self.sa_key.get_or_init(|| async { k }).await.clone())
+    }
 }
 
 /// The Kubernetes-compatible API server. Clone it freely; all clones share state.
@@ -278,7 +288,7 @@ async fn identify_service_account(inner: &Inner, token: &str) -> Option<Identity
     if token.split('.').count() != 3 {
         return None;
     }
-    let key = inner.service_account_key().await.ok()?;
+    let key = inner.service_account_verifying_key().await?;
     crate::service_account_jwt::authenticate(inner.store.as_ref(), &key, token, jiff::Timestamp::now().as_second()).await
 }
 

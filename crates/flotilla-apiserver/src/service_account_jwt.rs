@@ -62,12 +62,20 @@ impl SigningKey {
         Ok(SigningKey { pair, kid })
     }
 
+    /// The key in the store, if one was made.
+    pub async fn load(store: &dyn Store) -> Result<Option<SigningKey>, JwtError> {
+        match store.get(&Bytes::from_static(KEY_KEY.as_bytes())).await? {
+            Some(kv) => Self::from_stored(&kv.value).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// The key in the store, made and stored first if there is none yet (two servers racing
     /// both end up with the one stored first).
     pub async fn load_or_create(store: &dyn Store) -> Result<SigningKey, JwtError> {
         let key = Bytes::from_static(KEY_KEY.as_bytes());
-        if let Some(kv) = store.get(&key).await? {
-            return Self::from_stored(&kv.value);
+        if let Some(k) = Self::load(store).await? {
+            return Ok(k);
         }
         let der = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &SystemRandom::new()).map_err(|_| JwtError::Generate)?;
         let record = json!({"alg": "ES256", "pkcs8": B64.encode(der.as_ref())});

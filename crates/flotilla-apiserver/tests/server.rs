@@ -57,6 +57,45 @@ async fn bearer_tokens_authenticate() {
     assert_eq!(body["status"]["userInfo"]["username"], "alice");
 }
 
+/// TokenRequest tokens are JWTs that authenticate as the account; a JWT-shaped bearer the
+/// server did not sign is 401 (and makes no signing key appear); TokenRequest validation is
+/// kube-apiserver's.
+#[tokio::test]
+async fn token_request_tokens_authenticate_as_the_service_account() {
+    let api = server(ApiServerConfig::default()).await;
+    let forged = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln";
+    let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", &format!("Bearer {forged}"))]).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+    let signing_key = bytes::Bytes::from_static(b"/registry/flotilla.io/serviceaccountsigningkey");
+    assert!(api.store().get(&signing_key).await.unwrap().is_none());
+    let (_, _, jwks) = call(&api, "GET", "/openid/v1/jwks", Some(admin()), None, &[]).await;
+    let kid = jwks["keys"][0]["kid"].clone();
+    assert!(kid.is_string(), "{jwks}");
+    let (code, _, _) = call(&api, "POST", "/api/v1/namespaces/default/serviceaccounts", Some(admin()), Some(json!({"metadata": {"name": "bot"}})), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    let path = "/api/v1/namespaces/default/serviceaccounts/bot/token";
+    let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {"expirationSeconds": 60}})), &[]).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["message"], "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes");
+    let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "nope"}}})), &[]).await;
+    assert_eq!((code, body["message"].as_str()), (StatusCode::NOT_FOUND, Some("pods \"nope\" not found")));
+    let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {}})), &[]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(body["spec"]["audiences"], json!(["https://kubernetes.default.svc.cluster.local"]));
+    let token = body["status"]["token"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {token}");
+    let (code, _, who) = call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &[("authorization", &bearer)]).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
+    assert_eq!(who["status"]["userInfo"]["uid"], body["metadata"]["uid"]);
+    let (code, _, _) = call(&api, "GET", "/openid/v1/jwks", None, None, &[("authorization", &bearer)]).await;
+    assert_eq!(code, StatusCode::OK, "service accounts may read the issuer's keys");
+    let (code, _, _) = call(&api, "DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _, _) = call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &[("authorization", &bearer)]).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED);
+}
+
 #[tokio::test]
 async fn bootstrap_namespaces_exist_and_immortal_ones_cannot_be_deleted() {
     let api = server(ApiServerConfig::default()).await;
