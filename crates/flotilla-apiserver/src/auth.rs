@@ -165,6 +165,33 @@ impl Authorizer for AllowAuthenticated {
 
 pub type SharedAuthorizer = Arc<dyn Authorizer>;
 
+/// A SelfSubjectAccessReview names exactly one of resourceAttributes and nonResourceAttributes
+/// (422 otherwise, quoting nonResourceAttributes as kube-apiserver's internal struct).
+pub fn validate_access_review(body: &Value) -> Result<(), crate::error::ApiError> {
+    let spec = body.get("spec");
+    let present = |k: &str| spec.and_then(|s| s.get(k)).is_some_and(|v| !v.is_null());
+    if present("resourceAttributes") != present("nonResourceAttributes") {
+        return Ok(());
+    }
+    let value = match spec.and_then(|s| s.get("nonResourceAttributes")).filter(|v| !v.is_null()) {
+        Some(n) => {
+            let s = |k: &str| json!(n.get(k).and_then(Value::as_str).unwrap_or(""));
+            format!("{{\"Path\":{},\"Verb\":{}}}", s("path"), s("verb"))
+        }
+        None => "null".to_string(),
+    };
+    Err(crate::error::ApiError::invalid(
+        "authorization.k8s.io",
+        "",
+        "",
+        vec![crate::error::Cause::new(
+            "FieldValueInvalid",
+            "spec",
+            format!("Invalid value: {value}: exactly one of nonResourceAttributes or resourceAttributes must be specified"),
+        )],
+    ))
+}
+
 /// Answer a SelfSubjectAccessReview body with the decision for its spec.
 pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: &Value) -> Value {
     let spec = body.get("spec").cloned().unwrap_or(json!({}));

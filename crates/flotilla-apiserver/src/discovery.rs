@@ -60,6 +60,20 @@ fn virtual_resources(group: &str, version: &str) -> Vec<Value> {
     }
 }
 
+/// kube-apiserver's `storageVersionHash`: the first 8 bytes of the SHA-256 of the stored
+/// `group/version/kind`, base64. A custom resource is stored in its CRD's storage version, and
+/// events.k8s.io Events as core v1 Events.
+fn storage_version_hash(r: &ResourceInfo) -> String {
+    use base64::Engine;
+    let (group, version) = match &r.codec {
+        crate::resources::Codec::Custom(s) if !s.storage_version.is_empty() => (r.group.as_str(), s.storage_version.as_str()),
+        _ if r.group == "events.k8s.io" && r.kind == "Event" => ("", "v1"),
+        _ => (r.group.as_str(), r.version.as_str()),
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{group}/{version}/{}", r.kind).as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
+}
+
 fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural,
@@ -67,6 +81,7 @@ fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> V
         "namespaced": r.namespaced,
         "kind": r.kind,
         "verbs": r.verbs,
+        "storageVersionHash": storage_version_hash(r),
     });
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);

@@ -193,7 +193,7 @@ impl ApiError {
         if !group.is_empty() {
             e.group = Some(group.to_string());
         }
-        e.kind = Some(kind.to_string());
+        e.kind = (!kind.is_empty()).then(|| kind.to_string());
         e.causes = causes;
         e
     }

@@ -589,6 +589,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
         ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
             let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
             let body = read_json_body(&inner, req).await?;
+            crate::auth::validate_access_review(&body)?;
             let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
             // The request's spec is owned by its writer, as on any create.
             let managed = crate::objects::created_managed_fields(&query, Some(&user_agent), &p.group, &p.version, "SelfSubjectAccessReview", &body);
@@ -633,34 +634,62 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     if sub.is_none() && !info.has_verb(base_verb) {
         return Err(ApiError::method_not_allowed());
     }
+    if matches!(verb, "create" | "update" | "patch") {
+        check_field_manager(&query)?;
+    }
+    // kube-apiserver warns on every request to a deprecated resource.
+    let deprecation = (info.group.is_empty() && info.plural == "endpoints")
+        .then_some("299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"");
     // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
     let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
     let user_agent = Some(user_agent.to_string());
     let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity, user_agent };
     let headers = req.headers().clone();
+    let mut resp = serve_verb(&inner, &ctx, verb, headers, req).await;
+    if let (Some(w), Ok(r)) = (deprecation, resp.as_mut()) {
+        r.headers_mut().append(header::WARNING, HeaderValue::from_static(w));
+    }
+    resp
+}
+
+/// `fieldManager` is at most 128 bytes (CreateOptions, UpdateOptions and PatchOptions alike).
+fn check_field_manager(query: &Query) -> ApiResult<()> {
+    match query.get("fieldManager") {
+        Some(m) if m.len() > 128 => Err(ApiError::invalid(
+            "meta.k8s.io",
+            query.options_kind(),
+            "",
+            vec![crate::error::Cause::new("FieldValueTooLong", "fieldManager", "Too long: may not be more than 128 bytes")],
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The handler of a verb on a resource.
+async fn serve_verb(inner: &Inner, ctx: &crate::objects::Ctx, verb: &str, headers: axum::http::HeaderMap, req: Request<Body>) -> ApiResult<Response> {
     match verb {
-        "get" => crate::objects::get(&ctx, &headers).await,
-        "list" => crate::listwatch::list(&ctx, &headers).await,
-        "watch" => crate::listwatch::watch(&ctx, &headers).await,
+        "get" => crate::objects::get(ctx, &headers).await,
+        "list" => crate::listwatch::list(ctx, &headers).await,
+        "watch" => crate::listwatch::watch(ctx, &headers).await,
         "create" => {
-            let body = read_body(&inner, req).await?;
-            crate::objects::create(&ctx, &headers, body).await
+            let body = read_body(inner, req).await?;
+            crate::objects::create(ctx, &headers, body).await
         }
         "update" => {
-            let body = read_body(&inner, req).await?;
-            crate::objects::update(&ctx, &headers, body).await
+            let body = read_body(inner, req).await?;
+            crate::objects::update(ctx, &headers, body).await
         }
         "patch" => {
-            let body = read_body(&inner, req).await?;
-            crate::objects::patch(&ctx, &headers, body).await
+            let body = read_body(inner, req).await?;
+            crate::objects::patch(ctx, &headers, body).await
         }
         "delete" => {
-            let body = read_body(&inner, req).await?;
-            crate::objects::delete(&ctx, &headers, body).await
+            let body = read_body(inner, req).await?;
+            crate::objects::delete(ctx, &headers, body).await
         }
         "deletecollection" => {
-            let body = read_body(&inner, req).await?;
-            crate::objects::delete_collection(&ctx, &headers, body).await
+            let body = read_body(inner, req).await?;
+            crate::objects::delete_collection(ctx, &headers, body).await
         }
         _ => Err(ApiError::method_not_allowed()),
     }
