@@ -19,6 +19,7 @@ mod crd_openapi;
 mod discovery;
 mod duplicate_fields;
 pub mod error;
+mod go_json;
 mod gnostic;
 pub mod inproc;
 mod listwatch;

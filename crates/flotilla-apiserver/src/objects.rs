@@ -142,15 +142,16 @@ impl Ctx {
     }
 }
 
-/// Parse a JSON, YAML or protobuf object body.
-pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8]) -> ApiResult<Value> {
-    parse_body(content_type, bytes, true).map(|(v, _)| v)
+/// Parse a JSON, YAML or protobuf object body; `expected_kind` names what the handler decodes
+/// it into (for the error a malformed body gets; `None` for options).
+pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8], expected_kind: Option<&str>) -> ApiResult<Value> {
+    parse_body(content_type, bytes, true, expected_kind).map(|(v, _)| v)
 }
 
 /// Parse the body of a create or update: JSON keys given twice are refused or warned about per
 /// `fieldValidation`, as kube-apiserver's strict decoder does, before anything else is looked at.
 fn parse_write_body(ctx: &Ctx, content_type: Option<&str>, bytes: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
-    let (v, duplicates) = parse_body(content_type, bytes, !ctx.info.is_custom())?;
+    let (v, duplicates) = parse_body(content_type, bytes, !ctx.info.is_custom(), Some(&ctx.info.kind))?;
     if !duplicates.is_empty() {
         let list = duplicates.iter().map(|f| format!("duplicate field \"{f}\"")).collect::<Vec<_>>();
         match FieldValidation::from_query(&ctx.query)? {
@@ -171,14 +172,18 @@ fn parse_write_body(ctx: &Ctx, content_type: Option<&str>, bytes: &[u8], warning
 
 /// A body and the paths of the JSON keys it gives twice (later values decoded over earlier
 /// ones; objects merge when `merge_objects`, as into a typed object).
-fn parse_body(content_type: Option<&str>, bytes: &[u8], merge_objects: bool) -> ApiResult<(Value, Vec<String>)> {
+fn parse_body(content_type: Option<&str>, bytes: &[u8], merge_objects: bool, expected_kind: Option<&str>) -> ApiResult<(Value, Vec<String>)> {
+    use crate::go_json;
     let mut duplicates = Vec::new();
     let v: Value = match negotiate::body_type(content_type) {
         BodyType::Json => {
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                return Err(ApiError::bad_request("the request body is empty; expected a JSON object"));
+            // kube-apiserver first reads the body's apiVersion and kind with Go's decoder; a
+            // body that is not a JSON object fails there, in Go's words.
+            let (v, d) = crate::duplicate_fields::parse(bytes, merge_objects)
+                .map_err(|_| ApiError::bad_request(go_json::unrecognized(expected_kind, &go_json::syntax_error(bytes), bytes)))?;
+            if let Some(e) = go_json::not_an_object(&v) {
+                return Err(ApiError::bad_request(go_json::unrecognized(expected_kind, &e, bytes)));
             }
-            let (v, d) = crate::duplicate_fields::parse(bytes, merge_objects).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
             duplicates = d;
             v
         }
@@ -261,10 +266,36 @@ pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
 // ---------------------------------------------------------------------------------------------
 // The write pipeline
 
+/// A built-in kind's body names its own apiVersion and kind (or none); anything else fails
+/// as kube-apiserver's scheme fails it: a kind it knows cannot be converted, one it does not
+/// know is not registered.
+fn typed_kind_matches(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    let api_version = info.api_version();
+    let data_version = obj.get("apiVersion").and_then(Value::as_str).filter(|v| !v.is_empty()).unwrap_or(&api_version);
+    let data_kind = obj.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty()).unwrap_or(&info.kind);
+    if data_version == api_version && data_kind == info.kind {
+        return Ok(());
+    }
+    let (group, version) = data_version.rsplit_once('/').unwrap_or(("", data_version));
+    let registered = crate::resources::builtin_resources()
+        .iter()
+        .any(|r| r.group == group && r.version == version && (r.kind == data_kind || r.list_kind == data_kind));
+    let internal = if info.group.is_empty() { "core" } else { info.group.split('.').next().unwrap_or("") };
+    let why = if registered {
+        format!("converting ({version}.{data_kind}) to ({internal}.{}): unknown conversion", info.kind)
+    } else {
+        format!("no kind {data_kind:?} is registered for version {data_version:?} in scheme \"pkg/runtime/scheme.go:111\"")
+    };
+    Err(ApiError::bad_request(format!("{data_kind} in version {version:?} cannot be handled as a {}: {why}", info.kind)))
+}
+
 /// Decode a body into the kind's shape: fields the kind does not know are reported per
 /// `fieldValidation` and dropped; a body that does not fit the type is a 400 naming the field.
 fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warnings: &mut Vec<String>) -> ApiResult<Value> {
     let api_version = info.api_version();
+    if !info.is_custom() {
+        typed_kind_matches(info, &obj)?;
+    }
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {}
         Some(v) if v == api_version => {}
@@ -1324,7 +1355,7 @@ struct DeleteOptions {
 }
 
 fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<DeleteOptions> {
-    let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_object_body(ct, bytes)? };
+    let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_object_body(ct, bytes, None)? };
     let mut o = DeleteOptions {
         propagation: body.get("propagationPolicy").and_then(Value::as_str).map(String::from),
         precondition_uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),

@@ -588,7 +588,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     match (p.group.as_str(), p.resource.as_str(), req.method()) {
         ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
             let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
-            let body = read_json_body(&inner, req).await?;
+            let body = read_json_body(&inner, req, "SelfSubjectAccessReview").await?;
             crate::auth::validate_access_review(&body)?;
             let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
             // The request's spec is owned by its writer, as on any create.
@@ -599,17 +599,17 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
             return Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]));
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
-            let body = read_json_body(&inner, req).await?;
+            let body = read_json_body(&inner, req, "SelfSubjectRulesReview").await?;
             return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?, "application/json", &[]));
         }
         ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
-            let _ = read_json_body(&inner, req).await?;
+            let _ = read_json_body(&inner, req, "SelfSubjectReview").await?;
             return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_review(&identity, &p.version), "application/json", &[]));
         }
         _ => {}
     }
     if p.group.is_empty() && p.resource == "serviceaccounts" && p.subresource.as_deref() == Some("token") && req.method() == Method::POST {
-        let body = read_json_body(&inner, req).await?;
+        let body = read_json_body(&inner, req, "TokenRequest").await?;
         return crate::objects::token_request(&inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
     }
     let info = resolve(&inner, &p)?;
@@ -705,7 +705,8 @@ pub(crate) async fn read_body(inner: &Inner, req: Request<Body>) -> ApiResult<(O
     Ok((content_type, bytes))
 }
 
-async fn read_json_body(inner: &Inner, req: Request<Body>) -> ApiResult<Value> {
+/// Read a body the handler decodes as `kind` (reviews, TokenRequests).
+async fn read_json_body(inner: &Inner, req: Request<Body>, kind: &str) -> ApiResult<Value> {
     let (ct, bytes) = read_body(inner, req).await?;
-    crate::objects::parse_object_body(ct.as_deref(), &bytes)
+    crate::objects::parse_object_body(ct.as_deref(), &bytes, Some(kind))
 }
