@@ -266,6 +266,37 @@ pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
 // ---------------------------------------------------------------------------------------------
 // The write pipeline
 
+/// Go's `json: cannot unmarshal <value> into Go struct field <Struct>.<path> of type <type>`
+/// for the value at `path` (serde_path_to_error's `a.b[0].c`; Go's path drops the indices).
+fn go_unmarshal_error(info: &ResourceInfo, obj: &Value, path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    let (holder, go_type) = crate::protobuf::go_field_type(&info.group, &info.version, &info.kind, path)?;
+    let mut value = obj;
+    for segment in path.split('.') {
+        let (name, index) = match segment.find('[') {
+            Some(at) => (&segment[..at], segment[at + 1..].trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        value = value.get(name)?;
+        if let Some(i) = index {
+            value = value.get(i)?;
+        }
+    }
+    let what = match value {
+        Value::String(_) => "string".to_string(),
+        Value::Bool(_) => "bool".to_string(),
+        Value::Array(_) => "array".to_string(),
+        Value::Object(_) => "object".to_string(),
+        Value::Number(n) if n.is_f64() && go_type.starts_with("int") => format!("number {n}"),
+        Value::Number(_) => "number".to_string(),
+        Value::Null => return None,
+    };
+    let go_path: Vec<&str> = path.split('.').map(|s| s.split('[').next().unwrap_or(s)).collect();
+    Some(format!("json: cannot unmarshal {what} into Go struct field {holder}.{} of type {go_type}", go_path.join(".")))
+}
+
 /// A built-in kind's body names its own apiVersion and kind (or none); anything else fails
 /// as kube-apiserver's scheme fails it: a kind it knows cannot be converted, one it does not
 /// know is not registered.
@@ -339,12 +370,13 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
         }
         Codec::Typed(decode) => {
             let out = decode(obj.clone()).map_err(|e| {
-                let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
-                ApiError::bad_request(format!(
-                    "{} in version \"{}\" cannot be handled as a {}: {}{at}",
-                    info.kind, info.version, info.kind, e.message
-                ))
-                .with_cause(Cause::new("FieldValueTypeInvalid", e.path.clone(), e.message.clone()))
+                // Go's words where the field's Go type is known, else serde's with the path.
+                let detail = go_unmarshal_error(info, &obj, &e.path).unwrap_or_else(|| {
+                    let at = if e.path.is_empty() { String::new() } else { format!(" at {}", e.path) };
+                    format!("{}{at}", e.message)
+                });
+                ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: {detail}", info.kind, info.version, info.kind))
+                    .with_cause(Cause::new("FieldValueTypeInvalid", e.path.clone(), e.message.clone()))
             })?;
             let mut unknown = Vec::new();
             unknown_fields(&obj, &out, String::new(), &mut unknown);

@@ -76,6 +76,54 @@ fn schema() -> &'static Schema {
     PARSED.get_or_init(|| serde_json::from_str(SCHEMA).expect("data/protobuf-schema.json is valid (checked by a unit test)"))
 }
 
+/// The Go type of the field a JSON path names in a built-in kind, with the struct that holds
+/// it, as Go's `UnmarshalTypeError` names them: `("DeploymentSpec", "int32")` for
+/// `spec.replicas` of an apps/v1 Deployment, `("ConfigMap", "map[string]string")` for `data`.
+/// A path segment may carry an index (`containers[0]`); the last one then names an element.
+/// `None` for types with their own JSON decoding (quantities, times, int-or-string) and paths
+/// through maps, whose errors Go words differently.
+pub(crate) fn go_field_type(group: &str, version: &str, kind: &str, path: &str) -> Option<(String, String)> {
+    let schema = schema();
+    let key = format!("{}/{version}/{kind}", if group.is_empty() { "core" } else { group });
+    let mut current = schema.kinds.get(&key)?.as_str();
+    let segments: Vec<&str> = path.split('.').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let (name, indexed) = match segment.find('[') {
+            Some(at) => (&segment[..at], true),
+            None => (*segment, false),
+        };
+        let field = find_field(schema, current, name)?;
+        if i + 1 == segments.len() {
+            let struct_name = current.rsplit('.').next().unwrap_or(current).to_string();
+            let element = go_type_name(&field.t, field.v.as_deref())?;
+            let ty = if field.r && !indexed { format!("[]{element}") } else { element };
+            return Some((struct_name, ty));
+        }
+        if field.t == "map" || !schema.types.contains_key(&field.t) {
+            return None;
+        }
+        current = field.t.as_str();
+    }
+    None
+}
+
+/// A field by JSON name, looking into inlined structs too.
+fn find_field<'a>(schema: &'a Schema, ty: &str, name: &str) -> Option<&'a FieldDef> {
+    let def = schema.types.get(ty)?;
+    def.fields.iter().find(|f| !f.i && f.j == name).or_else(|| def.fields.iter().filter(|f| f.i).find_map(|f| find_field(schema, &f.t, name)))
+}
+
+/// Go's spelling of a schema type (`core/v1.PodSpec` is `v1.PodSpec`).
+fn go_type_name(t: &str, map_value: Option<&str>) -> Option<String> {
+    Some(match t {
+        "Time" | "MicroTime" | "Quantity" | "IntOrString" | "RawExtension" | "FieldsV1" => return None,
+        "bytes" => "[]uint8".to_string(),
+        "map" => format!("map[string]{}", go_type_name(map_value?, None)?),
+        scalar if !scalar.contains('.') => scalar.to_string(),
+        message => message.rsplit('/').next().unwrap_or(message).to_string(),
+    })
+}
+
 fn bad(what: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!("the protobuf request body could not be decoded: {what}"))
 }
@@ -540,6 +588,23 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn go_field_types_are_named_as_go_names_them() {
+        let t = |g: &str, v: &str, k: &str, p: &str| go_field_type(g, v, k, p);
+        assert_eq!(t("apps", "v1", "Deployment", "spec.replicas"), Some(("DeploymentSpec".into(), "int32".into())));
+        assert_eq!(t("", "v1", "ConfigMap", "data"), Some(("ConfigMap".into(), "map[string]string".into())));
+        assert_eq!(t("", "v1", "ConfigMap", "binaryData"), Some(("ConfigMap".into(), "map[string][]uint8".into())));
+        assert_eq!(t("apps", "v1", "Deployment", "spec.template.spec.containers"), Some(("PodSpec".into(), "[]v1.Container".into())));
+        assert_eq!(t("apps", "v1", "Deployment", "spec.template.spec.containers[0].ports[1].containerPort"), Some(("ContainerPort".into(), "int32".into())));
+        assert_eq!(t("apps", "v1", "Deployment", "spec.template.spec.containers[0].args[2]"), Some(("Container".into(), "string".into())));
+        assert_eq!(t("", "v1", "ConfigMap", "metadata.name"), Some(("ObjectMeta".into(), "string".into())));
+        // Own JSON decoding (quantities, times) and paths through maps are left to the caller.
+        assert_eq!(t("", "v1", "ConfigMap", "metadata.creationTimestamp"), None);
+        assert_eq!(t("", "v1", "ConfigMap", "data.key"), None);
+        assert_eq!(t("", "v1", "ConfigMap", "nope"), None);
+    }
+
     use super::*;
 
     fn ld(field: u32, bytes: &[u8]) -> Vec<u8> {
