@@ -429,18 +429,26 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
                 return;
             }
         }
-        let deadline = tokio::time::sleep(timeout);
+        let end = tokio::time::Instant::now() + timeout;
+        let deadline = tokio::time::sleep_until(end);
         tokio::pin!(deadline);
-        let mut bookmark_tick = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_interval, bookmark_interval);
+        let mut next_bookmark = bookmarks.then(|| next_bookmark_time(tokio::time::Instant::now(), end, bookmark_interval)).flatten();
+        let bookmark_timer = tokio::time::sleep_until(next_bookmark.unwrap_or(end));
+        tokio::pin!(bookmark_timer);
         let mut want_bookmark = false;
         let mut last = start;
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
-                _ = bookmark_tick.tick(), if bookmarks => {
+                _ = &mut bookmark_timer, if next_bookmark.is_some() => {
                     want_bookmark = true;
                     stream.request_progress();
+                    let now = tokio::time::Instant::now();
+                    next_bookmark = next_bookmark_time(now, end, bookmark_interval);
+                    if let Some(at) = next_bookmark {
+                        bookmark_timer.as_mut().reset(at);
+                    }
                 }
                 ev = stream.next_event() => {
                     let Some(ev) = ev else { return };
@@ -498,7 +506,40 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
     Ok(stream_response(body))
 }
 
+/// When a watch that allows bookmarks sends its next one, as kube-apiserver's cacher schedules
+/// them: every bookmark interval, but never later than two seconds before the watch's timeout
+/// ends it (so a client resumes from a recent revision); none once that moment has passed.
+fn next_bookmark_time(now: tokio::time::Instant, end: tokio::time::Instant, interval: Duration) -> Option<tokio::time::Instant> {
+    let heartbeat = now + interval;
+    let at = match end.checked_sub(Duration::from_secs(2)) {
+        Some(pre_timeout) => heartbeat.min(pre_timeout),
+        None => heartbeat,
+    };
+    (at > now).then_some(at)
+}
+
 /// An mpsc receiver as a `Stream`.
 fn tokio_stream_from(mut rx: mpsc::Receiver<Result<Bytes, Infallible>>) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bookmarks_come_every_interval_and_two_seconds_before_the_timeout() {
+        let now = tokio::time::Instant::now();
+        let minute = Duration::from_secs(60);
+        // A short watch: one bookmark two seconds before it ends, then none.
+        let end = now + Duration::from_secs(4);
+        assert_eq!(next_bookmark_time(now, end, minute), Some(now + Duration::from_secs(2)));
+        assert_eq!(next_bookmark_time(now + Duration::from_millis(2001), end, minute), None);
+        // A long one: every interval until the last, which comes two seconds before the end.
+        let end = now + Duration::from_secs(90);
+        assert_eq!(next_bookmark_time(now, end, minute), Some(now + minute));
+        assert_eq!(next_bookmark_time(now + minute, end, minute), Some(now + Duration::from_secs(88)));
+        // Too short for one.
+        assert_eq!(next_bookmark_time(now, now + Duration::from_secs(1), minute), None);
+    }
 }
