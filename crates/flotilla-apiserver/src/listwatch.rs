@@ -56,6 +56,21 @@ fn extra_fields(info: &ResourceInfo) -> &'static [&'static str] {
             "source",
             "type",
         ],
+        // kube-apiserver converts these to the core Event's fields (`regarding.name` is
+        // `involvedObject.name`); here they are read from the object in this API's shape.
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "source",
+            "type",
+        ],
         ("apps", "replicasets") => &["status.replicas"],
         ("batch", "jobs") => &["status.successful"],
         _ => &[],
@@ -66,7 +81,8 @@ fn field_value(obj: &Value, field: &str) -> Option<String> {
     let v = match field {
         "metadata.name" => return Some(meta::name(obj).to_string()),
         "metadata.namespace" => return Some(meta::namespace(obj).unwrap_or("").to_string()),
-        "source" => obj.pointer("/source/component"),
+        // A core Event's `source`; an events.k8s.io Event's `deprecatedSource`.
+        "source" => obj.pointer("/source/component").or_else(|| obj.pointer("/deprecatedSource/component")),
         f => obj.pointer(&format!("/{}", f.replace('.', "/"))),
     };
     Some(match v {
@@ -165,7 +181,7 @@ async fn read_page(ctx: &Ctx, sel: &Selectors, limit: Option<usize>, at: Option<
         }
         let n = resp.kvs.len();
         for (i, kv) in resp.kvs.iter().enumerate() {
-            let obj = storage::decode(kv)?;
+            let obj = storage::decode_for(&ctx.info, kv)?;
             after_key = Some(String::from_utf8_lossy(&kv.key).into_owned());
             if sel.matches(&obj) {
                 items.push(obj);
@@ -472,10 +488,10 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
                         }
                         Ok(WatchEvent::Put { kv, prev }) => {
                             last = kv.mod_revision;
-                            let Ok(obj) = storage::decode(&kv) else { continue };
+                            let Ok(obj) = storage::decode_for(&render.info, &kv) else { continue };
                             let now = sel.matches(&obj);
                             let before = match &prev {
-                                Some(p) => storage::decode(p).map(|o| sel.matches(&o)).unwrap_or(false),
+                                Some(p) => storage::decode_for(&render.info, p).map(|o| sel.matches(&o)).unwrap_or(false),
                                 None => false,
                             };
                             match (prev.is_some(), before, now) {
@@ -487,7 +503,7 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
                         }
                         Ok(WatchEvent::Delete { revision, prev, .. }) => {
                             last = revision;
-                            match storage::decode_at(&prev.value, revision) {
+                            match storage::decode_at_for(&render.info, &prev.value, revision) {
                                 Ok(obj) if sel.matches(&obj) => Some(line("DELETED", render.object(obj))),
                                 _ => None,
                             }

@@ -244,7 +244,7 @@ pub(crate) fn default_on_read(info: &ResourceInfo, obj: &mut Value) {
 /// Read the live object, or 404.
 async fn read(ctx: &Ctx, name: &str) -> ApiResult<(Value, Revision)> {
     match ctx.inner.store.get(&ctx.key(name)).await? {
-        Some(kv) => Ok((storage::decode(&kv)?, kv.mod_revision)),
+        Some(kv) => Ok((storage::decode_for(&ctx.info, &kv)?, kv.mod_revision)),
         None => Err(ApiError::not_found(&ctx.subject(name))),
     }
 }
@@ -881,7 +881,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     for attempt in 0..8 {
         let key = storage::object_key(info, url_ns.as_deref(), meta::name(&obj));
         let started = std::time::Instant::now();
-        let res = ctx.inner.store.create(key, storage::encode(&stored)?).await;
+        let res = ctx.inner.store.create(key, storage::encode_for(info, &stored)?).await;
         ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
         match res {
             Ok(rev) => {
@@ -1060,7 +1060,7 @@ async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> Api
     let result = if p.remove {
         ctx.inner.store.delete_if(key, Some(rev)).await.map(|(r, _)| r)
     } else {
-        ctx.inner.store.update_if(key, storage::encode(&stored)?, rev).await
+        ctx.inner.store.update_if(key, storage::encode_for(&ctx.info, &stored)?, rev).await
     };
     ctx.inner.metrics.store_commit.observe(started.elapsed().as_secs_f64());
     match result {
@@ -1149,7 +1149,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
     // Retry when the object changes between our read and our write.
     for _ in 0..16 {
         let existing = match ctx.inner.store.get(&ctx.key(&name)).await? {
-            Some(kv) => Some((storage::decode(&kv)?, kv.mod_revision)),
+            Some(kv) => Some((storage::decode_for(&ctx.info, &kv)?, kv.mod_revision)),
             None => None,
         };
         let Some((old, rev)) = existing else {
@@ -1524,7 +1524,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
                 return Ok((StatusCode::OK, with_type(info, obj)));
             }
             let key = ctx.key(name);
-            match ctx.inner.store.update_if(key, storage::encode(&obj)?, rev).await {
+            match ctx.inner.store.update_if(key, storage::encode_for(info, &obj)?, rev).await {
                 Ok(new_rev) => {
                     meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
                     crds_changed(ctx).await;

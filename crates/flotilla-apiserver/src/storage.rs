@@ -4,6 +4,11 @@
 //! `/registry/<group or "core">/<plural>/<name>` for cluster-scoped ones. The version is not in
 //! the key: one object, served in every version of its resource. Values are the object's JSON
 //! without `metadata.resourceVersion`, which is the store revision and is set on read.
+//!
+//! One resource is a view of another's storage, as on kube-apiserver: `events.k8s.io/v1`
+//! Events are stored as core `v1` Events (under the core key, in core shape) and converted on
+//! the way in and out ([`encode_for`], [`decode_for`]), so both APIs see the same objects with
+//! the same resourceVersions.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -15,7 +20,7 @@ use crate::meta;
 use crate::resources::ResourceInfo;
 
 pub fn resource_prefix(info: &ResourceInfo) -> String {
-    let group = if info.group.is_empty() { "core" } else { info.group.as_str() };
+    let group = if info.group.is_empty() || is_event_view(info) { "core" } else { info.group.as_str() };
     format!("/registry/{group}/{}/", info.plural)
 }
 
@@ -53,6 +58,100 @@ pub fn encode(obj: &Value) -> ApiResult<Bytes> {
     // Exactly the object's size: `Bytes::from(Vec)` keeps the Vec's spare capacity (the buffer
     // grows by doubling: up to twice the object) for as long as the store holds the value.
     serde_json::to_vec(&obj).map(|v| Bytes::from(v.into_boxed_slice())).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+}
+
+/// An object of a served resource as stored at a key: [`decode`], then in the resource's own
+/// shape when its storage is another resource's.
+pub fn decode_for(info: &ResourceInfo, kv: &KeyValue) -> ApiResult<Value> {
+    decode_at_for(info, &kv.value, kv.mod_revision)
+}
+
+pub fn decode_at_for(info: &ResourceInfo, bytes: &[u8], revision: Revision) -> ApiResult<Value> {
+    let mut obj = decode_at(bytes, revision)?;
+    if is_event_view(info) {
+        event::core_to_events(&mut obj)?;
+    }
+    Ok(obj)
+}
+
+/// The bytes to store for an object of a served resource: in its storage resource's shape.
+pub fn encode_for(info: &ResourceInfo, obj: &Value) -> ApiResult<Bytes> {
+    if is_event_view(info) {
+        let mut core = obj.clone();
+        event::events_to_core(&mut core)?;
+        return encode(&core);
+    }
+    encode(obj)
+}
+
+/// `events.k8s.io` Events: stored as core `v1` Events.
+fn is_event_view(info: &ResourceInfo) -> bool {
+    info.group == "events.k8s.io" && info.plural == "events"
+}
+
+/// kube-apiserver's conversion between an `events.k8s.io/v1` Event and a core `v1` Event, on
+/// their JSON: fields renamed, then each side's always-written fields as its encoder writes them.
+mod event {
+    use serde_json::{Map, Value, json};
+
+    use crate::error::{ApiError, ApiResult};
+
+    /// (`events.k8s.io/v1` field, core `v1` field) where the names differ; `eventTime`,
+    /// `series`, `related`, `action`, `reason`, `type` and `reportingInstance` keep theirs.
+    const RENAMED: &[(&str, &str)] = &[
+        ("note", "message"),
+        ("regarding", "involvedObject"),
+        ("reportingController", "reportingComponent"),
+        ("deprecatedSource", "source"),
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+    ];
+
+    /// `events.k8s.io/v1` fields its encoder leaves out when empty (core `v1` writes its
+    /// reporting fields always, and `count` when not zero).
+    const OMIT_EMPTY: &[&str] = &["note", "reportingController", "reportingInstance", "action", "reason", "type", "series", "related", "deprecatedCount"];
+
+    fn object(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
+        obj.as_object_mut().ok_or_else(|| ApiError::internal("a stored Event is not an object"))
+    }
+
+    /// Move `from` to `to` (and drop a stale `to` when there is no `from`).
+    fn rename(o: &mut Map<String, Value>, from: &str, to: &str) {
+        match o.remove(from) {
+            Some(v) => o.insert(to.to_owned(), v),
+            None => o.remove(to),
+        };
+    }
+
+    fn defaults(obj: &mut Value, group: &str) -> ApiResult<()> {
+        flotilla_api::defaults::apply_defaults(group, "v1", "Event", obj).map_err(|e| ApiError::internal(format!("cannot convert an Event: {}", e.detail)))
+    }
+
+    pub fn events_to_core(obj: &mut Value) -> ApiResult<()> {
+        let o = object(obj)?;
+        for (events, core) in RENAMED {
+            rename(o, events, core);
+        }
+        o.insert("apiVersion".into(), json!("v1"));
+        defaults(obj, "")
+    }
+
+    pub fn core_to_events(obj: &mut Value) -> ApiResult<()> {
+        let o = object(obj)?;
+        for (events, core) in RENAMED {
+            rename(o, core, events);
+        }
+        for field in OMIT_EMPTY {
+            if o.get(*field).is_some_and(|v| v.is_null() || v == "" || v == 0) {
+                o.remove(*field);
+            }
+        }
+        // A struct (corev1.ObjectReference), written even when empty.
+        o.entry("regarding").or_insert_with(|| json!({}));
+        o.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+        defaults(obj, "events.k8s.io")
+    }
 }
 
 /// A list's continuation: the snapshot revision and the last key returned.

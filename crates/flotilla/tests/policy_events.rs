@@ -1,11 +1,13 @@
 //! A propagation policy that selects nothing gets a Warning Event saying so (Karmada's policy has
-//! no status to show it); a policy that selects a template does not.
+//! no status to show it); a policy that selects a template does not. The controller writes a core
+//! `v1` Event; `kubectl events` lists it, and it reads as an `events.k8s.io/v1` Event too (one
+//! stored object, as on kube-apiserver).
 
 mod support;
 
 use std::time::Duration;
 
-use support::{Flotilla, apply_yaml, get_json, wait_for};
+use support::{Flotilla, apply_yaml, get_json, kubectl, kubectls, wait_for};
 
 #[test]
 fn a_policy_selecting_nothing_is_reported() {
@@ -35,5 +37,20 @@ fn a_policy_selecting_nothing_is_reported() {
     assert!(found[0]["message"].as_str().unwrap().contains("no resource matches"), "{}", found[0]);
     // The policy that claimed its Deployment is not reported.
     assert!(events("selects-web").is_empty(), "{:?}", events("selects-web"));
+
+    match kubectls().into_iter().find(|(v, _)| v == "1.33") {
+        Some((_, bin)) => {
+            let out = kubectl(&bin, kc, &["events", "-n", "default", "--for", "propagationpolicy/selects-nothing"]);
+            assert!(out.contains("NoResourceSelected") && out.contains("no resource matches"), "{out}");
+            let out = kubectl(&bin, kc, &["get", "events.v1.events.k8s.io", "-n", "default", "--field-selector", "regarding.name=selects-nothing", "-o", "json"]);
+            let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let ev = list["items"].as_array().unwrap().iter().find(|e| e["reason"] == "NoResourceSelected").unwrap_or_else(|| panic!("{out}")).clone();
+            assert_eq!(ev["apiVersion"], "events.k8s.io/v1");
+            assert_eq!(ev["regarding"]["kind"], "PropagationPolicy");
+            assert_eq!(ev["metadata"]["resourceVersion"], found[0]["metadata"]["resourceVersion"], "{ev}");
+            assert!(ev["note"].as_str().unwrap().contains("no resource matches"), "{ev}");
+        }
+        None => eprintln!("SKIPPED kubectl events (kubectl 1.33 not installed)"),
+    }
     drop(cp);
 }
