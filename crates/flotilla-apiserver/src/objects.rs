@@ -71,9 +71,10 @@ impl Ctx {
         if let Some(o) = old_plain.as_mut() {
             strip_managed_fields(o);
         }
+        let base = storage::managed_fields_as(&self.info, base, true);
         let entries = managed::record_update(old_plain.as_ref(), obj, &self.zero_value(), self.object_type(), base, &self.writer(&manager, &api_version, &now), &reset)
             .map_err(|e| ApiError::invalid(&self.info.group, &self.info.kind, meta::name(obj), vec![Cause::new("FieldValueInvalid", "", e)]))?;
-        set_managed_fields(obj, &entries);
+        set_managed_fields(obj, &storage::managed_fields_as(&self.info, entries, false));
         Ok(())
     }
 }
@@ -1221,6 +1222,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
 /// managed fields, or a 409 naming every field another manager owns.
 fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResult<(Value, Vec<managed::Entry>)> {
     let entries = live.map(|o| managed::decode(meta::meta(o).and_then(|m| m.get("managedFields"))).unwrap_or_default()).unwrap_or_default();
+    let entries = storage::managed_fields_as(&ctx.info, entries, true);
     let mut live_plain = live.cloned();
     if let Some(o) = live_plain.as_mut() {
         strip_managed_fields(o);
@@ -1252,7 +1254,7 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
         }
     }
     match result {
-        Ok(done) => Ok(done),
+        Ok((obj, entries)) => Ok((obj, storage::managed_fields_as(&ctx.info, entries, false))),
         Err(managed::ApplyError::Conflicts(conflicts, _)) => {
             let mut err = ApiError::new(409, "Conflict", managed::conflict_message(&conflicts));
             for c in &conflicts {

@@ -89,16 +89,40 @@ fn is_event_view(info: &ResourceInfo) -> bool {
     info.group == "events.k8s.io" && info.plural == "events"
 }
 
+/// managedFields entries written through the other API of a shared storage, with their fields
+/// named as this resource names them (`into_this`) or back as their own API names them.
+/// kube-apiserver compares a write with each manager's fields in that manager's version, so a
+/// change of `note` through events.k8s.io takes `message` from a core manager.
+pub fn managed_fields_as(info: &ResourceInfo, mut entries: Vec<flotilla_api::managed::Entry>, into_this: bool) -> Vec<flotilla_api::managed::Entry> {
+    let other = match (info.group.as_str(), info.plural.as_str()) {
+        ("events.k8s.io", "events") => "v1",
+        ("", "events") => "events.k8s.io/v1",
+        _ => return entries,
+    };
+    // (this resource's name, the other's name) of each renamed field.
+    let this_is_events = is_event_view(info);
+    for e in entries.iter_mut().filter(|e| e.api_version == other) {
+        e.fields = event::rename_fields(&e.fields, |name| {
+            event::RENAMED.iter().find_map(|(events, core)| {
+                let (this, theirs) = if this_is_events { (*events, *core) } else { (*core, *events) };
+                if into_this { (name == theirs).then_some(this) } else { (name == this).then_some(theirs) }
+            })
+        });
+    }
+    entries
+}
+
 /// kube-apiserver's conversion between an `events.k8s.io/v1` Event and a core `v1` Event, on
 /// their JSON: fields renamed, then each side's always-written fields as its encoder writes them.
 mod event {
+    use flotilla_api::managed::{FieldSet, PathElement};
     use serde_json::{Map, Value, json};
 
     use crate::error::{ApiError, ApiResult};
 
     /// (`events.k8s.io/v1` field, core `v1` field) where the names differ; `eventTime`,
     /// `series`, `related`, `action`, `reason`, `type` and `reportingInstance` keep theirs.
-    const RENAMED: &[(&str, &str)] = &[
+    pub const RENAMED: &[(&str, &str)] = &[
         ("note", "message"),
         ("regarding", "involvedObject"),
         ("reportingController", "reportingComponent"),
@@ -126,6 +150,22 @@ mod event {
 
     fn defaults(obj: &mut Value, group: &str) -> ApiResult<()> {
         flotilla_api::defaults::apply_defaults(group, "v1", "Event", obj).map_err(|e| ApiError::internal(format!("cannot convert an Event: {}", e.detail)))
+    }
+
+    /// A field set with its top-level fields renamed where `rename` names them anew.
+    pub fn rename_fields(fields: &FieldSet, rename: impl Fn(&str) -> Option<&'static str>) -> FieldSet {
+        let mut out = FieldSet::default();
+        if fields.is_member() {
+            out.set_member();
+        }
+        for (pe, sub) in fields.children() {
+            let pe = match pe {
+                PathElement::Field(name) => rename(name).map(|n| PathElement::Field(n.to_owned())).unwrap_or_else(|| pe.clone()),
+                other => other.clone(),
+            };
+            out.attach(pe, sub.clone());
+        }
+        out
     }
 
     pub fn events_to_core(obj: &mut Value) -> ApiResult<()> {

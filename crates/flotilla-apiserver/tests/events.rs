@@ -103,6 +103,11 @@ async fn a_core_event_is_an_events_k8s_io_event() {
     let version_of = |manager: &str| core_view["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == manager).map(|e| e["apiVersion"].clone());
     assert_eq!(version_of("events-writer"), Some(json!("events.k8s.io/v1")), "{core_view}");
     assert_eq!(version_of("creator"), Some(json!("v1")), "{core_view}");
+    // The core manager lost the fields the events.k8s.io write changed (in its own names).
+    let creator = core_view["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "creator").unwrap();
+    let owned = creator["fieldsV1"].as_object().unwrap();
+    assert!(owned.contains_key("f:reason") && owned.contains_key("f:involvedObject"), "{creator}");
+    assert!(!owned.contains_key("f:message") && !owned.contains_key("f:count") && !owned.contains_key("f:note"), "{creator}");
 
     // Patched through core: the events.k8s.io view sees it.
     let patch = json!({"message": "patched"});
@@ -142,7 +147,7 @@ async fn an_events_k8s_io_event_is_a_core_event() {
         "related": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
         "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:05.000000Z"},
     });
-    let (code, _, created) = call(&api, "POST", EVENTS, admin(), Some(ev), &[]).await;
+    let (code, _, created) = call(&api, "POST", &format!("{EVENTS}?fieldManager=ev-creator"), admin(), Some(ev), &[]).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let (code, _, list) = call(&api, "GET", &format!("{CORE}?fieldSelector=involvedObject.kind%3DPod,reportingComponent%3Dexample.com%2Fctl"), admin(), None, &[]).await;
     assert_eq!(code, StatusCode::OK, "{list}");
@@ -165,4 +170,18 @@ async fn an_events_k8s_io_event_is_a_core_event() {
     // And back: the same object as created.
     let (_, _, again) = call(&api, "GET", &format!("{EVENTS}/e2"), admin(), None, &[]).await;
     assert_eq!(again, created);
+
+    // A server-side apply through core conflicts with the events.k8s.io manager of `note`.
+    let apply = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"}, "message": "mine now"});
+    let (code, _, conflict) = call(&api, "PATCH", &format!("{CORE}/e2?fieldManager=core-applier"), admin(), Some(apply.clone()), &[("content-type", "application/apply-patch+yaml")]).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{conflict}");
+    assert_eq!(conflict["message"], "Apply failed with 1 conflict: conflict with \"ev-creator\" using events.k8s.io/v1: .message");
+    let (code, _, forced) = call(&api, "PATCH", &format!("{CORE}/e2?fieldManager=core-applier&force=true"), admin(), Some(apply), &[("content-type", "application/apply-patch+yaml")]).await;
+    assert_eq!(code, StatusCode::OK, "{forced}");
+    let (_, _, ev) = call(&api, "GET", &format!("{EVENTS}/e2"), admin(), None, &[]).await;
+    assert_eq!(ev["note"], "mine now");
+    let entries = ev["metadata"]["managedFields"].as_array().unwrap();
+    let fields_of = |m: &str| entries.iter().find(|e| e["manager"] == m).map(|e| e["fieldsV1"].clone()).unwrap_or_default();
+    assert!(fields_of("core-applier").get("f:message").is_some(), "{ev}");
+    assert!(fields_of("ev-creator").get("f:note").is_none() && fields_of("ev-creator").get("f:reason").is_some(), "{ev}");
 }
