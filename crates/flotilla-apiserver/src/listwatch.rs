@@ -490,14 +490,17 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
                             last = kv.mod_revision;
                             let Ok(obj) = storage::decode_for(&render.info, &kv) else { continue };
                             let now = sel.matches(&obj);
-                            let before = match &prev {
-                                Some(p) => storage::decode_for(&render.info, p).map(|o| sel.matches(&o)).unwrap_or(false),
-                                None => false,
-                            };
-                            match (prev.is_some(), before, now) {
+                            let previous = prev.as_ref().and_then(|p| storage::decode_for(&render.info, p).ok());
+                            let before = previous.as_ref().is_some_and(|o| sel.matches(o));
+                            match (previous, before, now) {
                                 (_, true, true) => Some(line("MODIFIED", render.object(obj))),
                                 (_, false, true) => Some(line("ADDED", render.object(obj))),
-                                (true, true, false) => Some(line("DELETED", render.object(obj))),
+                                // An object leaving the selector goes as it last matched, at the
+                                // revision of the change (kube-apiserver's cacher does the same).
+                                (Some(mut old), true, false) => {
+                                    crate::meta::meta_mut(&mut old).insert("resourceVersion".into(), serde_json::json!(kv.mod_revision.to_string()));
+                                    Some(line("DELETED", render.object(old)))
+                                }
                                 _ => None,
                             }
                         }

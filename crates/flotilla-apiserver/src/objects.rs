@@ -702,12 +702,7 @@ fn go_string_slice(items: &[String]) -> String {
 fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
     let mut o = obj.clone();
     if let Some(m) = o.as_object_mut() {
-        let meta = m.remove("metadata");
-        // kube-apiserver's Deployment strategy also counts an annotation change.
-        if info.group == "apps" && info.kind == "Deployment" {
-            let annotations = meta.as_ref().and_then(|x| x.get("annotations")).filter(|a| a.as_object().is_some_and(|a| !a.is_empty()));
-            m.insert("metadata.annotations".into(), annotations.cloned().unwrap_or(Value::Null));
-        }
+        m.remove("metadata");
         if info.status || !info.is_custom() {
             m.remove("status");
         }
