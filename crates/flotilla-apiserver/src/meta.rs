@@ -114,10 +114,6 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= DNS1123_SUBDOMAIN_MAX && s.split('.').all(is_dns1123_label)
 }
 
-fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
-}
-
 /// The rule a resource's object names follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameRule {
@@ -137,43 +133,26 @@ pub fn name_rule(group: &str, plural: &str) -> NameRule {
     }
 }
 
-pub fn validate_name(rule: NameRule, name: &str, field: &str) -> Option<Cause> {
-    let ok = match rule {
-        NameRule::Dns1123Subdomain => is_dns1123_subdomain(name),
-        NameRule::Dns1123Label => is_dns1123_label(name),
-        NameRule::Dns1035Label => is_dns1035_label(name),
-        NameRule::PathSegment => !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('%'),
+/// The messages of the name rule, in kube-apiserver's words (one cause each); `prefix` for a
+/// generateName, whose trailing `-` is allowed.
+fn name_errors(rule: NameRule, name: &str, prefix: bool) -> Vec<String> {
+    use flotilla_api::validation::names;
+    let masked;
+    let name = if prefix && name.len() > 1 && name.ends_with('-') {
+        masked = format!("{}a", &name[..name.len() - 1]);
+        masked.as_str()
+    } else {
+        name
     };
-    if ok {
-        return None;
+    match rule {
+        NameRule::Dns1123Subdomain => names::dns1123_subdomain(name),
+        NameRule::Dns1123Label => names::dns1123_label(name),
+        NameRule::Dns1035Label => names::dns1035_label(name),
+        NameRule::PathSegment if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('%') => {
+            vec!["may not be '.' or '..' and may not contain '/' or '%'".to_string()]
+        }
+        NameRule::PathSegment => Vec::new(),
     }
-    let detail = match rule {
-        NameRule::Dns1123Subdomain => "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-        NameRule::Dns1123Label => "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-        NameRule::Dns1035Label => "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
-        NameRule::PathSegment => "may not be '.' or '..' and may not contain '/' or '%'",
-    };
-    Some(Cause::new("FieldValueInvalid", field, format!("Invalid value: {name:?}: {detail}")))
-}
-
-fn is_label_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-        && s.as_bytes()[0].is_ascii_alphanumeric()
-        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
-}
-
-/// A qualified name: `[prefix/]name`, prefix a DNS subdomain, name ≤ 63 characters.
-pub fn is_qualified_name(s: &str) -> bool {
-    match s.split_once('/') {
-        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_label_name(name),
-        None => is_label_name(s),
-    }
-}
-
-pub fn is_label_value(s: &str) -> bool {
-    s.is_empty() || is_label_name(s)
 }
 
 /// Validate the metadata every kind shares.
@@ -182,25 +161,39 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Ve
     let Some(m) = meta(obj) else {
         return vec![Cause::new("FieldValueRequired", "metadata", "Required value")];
     };
+    use flotilla_api::selector::{label_key_errors, label_value_errors};
+    let invalid = |field: &str, value: &dyn std::fmt::Debug, msg: &str| Cause::new("FieldValueInvalid", field, format!("Invalid value: {value:?}: {msg}"));
+    if let Some(g) = m.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+        for msg in name_errors(rule, g, true) {
+            causes.push(invalid("metadata.generateName", &g, &msg));
+        }
+    }
     match m.get("name").and_then(Value::as_str) {
         None | Some("") => causes.push(Cause::new("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")),
-        Some(n) => causes.extend(validate_name(rule, n, "metadata.name")),
+        Some(n) => {
+            for msg in name_errors(rule, n, false) {
+                causes.push(invalid("metadata.name", &n, &msg));
+            }
+        }
     }
     if namespaced {
-        if let Some(ns) = m.get("namespace").and_then(Value::as_str) {
-            if !is_dns1123_label(ns) {
-                causes.push(Cause::new("FieldValueInvalid", "metadata.namespace", format!("Invalid value: {ns:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character")));
+        if let Some(ns) = m.get("namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty()) {
+            for msg in flotilla_api::validation::names::dns1123_label(ns) {
+                causes.push(invalid("metadata.namespace", &ns, &msg));
             }
         }
     }
     if let Some(labels) = m.get("labels").and_then(Value::as_object) {
         for (k, v) in labels {
-            if !is_qualified_name(k) {
-                causes.push(Cause::new("FieldValueInvalid", "metadata.labels", format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")));
+            for msg in label_key_errors(k) {
+                causes.push(invalid("metadata.labels", k, &msg));
             }
             match v.as_str() {
-                Some(v) if is_label_value(v) => {}
-                Some(v) => causes.push(Cause::new("FieldValueInvalid", format!("metadata.labels"), format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))),
+                Some(v) => {
+                    for msg in label_value_errors(v) {
+                        causes.push(invalid("metadata.labels", &v, &msg));
+                    }
+                }
                 None => causes.push(Cause::new("FieldValueTypeInvalid", format!("metadata.labels.{k}"), "Invalid value: label values must be strings")),
             }
         }
@@ -208,8 +201,8 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Ve
     if let Some(ann) = m.get("annotations").and_then(Value::as_object) {
         let mut total = 0;
         for (k, v) in ann {
-            if !is_qualified_name(&k.to_lowercase()) {
-                causes.push(Cause::new("FieldValueInvalid", "metadata.annotations", format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")));
+            for msg in label_key_errors(&k.to_lowercase()) {
+                causes.push(invalid("metadata.annotations", k, &msg));
             }
             total += k.len() + v.as_str().map_or(0, str::len);
         }
@@ -219,29 +212,67 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Ve
     }
     if let Some(fins) = m.get("finalizers").and_then(Value::as_array) {
         for (i, f) in fins.iter().enumerate() {
-            let ok = f.as_str().is_some_and(|s| is_qualified_name(s) && (s.contains('/') || STANDARD_FINALIZERS.contains(&s)));
-            if !ok {
+            let Some(name) = f.as_str() else {
                 causes.push(Cause::new("FieldValueInvalid", format!("metadata.finalizers[{i}]"), format!("Invalid value: {f}: name is neither a standard finalizer name nor is it fully qualified")));
+                continue;
+            };
+            // The qualified-name rule names the list, the finalizer rule the item.
+            for msg in label_key_errors(name) {
+                causes.push(invalid("metadata.finalizers", &name, &msg));
+            }
+            if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {
+                causes.push(invalid(&format!("metadata.finalizers[{i}]"), &name, "name is neither a standard finalizer name nor is it fully qualified"));
             }
         }
     }
     if let Some(owners) = m.get("ownerReferences").and_then(Value::as_array) {
-        let mut controllers = 0;
+        let mut first_controller: Option<String> = None;
         for (i, o) in owners.iter().enumerate() {
             for f in ["apiVersion", "kind", "name", "uid"] {
                 if o.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                    causes.push(Cause::new("FieldValueRequired", format!("metadata.ownerReferences[{i}].{f}"), "Required value"));
+                    let msg = if f == "uid" { "Required value: must not be empty" } else { "Required value" };
+                    causes.push(Cause::new("FieldValueRequired", format!("metadata.ownerReferences[{i}].{f}"), msg));
                 }
             }
             if o.get("controller").and_then(Value::as_bool) == Some(true) {
-                controllers += 1;
+                let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or("");
+                let this = format!("{}/{}", s("kind"), s("name"));
+                match &first_controller {
+                    None => first_controller = Some(this),
+                    Some(first) => causes.push(Cause::new(
+                        "FieldValueInvalid",
+                        "metadata.ownerReferences",
+                        format!(
+                            "Invalid value: {}: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}",
+                            go_owner_references(owners)
+                        ),
+                    )),
+                }
             }
-        }
-        if controllers > 1 {
-            causes.push(Cause::new("FieldValueInvalid", "metadata.ownerReferences", "Invalid value: Only one reference can have Controller set to true"));
         }
     }
     causes
+}
+
+/// ownerReferences as Go's encoder writes them: fields in struct order, empty ones left out.
+fn go_owner_references(owners: &[Value]) -> String {
+    let items: Vec<String> = owners
+        .iter()
+        .map(|o| {
+            // Written by hand: serde_json's maps sort their keys.
+            let mut parts = Vec::new();
+            for k in ["apiVersion", "kind", "name", "uid"] {
+                parts.push(format!("\"{k}\":{}", o.get(k).cloned().unwrap_or(Value::String(String::new()))));
+            }
+            for k in ["controller", "blockOwnerDeletion"] {
+                if let Some(v) = o.get(k).filter(|v| v.is_boolean()) {
+                    parts.push(format!("\"{k}\":{v}"));
+                }
+            }
+            format!("{{{}}}", parts.join(","))
+        })
+        .collect();
+    format!("[{}]", items.join(","))
 }
 
 /// Finalizer names that need no domain prefix.
@@ -257,12 +288,11 @@ mod tests {
         assert!(is_dns1123_subdomain("a.b-c.d"));
         assert!(!is_dns1123_subdomain("A"));
         assert!(!is_dns1123_subdomain("-a"));
-        assert!(validate_name(NameRule::Dns1035Label, "1svc", "n").is_some());
-        assert!(validate_name(NameRule::PathSegment, "system:controller", "n").is_none());
-        assert!(is_qualified_name("app.kubernetes.io/name"));
-        assert!(!is_qualified_name("bad key"));
-        assert!(is_label_value(""));
-        assert!(!is_label_value("a b"));
+        assert!(!name_errors(NameRule::Dns1035Label, "1svc", false).is_empty());
+        assert_eq!(name_errors(NameRule::Dns1123Label, "a.b", false), ["must not contain dots"]);
+        assert!(name_errors(NameRule::PathSegment, "system:controller", false).is_empty());
+        assert!(name_errors(NameRule::Dns1123Subdomain, "web-", true).is_empty(), "a generateName may end in '-'");
+        assert!(!name_errors(NameRule::Dns1123Subdomain, "web-", false).is_empty());
     }
 
     #[test]
@@ -276,6 +306,8 @@ mod tests {
         assert!(fields.contains(&"metadata.finalizers[0]"));
         assert!(fields.contains(&"metadata.ownerReferences[1].apiVersion"));
         assert!(fields.contains(&"metadata.ownerReferences"));
+        let two = causes.iter().find(|c| c.field == "metadata.ownerReferences").unwrap();
+        assert!(two.message.ends_with("Found \"true\" in references for X/a and Y/"), "{}", two.message);
     }
 
     #[test]
