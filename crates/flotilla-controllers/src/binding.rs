@@ -532,10 +532,19 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
         }
         let namespace = execution_space(cluster_name);
         let existing = ctx.works.get(&ObjectRef::new(&name).within(&namespace));
-        let work_id = existing
-            .as_ref()
-            .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let cached_id = existing.as_ref().and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned());
+        // A Work's permanent id never changes: member objects carry it, and a deletion leaves
+        // alone an object whose id differs. The cache can lag a Work written moments ago, so
+        // ask the API server before minting a new one.
+        let work_id = match cached_id {
+            Some(id) => id,
+            None => match Api::<Work>::namespaced(ctx.client.clone(), &namespace).get_opt(&name).await {
+                Ok(found) => found
+                    .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                Err(e) => return Err(ctx.api_err(&b.key, format!("reading the work in {namespace}"))(e)),
+            },
+        };
         // A KubeFed federated object's binding: the cluster's member object comes from it.
         let (source, replicas) = match crate::kubefed_sync::render::member_object_for_binding(&b.meta, template, cluster_name) {
             None => (std::borrow::Cow::Borrowed(template), *replicas),
