@@ -135,18 +135,12 @@ impl Target for Remote {
 
     async fn compact(&self) -> Result<(), TargetError> {
         let url = self.etcd.clone().ok_or_else(|| TargetError::Compact("no etcd endpoint given (--etcd or --ready)".into()))?;
-        let mut client = etcd_client::Client::connect([url], None).await.map_err(|e| TargetError::Compact(e.to_string()))?;
-        let rev = client
-            .get("/registry/namespaces/default", None)
-            .await
-            .map_err(|e| TargetError::Compact(e.to_string()))?
-            .header()
-            .map(|h| h.revision())
-            .ok_or_else(|| TargetError::Compact("etcd answered without a header".into()))?;
-        client
-            .compact(rev, Some(etcd_client::CompactionOptions::new().with_physical()))
+        // The whole keyspace (no prefix), compacted to etcd's head revision and physically.
+        let store = flotilla_store::etcd::EtcdStore::connect(flotilla_store::etcd::EtcdConfig::new(vec![url]))
             .await
             .map_err(|e| TargetError::Compact(e.to_string()))?;
+        let rev = store.current_revision().await.map_err(|e| TargetError::Compact(e.to_string()))?;
+        store.compact(rev).await.map_err(|e| TargetError::Compact(e.to_string()))?;
         Ok(())
     }
 }
