@@ -666,31 +666,74 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
     if items.is_empty() {
         return Ok(());
     }
-    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
-    let status = match interpreter::aggregate_status(template, &items, &now) {
-        Ok(Some(s)) => s,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            let msg = format!("Failed to aggregate status for {}: {e}", b.key);
-            ctx.events.publish_ref(&template_reference(template), true, REASON_AGGREGATE_STATUS_FAILED, "AggregateStatus", msg).await;
-            return Ok(());
-        }
-    };
-    if template.get("status") == Some(&status) || (status.is_null() && template.get("status").is_none()) {
-        return Ok(());
-    }
-    let name = b.spec.resource.name.as_str();
-    let patch = json!({"metadata": {"resourceVersion": template.pointer("/metadata/resourceVersion")}, "status": status});
-    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => {
+    let reference = template_reference(template);
+    match write_template_status(api, template, &items).await {
+        Ok(TemplateStatus::Written) => {
             let msg = format!("Update resource({}) with AggregatedStatus successfully.", b.spec.resource.name);
-            ctx.events.publish_ref(&template_reference(template), false, REASON_AGGREGATE_STATUS_SUCCEED, "AggregateStatus", msg).await;
+            ctx.events.publish_ref(&reference, false, REASON_AGGREGATE_STATUS_SUCCEED, "AggregateStatus", msg).await;
             Ok(())
         }
-        // A kind without a status subresource keeps no aggregated status; a conflict means a
-        // newer template, which brings a new round.
-        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 405 | 409) => Ok(()),
+        Ok(TemplateStatus::Unchanged | TemplateStatus::NoAggregator | TemplateStatus::Stale) => Ok(()),
+        Ok(TemplateStatus::Invalid(e)) => {
+            let msg = format!("Failed to aggregate status for {}: {e}", b.key);
+            ctx.events.publish_ref(&reference, true, REASON_AGGREGATE_STATUS_FAILED, "AggregateStatus", msg).await;
+            Ok(())
+        }
         Err(e) => Err(ctx.api_err(&b.key, "writing the template status")(e)),
+    }
+}
+
+/// What [`write_template_status`] did.
+#[derive(Debug)]
+pub enum TemplateStatus {
+    /// The template's status was replaced by the aggregate.
+    Written,
+    /// The template already had that status.
+    Unchanged,
+    /// The interpreter has no aggregator for the kind (or it has no status subresource).
+    NoAggregator,
+    /// The template changed since it was read; the next round aggregates again.
+    Stale,
+    /// A member status did not decode: the interpreter's error.
+    Invalid(interpreter::InterpretError),
+}
+
+/// Replaces the template's `.status` with the interpreter's aggregate of `items` (Karmada's
+/// status controller updates the whole status, so a field no member reports any more is gone,
+/// not merged over). Guarded by the template's resourceVersion.
+pub async fn write_template_status(
+    api: &Api<DynamicObject>,
+    template: &Value,
+    items: &[AggregatedStatusItem],
+) -> Result<TemplateStatus, kube::Error> {
+    let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
+    let status = match interpreter::aggregate_status(template, items, &now) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Ok(TemplateStatus::NoAggregator),
+        Err(e) => return Ok(TemplateStatus::Invalid(e)),
+    };
+    if template.get("status") == Some(&status) || (status.is_null() && template.get("status").is_none()) {
+        return Ok(TemplateStatus::Unchanged);
+    }
+    let mut replaced = template.clone();
+    match replaced.as_object_mut() {
+        Some(m) if status.is_null() => {
+            m.remove("status");
+        }
+        Some(m) => {
+            m.insert("status".into(), status);
+        }
+        None => return Ok(TemplateStatus::NoAggregator),
+    }
+    let name = template.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let body: DynamicObject = serde_json::from_value(replaced).map_err(kube::Error::SerdeError)?;
+    match api.replace_status(name, &PostParams::default(), &body).await {
+        Ok(_) => Ok(TemplateStatus::Written),
+        // A kind without a status subresource keeps no aggregated status.
+        Err(kube::Error::Api(s)) if matches!(s.code, 404 | 405) => Ok(TemplateStatus::NoAggregator),
+        // A newer template brings a new round.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(TemplateStatus::Stale),
+        Err(e) => Err(e),
     }
 }
 
