@@ -21,7 +21,8 @@
 //! Deletion: the Work's objects are deleted from the member — only objects this Work manages —
 //! or, under `spec.preserveResourcesOnDeletion`, released (Karmada's labels and annotations
 //! stripped, the object left running); then the finalizer goes. A Work whose Cluster is gone loses
-//! its finalizer without anyone touching the member; so does one whose Cluster is being deleted
+//! its finalizer without anyone touching the member (gone as the API server says, never
+//! concluded from a cache that may not have seen the Cluster yet); so does one whose Cluster is being deleted
 //! and is not Ready, or whose unjoin asked to abandon the workloads
 //! ([`crate::cluster::UNJOIN_ANNOTATION`]). A manifest whose kind Flotilla may not touch in the
 //! member (403) cannot have been created by it: it is skipped with a `CleanupWorkFailed` Event
@@ -341,6 +342,12 @@ pub fn removal(work: &Work, cluster: Option<&Cluster>) -> Removal {
 // Reconcile
 
 impl Context {
+    /// A context reading Works and Clusters from `works` and `clusters` (the controller's own
+    /// watches in [`run`]; tests hand in stores they fill themselves).
+    pub fn new(client: Client, config: Config, clients: Arc<Clients>, works: Store<Work>, clusters: Store<Cluster>) -> Context {
+        Context { events: Events::new(client.clone(), NAME), client, config, clients, works, clusters }
+    }
+
     fn work(&self, key: &WorkKey) -> Option<Arc<Work>> {
         self.works.get(&reflector::ObjectRef::new(&key.name).within(&key.namespace))
     }
@@ -371,6 +378,13 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         move |source| Error::Api { work, step, source }
     };
     if work.metadata.deletion_timestamp.is_some() {
+        // "The Cluster is gone" lets the finalizer go without touching the member, so it is
+        // never concluded from the cache alone: a cache that has not seen the Cluster yet (at
+        // start-up, after a relist) would leave the Work's objects in the member for good.
+        let cluster = match cluster {
+            Some(c) => Some(c),
+            None => Api::<Cluster>::all(ctx.client.clone()).get_opt(&cluster_name).await.map_err(err("reading the cluster"))?.map(Arc::new),
+        };
         return remove(&ctx, &key, &api, &work, cluster.as_deref()).await;
     }
     if let Some(list) = with_finalizer(work.metadata.finalizers.as_ref(), EXECUTION_FINALIZER) {
@@ -571,7 +585,7 @@ pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
             enqueue_cluster(&works_for_clusters, &q, &name);
         }
     });
-    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), clients, works, clusters });
+    let ctx = Arc::new(Context::new(client, config.clone(), clients, works, clusters));
     let workers = run_workers(queue, config.workers, NAME, move |key: WorkKey| {
         let span = tracing::debug_span!("reconcile", controller = NAME, work = %key);
         tracing::Instrument::instrument(reconcile(key, ctx.clone()), span)

@@ -18,7 +18,10 @@
 //! because a correction failed here), not suspended, on a Ready cluster; a failed correction
 //! sets `Applied` False `ReCreateFailed` and is retried with backoff; the first later round
 //! that finds every object as its manifest wants it (put back here, or applied meanwhile by the
-//! execution controller) restores `Applied` True `ReCreateSuccessful`.
+//! execution controller) restores `Applied` True `ReCreateSuccessful`. A correction is made only
+//! after the API server confirms the cached Work (same uid and generation, not being deleted),
+//! and an object re-created while the Work started going is removed again: the execution
+//! controller's removal and a correction from a stale cache never leave an object behind.
 //!
 //! Deviations from Karmada, deliberate: statuses are merged per manifest (Karmada keeps one
 //! entry, its Works having one manifest); watches are label-selected and a drift check compares
@@ -170,6 +173,36 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context reading Works and Clusters from `works` and `clusters` (the controller's own
+    /// watches in [`start`]; tests hand in stores they fill themselves), with no member watch
+    /// started yet.
+    pub fn new(client: Client, config: Config, clients: Arc<Clients>, works: Store<Work>, clusters: Store<Cluster>) -> Arc<Context> {
+        Arc::new(Context {
+            events: Events::new(client.clone(), NAME),
+            client,
+            queue: WorkQueue::new(config.retry_base, config.retry_max),
+            config,
+            clients,
+            watch_clients: Arc::new(Clients::default()),
+            works,
+            clusters,
+            watches: Arc::default(),
+        })
+    }
+
+    /// Whether the watch of `gvk` in `cluster` is running and has listed the member once.
+    pub fn is_synced(&self, cluster: &str, gvk: &GroupVersionKind) -> bool {
+        matches!(self.watches.lock().get(cluster).and_then(|cw| cw.kinds.get(gvk)), Some(KindState::Running(kw)) if kw.synced.load(Ordering::SeqCst))
+    }
+
+    /// The member object `r` as the member watch last saw it (None: absent, or not watched).
+    pub fn observed(&self, cluster: &str, r: &ObjectRef) -> Option<Value> {
+        match self.watches.lock().get(cluster)?.kinds.get(&r.gvk)? {
+            KindState::Running(kw) => kw.get(r),
+            KindState::Failed { .. } => None,
+        }
+    }
+
     /// The kinds watched in each member (`group/version/Kind`), and why the failed ones are not.
     pub fn watched(&self) -> BTreeMap<String, Vec<String>> {
         self.watches
@@ -377,6 +410,14 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let Some(applied) = condition_status(conditions, APPLIED).cloned() else { return Ok(Next::Done) };
     let correct = !is_suspended(&work) && (applied.status == "True" || applied.reason == REASON_RECREATE_FAILED);
     let conn = ensure_cluster(&ctx, &key, &cluster).await?;
+    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let err = |step: &'static str| {
+        let work = key.clone();
+        move |source| Error::Api { work, step, source }
+    };
+    // Whether the API server still holds the Work this round's corrections are based on: asked
+    // once, before the first write to the member.
+    let mut confirmed = false;
     let mut fresh = Vec::new();
     let mut unobserved = Vec::new();
     let mut errors = Vec::new();
@@ -413,8 +454,29 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
                     c
                 }
             };
+            // The cached Work may be behind the API server: the execution controller may
+            // already be deleting it (and have removed this very object, which is why it is
+            // missing). A correction made from the stale copy would outlive the Work.
+            if !confirmed {
+                if !still_current(&api, &work).await.map_err(err("reading the work"))? {
+                    tracing::debug!(controller = NAME, work = %key, "the work changed or is going; no correction from the cached copy");
+                    return Ok(Next::Done);
+                }
+                confirmed = true;
+            }
             let what = manifest_display(manifest);
             match apply::apply(req.member(), &desired, apply_options(&work, manifest)).await {
+                // The Work may have started going between the check and the create, with the
+                // execution controller finding nothing to remove: take back what was made.
+                Ok(Applied::Created(created)) if !still_current(&api, &work).await.map_err(err("reading the work"))? => {
+                    let work_id = work.labels().get(WORK_PERMANENT_ID_LABEL).map(String::as_str);
+                    let undone = apply::delete(req.member(), &r, false, work_id).await;
+                    tracing::info!(controller = NAME, work = %key, cluster = %cluster_name, object = %what, ?undone, uid = ?created.pointer("/metadata/uid"), "the work went while its object was re-created; removed it again");
+                    if let Err(e) = undone {
+                        return Err(Error::Correct { work: key.clone(), cluster: cluster_name, message: e.to_string() });
+                    }
+                    return Ok(Next::Done);
+                }
                 Ok(Applied::Unchanged(o)) => observed = Some(o),
                 Ok(a @ (Applied::Created(_) | Applied::Updated(_))) => {
                     let verb = if matches!(a, Applied::Created(_)) { "re-created" } else { "reverted a change to" };
@@ -448,11 +510,6 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     let current = work.status.as_ref().and_then(|s| s.manifest_statuses.clone()).unwrap_or_default();
     let statuses = merge_statuses(&current, fresh, &unobserved);
-    let api: Api<Work> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let err = |step: &'static str| {
-        let work = key.clone();
-        move |source| Error::Api { work, step, source }
-    };
     if statuses != current {
         let patch = json!({"status": {"manifestStatuses": statuses}});
         match api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
@@ -481,6 +538,14 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         .map_err(err("updating the Applied condition"))?;
     }
     Ok(look_again.map_or(Next::Done, Next::After))
+}
+
+/// Whether the API server's copy of `cached` is still the Work it shows: present, the same
+/// object (uid), not being deleted, at the same generation. Corrections are made only then.
+async fn still_current(api: &Api<Work>, cached: &Work) -> Result<bool, kube::Error> {
+    Ok(api.get_opt(&cached.name_any()).await?.is_some_and(|w| {
+        w.uid() == cached.uid() && w.metadata.deletion_timestamp.is_none() && w.metadata.generation == cached.metadata.generation
+    }))
 }
 
 /// Start the controller: its context (to look at what it watches) and the future that runs it

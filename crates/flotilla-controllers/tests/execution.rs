@@ -5,81 +5,25 @@
 //! Tests that need the testenv skip (or, with `FLOTILLA_REQUIRE_TESTENV=1`, fail) without it.
 //! Each test uses its own cluster name and member namespace and removes both afterwards.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, LocalSecretReference};
-use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, ResourceHealth, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate};
-use flotilla_apiserver::inproc::InProcess;
-use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, ResourceHealth, WORK_PERMANENT_ID_LABEL, Work};
 use flotilla_controllers::{cluster, cluster_status, execution, namespace, work_status};
 use flotilla_member::access::Clients;
-use flotilla_member::join::{JoinOptions, MemberEndpoint, clean_member, prepare_member, register};
+use flotilla_member::join::{JoinOptions, MemberEndpoint, prepare_member, register};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tokio::task::JoinSet;
 
-const DEADLINE: Duration = Duration::from_secs(60);
+mod support;
 
-/// An in-process control plane with the federation CRDs. Keep the value alive: dropping it
-/// stops nothing by itself, but the router lives in it.
-struct ControlPlane {
-    _api: ApiServer,
-    client: Client,
-    controllers: JoinSet<()>,
-}
-
-async fn control_plane() -> ControlPlane {
-    // RUST_LOG=flotilla_controllers=debug shows what the controllers did.
-    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
-    let store: Arc<dyn flotilla_store::Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
-    let api = ApiServer::new(store, ApiServerConfig::default());
-    api.bootstrap().await.unwrap();
-    api.install_crds(flotilla_api::federation::crds()).await.unwrap();
-    let client = Client::new(InProcess::new(api.router(), Identity::user("flotilla-test", &["system:masters"])), "default");
-    ControlPlane { _api: api, client, controllers: JoinSet::new() }
-}
-
-fn execution_config() -> execution::Config {
-    execution::Config { not_ready_requeue: Duration::from_secs(1), retry_base: Duration::from_millis(200), retry_max: Duration::from_secs(5), ..Default::default() }
-}
-
-/// Poll `check` until it returns Some, failing with `what` after the deadline.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn condition<'a>(work: &'a Work, type_: &str) -> Option<&'a Condition> {
-    work.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
-}
-
-fn work(name: &str, namespace: &str, manifests: Vec<Value>) -> Work {
-    let mut w = Work::new(name, WorkSpec { workload: Some(WorkloadTemplate { manifests: Some(manifests) }), ..Default::default() });
-    w.metadata.namespace = Some(namespace.into());
-    w
-}
-
-fn unique() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
-}
+use support::{condition, control_plane, eventually, execution_config, unique, work};
 
 async fn events_for(client: &Client, namespace: &str, name: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
@@ -133,20 +77,7 @@ async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_work
     cp.controllers.abort_all();
 }
 
-/// Everything the joined-member scenario needs to clean up.
-struct Joined {
-    member: Client,
-    cluster: String,
-    namespace: String,
-}
-
-impl Joined {
-    async fn clean(&self) {
-        let namespaces: Api<Namespace> = Api::all(self.member.clone());
-        let _ = namespaces.delete(&self.namespace, &DeleteParams::background()).await;
-        let _ = clean_member(&self.member, &self.cluster).await;
-    }
-}
+use support::Joined;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn works_reach_a_joined_member_report_status_and_come_back_when_tampered_with() {

@@ -173,7 +173,14 @@ fn forbidden_parts(message: &str) -> Option<(String, String)> {
 }
 
 async fn served(m: Member<'_>, r: &ObjectRef) -> Result<(Api<DynamicObject>, Served), ApplyError> {
-    let served = m.discovery.resolve(m.client, &r.gvk).await.map_err(|e| classify(m.cluster, r, "discover", e))?;
+    served_as(m, r, false).await
+}
+
+/// The member's API for `r`'s kind; with `confirmed`, a kind the cache says is not served is
+/// looked up again.
+async fn served_as(m: Member<'_>, r: &ObjectRef, confirmed: bool) -> Result<(Api<DynamicObject>, Served), ApplyError> {
+    let lookup = if confirmed { m.discovery.resolve_confirmed(m.client, &r.gvk).await } else { m.discovery.resolve(m.client, &r.gvk).await };
+    let served = lookup.map_err(|e| classify(m.cluster, r, "discover", e))?;
     let Some(served) = served else {
         let api_version = if r.gvk.group.is_empty() { r.gvk.version.clone() } else { format!("{}/{}", r.gvk.group, r.gvk.version) };
         return Err(ApplyError::NotServed { cluster: m.cluster.into(), api_version, kind: r.gvk.kind.clone() });
@@ -287,7 +294,9 @@ pub fn needs_update(desired: &Value, observed: &Value) -> bool {
 /// Remove (or, with `preserve`, release) the member's copy of `r`, but only when it is managed
 /// by Karmada and — when `work_id` is given — by that Work.
 pub async fn delete(m: Member<'_>, r: &ObjectRef, preserve: bool, work_id: Option<&str>) -> Result<Deleted, ApplyError> {
-    let (api, _) = match served(m, r).await {
+    // "Not served" is asked of the member itself: a cached answer from before its CRD was
+    // installed would leave the object behind.
+    let (api, _) = match served_as(m, r, true).await {
         Ok(x) => x,
         // The kind is gone from the member (its CRD was removed): so is the object.
         Err(ApplyError::NotServed { .. }) => return Ok(Deleted::Absent),

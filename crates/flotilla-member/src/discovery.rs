@@ -50,10 +50,21 @@ impl MemberDiscovery {
 
     /// The resource serving `gvk` in the member, or `None` when the member does not serve it.
     pub async fn resolve(&self, client: &kube::Client, gvk: &GroupVersionKind) -> Result<Option<Served>, kube::Error> {
+        self.lookup(client, gvk, true).await
+    }
+
+    /// As [`Self::resolve`], but "not served" is always asked of the member, never taken from the
+    /// cache: for decisions that would be wrong on a stale answer (a deletion concluding that
+    /// the object cannot exist).
+    pub async fn resolve_confirmed(&self, client: &kube::Client, gvk: &GroupVersionKind) -> Result<Option<Served>, kube::Error> {
+        self.lookup(client, gvk, false).await
+    }
+
+    async fn lookup(&self, client: &kube::Client, gvk: &GroupVersionKind, trust_missing: bool) -> Result<Option<Served>, kube::Error> {
         if let Some(entry) = self.cache.lock().get(gvk).cloned() {
             match entry {
                 Entry::Found(s) => return Ok(Some(s)),
-                Entry::Missing(at) if at.elapsed() < self.negative_ttl => return Ok(None),
+                Entry::Missing(at) if trust_missing && at.elapsed() < self.negative_ttl => return Ok(None),
                 Entry::Missing(_) => {}
             }
         }
