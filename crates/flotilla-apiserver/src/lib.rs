@@ -11,6 +11,7 @@
 //! cluster; every failure reaches the client as a `Status` with the real server's code and
 //! reason; `resourceVersion` is the store revision.
 
+pub mod advertise;
 pub mod auth;
 mod cel_rules;
 pub mod connect;
@@ -22,6 +23,7 @@ pub mod error;
 mod go_json;
 mod gnostic;
 pub mod inproc;
+pub mod kubernetes_service;
 mod listwatch;
 mod meta;
 pub mod metrics;

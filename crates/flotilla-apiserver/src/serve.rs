@@ -126,9 +126,21 @@ impl Serving {
 
 /// Bind and start serving `router`; returns once listening.
 pub async fn serve(router: axum::Router, cfg: ServeConfig) -> Result<Serving, ServeError> {
+    let listener = bind(cfg.listen)?;
+    serve_on(listener, router, cfg).await
+}
+
+/// Bind `addr` (port 0: any free port) without serving yet, so the caller knows the address it
+/// will serve on (`local_addr`) before it builds what it serves.
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
+    listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr, source })?;
+    Ok(listener)
+}
+
+/// Start serving `router` on a listener from [`bind`]; `cfg.listen` is only used in messages.
+pub async fn serve_on(listener: std::net::TcpListener, router: axum::Router, cfg: ServeConfig) -> Result<Serving, ServeError> {
     let tls = RustlsConfig::from_config(Arc::new(tls_config(&cfg)?));
-    let listener = std::net::TcpListener::bind(cfg.listen).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
-    listener.set_nonblocking(true).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let handle = axum_server::Handle::new();
     // TCP_NODELAY: small responses must not wait for Nagle's algorithm and delayed ACKs.

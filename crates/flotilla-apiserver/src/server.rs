@@ -52,8 +52,10 @@ pub enum AuthorizationMode {
 /// Settings of the API server. Every timing is configurable.
 #[derive(Clone, Debug)]
 pub struct ApiServerConfig {
-    /// The `serverAddress` in `/api` (host:port clients use).
-    pub advertise: String,
+    /// The address clients use to reach this server: the `serverAddress` in `/api`, and the
+    /// endpoint of the `default/kubernetes` Service when that is reconciled
+    /// ([`ApiServer::start_kubernetes_service`]).
+    pub advertise: std::net::SocketAddr,
     /// The largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
     /// Non-watch requests in flight before new ones get 429.
@@ -73,7 +75,7 @@ pub struct ApiServerConfig {
 impl Default for ApiServerConfig {
     fn default() -> Self {
         ApiServerConfig {
-            advertise: "127.0.0.1:6443".into(),
+            advertise: std::net::SocketAddr::from(([127, 0, 0, 1], 6443)),
             max_body_bytes: 3 * 1024 * 1024,
             max_in_flight: 400,
             request_timeout: Duration::from_secs(60),
@@ -215,6 +217,13 @@ impl ApiServer {
         }
         crate::crd::sync(&self.inner).await?;
         Ok(changed)
+    }
+
+    /// Keep the `default/kubernetes` Service (and, for a routable advertised address, its
+    /// Endpoints and EndpointSlice) as kube-apiserver's bootstrap controller does, until
+    /// [`crate::kubernetes_service::KubernetesService::stop`].
+    pub fn start_kubernetes_service(&self, cfg: crate::kubernetes_service::KubernetesServiceConfig) -> crate::kubernetes_service::KubernetesService {
+        crate::kubernetes_service::KubernetesService::start(self.detached_router(), cfg)
     }
 
     /// Serve a connect subresource with a handler from outside (the binary installs the cluster
@@ -500,7 +509,7 @@ fn discovery_root(inner: &Inner, core: bool, accept: Option<&str>) -> ApiResult<
             discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2beta1"),
             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
         ),
-        DiscoveryFormat::Legacy if core => (discovery::core_versions(&inner.config.advertise), "application/json"),
+        DiscoveryFormat::Legacy if core => (discovery::core_versions(&inner.config.advertise.to_string()), "application/json"),
         DiscoveryFormat::Legacy => (discovery::groups(&catalog), "application/json"),
     };
     let mut resp = json_response(StatusCode::OK, &body, ct, &[]);

@@ -27,7 +27,7 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<()> {
         CertsCommand::Rotate { data_dir, advertise_address } => {
             anyhow::ensure!(data_dir.join("pki/ca.crt").exists(), "no certificates in {} (run flotilla up first)", data_dir.display());
             let args = crate::up::UpArgs::for_names(data_dir.clone(), advertise_address);
-            let names = crate::up::serving_names(&args);
+            let names = crate::up::serving_names(&args)?;
             flotilla_apiserver::pki::Bundle::rotate(&data_dir, &names).context("rotate certificates")?;
             println!("issued new serving and admin certificates in {} for {}", data_dir.join("pki").display(), names.join(", "));
             println!("restart flotilla up to serve them; it rewrites {}", data_dir.join("admin.kubeconfig").display());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use flotilla_apiserver::pki::{self, Bundle};
-use flotilla_apiserver::serve::{ServeConfig, serve};
+use flotilla_apiserver::serve::{ServeConfig, serve_on};
 use flotilla_apiserver::{ApiServerConfig, TokenFile};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -24,10 +24,21 @@ pub struct UpArgs {
     /// Address to listen on (HTTPS).
     #[arg(long, env = "FLOTILLA_LISTEN", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
-    /// Address clients use to reach this server (added to the serving certificate and written
-    /// to the kubeconfig); defaults to the listen address (127.0.0.1 for 0.0.0.0).
+    /// Address clients use to reach this server: `/api`'s serverAddressByClientCIDRs, the
+    /// `default/kubernetes` endpoints, the serving certificate and the kubeconfig. Defaults to
+    /// the listen address; listening on 0.0.0.0 (or ::), the address of the interface that
+    /// carries the default route.
     #[arg(long, env = "FLOTILLA_ADVERTISE_ADDRESS")]
     pub advertise_address: Option<std::net::IpAddr>,
+    /// The range the `default/kubernetes` Service's cluster IP comes from (its first address),
+    /// as kube-apiserver's `--service-cluster-ip-range`; no other Service gets an address from
+    /// it (ADR 0004).
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: String,
+    /// How often the `default/kubernetes` Service, Endpoints and EndpointSlice are checked and
+    /// put back.
+    #[arg(long, default_value = "10s", value_parser = flotilla::federation_args::parse_duration)]
+    pub kubernetes_service_interval: Duration,
     /// A CSV token file (`token,user,uid,"group1,group2"`) for bearer-token authentication.
     #[arg(long, env = "FLOTILLA_TOKEN_AUTH_FILE")]
     pub token_auth_file: Option<PathBuf>,
@@ -63,6 +74,8 @@ impl UpArgs {
             data_dir,
             listen: "127.0.0.1:6443".parse().expect("a valid address"),
             advertise_address,
+            service_cluster_ip_range: "10.96.0.0/12".into(),
+            kubernetes_service_interval: Duration::from_secs(10),
             token_auth_file: None,
             authorization_mode: "RBAC".into(),
             max_requests_inflight: 400,
@@ -75,11 +88,18 @@ impl UpArgs {
     }
 }
 
-fn advertise_ip(args: &UpArgs) -> std::net::IpAddr {
-    args.advertise_address.unwrap_or_else(|| {
-        let ip = args.listen.ip();
-        if ip.is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { ip }
-    })
+/// The address to advertise (see `--advertise-address`); with none to be found listening on
+/// every address, loopback, with a warning.
+fn advertise_ip(args: &UpArgs) -> anyhow::Result<std::net::IpAddr> {
+    use flotilla_apiserver::advertise::{AdvertiseError, advertise_ip};
+    match advertise_ip(args.advertise_address, args.listen.ip()) {
+        Ok(ip) => Ok(ip),
+        Err(e @ AdvertiseError::NoDefaultRoute { .. }) => {
+            eprintln!("flotilla: {e}; advertising 127.0.0.1");
+            Ok(std::net::IpAddr::from([127, 0, 0, 1]))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn hostname() -> Option<String> {
@@ -87,16 +107,16 @@ fn hostname() -> Option<String> {
 }
 
 /// The serving certificate's names: 127.0.0.1, localhost, the host name, the advertise address.
-pub fn serving_names(args: &UpArgs) -> Vec<String> {
+pub fn serving_names(args: &UpArgs) -> anyhow::Result<Vec<String>> {
     let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
     if let Some(h) = hostname() {
         names.push(h);
     }
-    let adv = advertise_ip(args).to_string();
+    let adv = advertise_ip(args)?.to_string();
     if !names.contains(&adv) {
         names.push(adv);
     }
-    names
+    Ok(names)
 }
 
 fn prepare_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
@@ -115,10 +135,17 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let store: Arc<dyn Store> = Arc::new(
         EmbeddedStore::open(EmbeddedConfig::new(&path)).await.with_context(|| format!("open the store in {}", args.data_dir.display()))?,
     );
-    let names = serving_names(&args);
+    let names = serving_names(&args)?;
     let bundle = Bundle::ensure(&args.data_dir, &names).context("prepare certificates")?;
-    let adv = advertise_ip(&args);
-    let mut config = ApiServerConfig {
+    let cluster_ip = flotilla_apiserver::kubernetes_service::first_service_ip(&args.service_cluster_ip_range)
+        .map_err(|e| anyhow::anyhow!("--service-cluster-ip-range: {e}"))?;
+    // Bound before the API server is built: with `--listen …:0` the port is known only now, and
+    // the server advertises it.
+    let listener = flotilla_apiserver::serve::bind(args.listen)?;
+    let port = listener.local_addr().context("read the listening address")?.port();
+    let advertise = SocketAddr::new(advertise_ip(&args)?, port);
+    let config = ApiServerConfig {
+        advertise,
         authorization: if args.authorization_mode == "AlwaysAllow" {
             flotilla_apiserver::server::AuthorizationMode::AlwaysAllowAuthenticated
         } else {
@@ -136,7 +163,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (api, installed) = flotilla::control_plane::start(store.clone(), config.clone()).await?;
+    let (api, installed) = flotilla::control_plane::start(store.clone(), config).await?;
     if let Some(t) = tokens {
         api.set_tokens(t);
     }
@@ -148,10 +175,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     crate::cluster_proxy::install(&api, proxy);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
-    let serving = serve(api.router(), serve_cfg).await?;
-    let port = serving.local_addr.port();
-    config.advertise = format!("{adv}:{port}");
-    let server_url = format!("https://{}", SocketAddr::new(adv, port));
+    let serving = serve_on(listener, api.router(), serve_cfg).await?;
+    let kubernetes_service = api.start_kubernetes_service(flotilla_apiserver::kubernetes_service::KubernetesServiceConfig {
+        advertise,
+        cluster_ip,
+        interval: args.kubernetes_service_interval,
+    });
+    let server_url = format!("https://{advertise}");
     let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
     pki::write_kubeconfig(&kubeconfig_path, &pki::kubeconfig("flotilla", &server_url, &bundle.ca.cert_pem, &bundle.admin))?;
     let rev = store.current_revision().await?;
@@ -181,6 +211,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             eprintln!("flotilla: stopping the demo members: {e}");
         }
     }
+    kubernetes_service.stop().await;
     serving.shutdown().await?;
     drop(api);
     drop(store);

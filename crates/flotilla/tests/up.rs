@@ -71,3 +71,86 @@ fn sigterm_exits_cleanly() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("keys"));
 }
+
+/// A client for the server at 127.0.0.1 on `f`'s port, whatever address the kubeconfig names
+/// (an advertised address need not be reachable from the test).
+async fn loopback_client(f: &Flotilla) -> kube::Client {
+    let port = f.server.rsplit(':').next().unwrap();
+    let kc = kube::config::Kubeconfig::read_from(&f.kubeconfig).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    cfg.cluster_url = format!("https://127.0.0.1:{port}").parse().unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Polls `get` until it finds the object (generous deadline; the order is what is asserted).
+async fn eventually<T, F, Fut>(what: &str, get: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, kube::Error>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(Some(v)) = get().await {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+async fn server_address(client: &kube::Client) -> String {
+    let req = http::Request::get("/api").body(Vec::new()).unwrap();
+    let api: serde_json::Value = client.request(req).await.unwrap();
+    api["serverAddressByClientCIDRs"][0]["serverAddress"].as_str().unwrap().to_string()
+}
+
+/// Field report: `/api` advertised 127.0.0.1:6443 whatever `--listen` or `--advertise-address`
+/// said, and there was no `default/kubernetes` Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listen_address_is_advertised_and_the_kubernetes_service_exists() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service};
+    let f = Flotilla::start();
+    let port: u16 = f.server.rsplit(':').next().unwrap().parse().unwrap();
+    assert_ne!(port, 6443, "the test listens on a free port");
+    let client = f.client().await;
+    assert_eq!(server_address(&client).await, format!("127.0.0.1:{port}"));
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc = eventually("the kubernetes Service", || services.get_opt("kubernetes")).await;
+    let spec = svc.spec.unwrap();
+    assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    let p = &spec.ports.unwrap()[0];
+    assert_eq!((p.name.as_deref(), p.port, p.target_port.clone()), (Some("https"), 443, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(port as i32))));
+    assert_eq!(svc.metadata.labels.unwrap().get("component").map(String::as_str), Some("apiserver"));
+    // A loopback address may not be an endpoint: the Service only.
+    let endpoints: Api<Endpoints> = Api::namespaced(client, "default");
+    assert!(endpoints.get_opt("kubernetes").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advertise_address_is_advertised_with_endpoints_kept_as_kube_apiserver_keeps_them() {
+    use k8s_openapi::api::core::v1::Endpoints;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    // A documentation address: routable in form, reached by no one; the test talks to 127.0.0.1.
+    let f = Flotilla::start_with(&["--advertise-address", "192.0.2.123", "--kubernetes-service-interval", "200ms"]);
+    let port: u16 = f.server.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(f.server, format!("https://192.0.2.123:{port}"), "the kubeconfig names the advertised address");
+    let client = loopback_client(&f).await;
+    assert_eq!(server_address(&client).await, format!("192.0.2.123:{port}"));
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let want_subsets = serde_json::json!([{"addresses": [{"ip": "192.0.2.123"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]);
+    for round in ["first", "after the Endpoints were deleted"] {
+        let e = eventually(&format!("the kubernetes Endpoints ({round})"), || endpoints.get_opt("kubernetes")).await;
+        assert_eq!(serde_json::to_value(&e.subsets).unwrap(), want_subsets, "{round}");
+        assert_eq!(e.metadata.labels.unwrap().get("endpointslice.kubernetes.io/skip-mirror").map(String::as_str), Some("true"));
+        endpoints.delete("kubernetes", &Default::default()).await.unwrap();
+    }
+    let slice = slices.get("kubernetes").await.unwrap();
+    assert_eq!(slice.address_type, "IPv4");
+    assert_eq!(slice.metadata.labels.unwrap().get("kubernetes.io/service-name").map(String::as_str), Some("kubernetes"));
+    let endpoint = &slice.endpoints.as_ref().unwrap()[0];
+    assert_eq!(endpoint.addresses, vec!["192.0.2.123".to_string()]);
+    assert_eq!(endpoint.conditions.as_ref().and_then(|c| c.ready), Some(true));
+    assert_eq!(slice.ports.unwrap()[0].port, Some(port as i32));
+}
