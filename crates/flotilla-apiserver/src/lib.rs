@@ -22,6 +22,7 @@ mod duplicate_fields;
 pub mod error;
 mod go_json;
 mod gnostic;
+mod impersonation;
 pub mod inproc;
 pub mod kubernetes_service;
 mod listwatch;

@@ -571,7 +571,8 @@ async fn fill_service_account_token(ctx: &Ctx, obj: &mut Value) -> ApiResult<()>
     };
     let sa = storage::decode(&kv)?;
     let uid = meta::meta_str(&sa, "uid").unwrap_or("").to_string();
-    let token = crate::rbac::mint_token(ctx.inner.store.as_ref(), &ns, &account, &uid).await?;
+    let secret = (meta::name(obj).to_string(), meta::meta_str(obj, "uid").unwrap_or("").to_string());
+    let token = crate::rbac::mint_token(ctx.inner.store.as_ref(), &ns, &account, &uid, (&secret.0, &secret.1)).await?;
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let data = obj.as_object_mut().expect("an object").entry("data").or_insert_with(|| json!({}));
@@ -841,6 +842,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     let requested = (matches!(info.codec, Codec::Typed(_)) && !(info.group == "apps" && info.kind == "DaemonSet")).then(|| obj.clone());
     flotilla_api_hooks::create_defaults(info, &mut obj)?;
     admission_chain::mutate(info, &mut obj, true, url_ns.as_deref())?;
+    admit_rbac(ctx, &obj, None)?;
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
@@ -896,6 +898,15 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
         }
     }
     Err(ApiError::already_exists(&ctx.subject(meta::name(&obj))))
+}
+
+/// RBAC's escalation prevention for writes of roles and bindings ([`crate::rbac::admit_write`]),
+/// before validation as on kube-apiserver.
+fn admit_rbac(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    if ctx.info.group != "rbac.authorization.k8s.io" || !matches!(ctx.info.codec, Codec::Typed(_)) {
+        return Ok(());
+    }
+    crate::rbac::admit_write(&ctx.inner.rbac, ctx.inner.authz.as_ref(), &ctx.identity, &ctx.info.plural, ctx.namespace().unwrap_or(""), obj, old)
 }
 
 /// What an update changes, worked out from the old object and the requested new one.
@@ -1018,6 +1029,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     }
     if sub.is_none() {
         admission_chain::mutate(info, &mut obj, false, ctx.namespace())?;
+        admit_rbac(ctx, &obj, Some(old))?;
     }
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);

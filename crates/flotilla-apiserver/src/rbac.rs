@@ -8,9 +8,10 @@
 //! create SelfSubject*Reviews, as kube-apiserver's bootstrap roles allow.
 //!
 //! Service account tokens of Secrets of type `kubernetes.io/service-account-token`: the Secret
-//! gets an opaque `token` bound to the account's uid, which authenticates as
-//! `system:serviceaccount:<ns>:<name>` while its account exists with the same uid: deleting the
-//! account revokes its tokens. (TokenRequest tokens are signed JWTs:
+//! gets an opaque `token` bound to the account's uid and to the Secret itself, which
+//! authenticates as `system:serviceaccount:<ns>:<name>` while the account exists with the same
+//! uid and the Secret exists (the same object, not being deleted) holding that token: deleting
+//! either revokes it. (TokenRequest tokens are signed JWTs:
 //! [`crate::service_account_jwt`].)
 
 use std::collections::HashMap;
@@ -143,13 +144,24 @@ fn rules(v: &Value) -> Vec<Rule> {
     v.get("rules").and_then(Value::as_array).map(|a| a.iter().map(Rule::from).collect()).unwrap_or_default()
 }
 
-/// Service account tokens and the accounts they belong to.
+/// A token kept in a `kubernetes.io/service-account-token` Secret.
+#[derive(Debug)]
+struct SecretToken {
+    namespace: String,
+    account: String,
+    account_uid: String,
+    secret: String,
+    secret_uid: String,
+}
+
+/// Service account tokens, the accounts they belong to and the Secrets that hold them.
 #[derive(Debug, Default)]
 struct Tokens {
-    /// token → (namespace, account, account uid)
-    tokens: HashMap<String, (String, String, String)>,
+    tokens: HashMap<String, SecretToken>,
     /// (namespace, account) → uid of the live account
     accounts: HashMap<(String, String), String>,
+    /// (namespace, secret) → (uid, base64 `data.token`) of the live token Secrets
+    secrets: HashMap<(String, String), (String, String)>,
 }
 
 /// RBAC plus service account token authentication, fed from the store.
@@ -218,21 +230,42 @@ impl Rbac {
         for kv in &tokens.kvs {
             let Ok(v) = serde_json::from_slice::<Value>(&kv.value) else { continue };
             let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            t.tokens.insert(s("token"), (s("namespace"), s("serviceAccount"), s("uid")));
+            let record = SecretToken { namespace: s("namespace"), account: s("serviceAccount"), account_uid: s("uid"), secret: s("secret"), secret_uid: s("secretUid") };
+            t.tokens.insert(s("token"), record);
+        }
+        let secrets = store.range(RangeRequest::prefix(Bytes::from_static(SECRET_PREFIX.as_bytes()))).await?;
+        for kv in &secrets.kvs {
+            let Ok(v) = storage::decode(kv) else { continue };
+            if v.get("type").and_then(Value::as_str) != Some("kubernetes.io/service-account-token") || crate::meta::meta(&v).is_some_and(|m| m.contains_key("deletionTimestamp")) {
+                continue;
+            }
+            let ns = crate::meta::namespace(&v).unwrap_or("").to_string();
+            let uid = crate::meta::meta_str(&v, "uid").unwrap_or("").to_string();
+            let data = v.pointer("/data/token").and_then(Value::as_str).unwrap_or("").to_string();
+            t.secrets.insert((ns, crate::meta::name(&v).to_string()), (uid, data));
         }
         *self.tokens.write() = Arc::new(t);
         Ok(())
     }
 
-    /// The identity a service account token stands for, while its account lives.
+    /// The identity a token Secret's token stands for, while its account lives and its Secret
+    /// lives (not being deleted, the same object) holding that token — as kube-apiserver's
+    /// legacy token validator checks ("Token has been invalidated", "Token does not match
+    /// server's copy"; the client gets 401 either way).
     pub fn authenticate(&self, token: &str) -> Option<Identity> {
+        use base64::Engine;
         let t = self.tokens.read().clone();
-        let (ns, sa, uid) = t.tokens.get(token)?;
-        if t.accounts.get(&(ns.clone(), sa.clone())) != Some(uid) {
+        let r = t.tokens.get(token)?;
+        if t.accounts.get(&(r.namespace.clone(), r.account.clone())) != Some(&r.account_uid) {
             return None;
         }
-        let mut id = Identity::user(&format!("system:serviceaccount:{ns}:{sa}"), &["system:serviceaccounts", &format!("system:serviceaccounts:{ns}")]);
-        id.uid = uid.clone();
+        let (secret_uid, data) = t.secrets.get(&(r.namespace.clone(), r.secret.clone()))?;
+        if *secret_uid != r.secret_uid || *data != base64::engine::general_purpose::STANDARD.encode(token) {
+            return None;
+        }
+        let ns = &r.namespace;
+        let mut id = Identity::user(&format!("system:serviceaccount:{ns}:{}", r.account), &["system:serviceaccounts", &format!("system:serviceaccounts:{ns}")]);
+        id.uid = r.account_uid.clone();
         Some(id)
     }
 }
@@ -264,6 +297,112 @@ fn bootstrap_rules() -> Vec<(&'static str, Vec<Rule>)> {
         ("system:discovery", vec![rule(&["get"], &[], &[], &discovery)]),
         ("system:public-info-viewer", vec![rule(&["get"], &[], &[], &health)]),
     ]
+}
+
+/// Go's `%q` of a string slice: `["a" "b"]`.
+fn go_quoted(list: &[String]) -> String {
+    let items: Vec<String> = list.iter().map(|s| serde_json::to_string(s).unwrap_or_default()).collect();
+    format!("[{}]", items.join(" "))
+}
+
+impl Rule {
+    fn one(verb: &str, group: &str, resource: &str, name: Option<&str>) -> Rule {
+        Rule {
+            verbs: vec![verb.into()],
+            api_groups: vec![group.into()],
+            resources: vec![resource.into()],
+            resource_names: name.map(|n| vec![n.to_string()]).unwrap_or_default(),
+            non_resource_urls: Vec::new(),
+        }
+    }
+
+    /// The rule split into one rule per group × resource × verb (× resource name), and one per
+    /// non-resource URL × verb, as RBAC's escalation check compares them (`*` stays literal).
+    fn breakdown(&self) -> Vec<Rule> {
+        let mut out = Vec::new();
+        for group in &self.api_groups {
+            for resource in &self.resources {
+                for verb in &self.verbs {
+                    if self.resource_names.is_empty() {
+                        out.push(Rule::one(verb, group, resource, None));
+                    } else {
+                        out.extend(self.resource_names.iter().map(|n| Rule::one(verb, group, resource, Some(n))));
+                    }
+                }
+            }
+        }
+        for url in &self.non_resource_urls {
+            for verb in &self.verbs {
+                out.push(Rule { verbs: vec![verb.clone()], non_resource_urls: vec![url.clone()], ..Rule::default() });
+            }
+        }
+        out
+    }
+
+    /// Whether this (owner) rule grants everything `sub` grants.
+    fn covers(&self, sub: &Rule) -> bool {
+        let has_all = |owner: &[String], wanted: &[String]| wanted.iter().all(|w| owner.contains(w));
+        let verbs = self.verbs.iter().any(|v| v == "*") || has_all(&self.verbs, &sub.verbs);
+        let groups = self.api_groups.iter().any(|g| g == "*") || has_all(&self.api_groups, &sub.api_groups);
+        let resources = self.resources.iter().any(|r| r == "*")
+            || sub.resources.iter().all(|r| {
+                self.resources.contains(r) || r.split_once('/').is_some_and(|(_, sub)| self.resources.contains(&format!("*/{sub}")))
+            });
+        let urls = sub.non_resource_urls.iter().all(|u| {
+            self.non_resource_urls.iter().any(|o| o == u || (o.ends_with('*') && u.starts_with(o.trim_end_matches('*'))))
+        });
+        let names = if sub.resource_names.is_empty() { self.resource_names.is_empty() } else { self.resource_names.is_empty() || has_all(&self.resource_names, &sub.resource_names) };
+        verbs && groups && resources && urls && names
+    }
+
+    /// kube-apiserver's `CompactString`: the rule as an escalation error prints it.
+    fn compact_string(&self) -> String {
+        let mut parts = Vec::new();
+        for (label, values) in [
+            ("APIGroups", &self.api_groups),
+            ("Resources", &self.resources),
+            ("NonResourceURLs", &self.non_resource_urls),
+            ("ResourceNames", &self.resource_names),
+            ("Verbs", &self.verbs),
+        ] {
+            if !values.is_empty() {
+                parts.push(format!("{label}:{}", go_quoted(values)));
+            }
+        }
+        format!("{{{}}}", parts.join(", "))
+    }
+
+    /// A rule of a single group and resource with at most one resource name (and only
+    /// verbs besides): the ones `CompactRules` merges by joining their verbs.
+    fn simple_key(&self) -> Option<(String, String, Option<String>)> {
+        (self.api_groups.len() == 1 && self.resources.len() == 1 && self.resource_names.len() <= 1 && self.non_resource_urls.is_empty())
+            .then(|| (self.api_groups[0].clone(), self.resources[0].clone(), self.resource_names.first().cloned()))
+    }
+}
+
+/// The sub-rules of `servant` that no rule of `owner` covers (RBAC's `Covers`).
+fn uncovered(owner: &[Rule], servant: &[Rule]) -> Vec<Rule> {
+    servant.iter().flat_map(Rule::breakdown).filter(|sub| !owner.iter().any(|o| o.covers(sub))).collect()
+}
+
+/// kube-apiserver's description of rules not held: compacted (verbs of one group/resource
+/// joined), each as its `CompactString`, sorted and unique, one per line.
+fn describe_missing(missing: Vec<Rule>) -> String {
+    let mut simple: Vec<((String, String, Option<String>), Rule)> = Vec::new();
+    let mut lines = std::collections::BTreeSet::new();
+    for rule in missing {
+        match rule.simple_key() {
+            Some(key) => match simple.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, existing)) => existing.verbs.extend(rule.verbs),
+                None => simple.push((key, rule)),
+            },
+            None => {
+                lines.insert(rule.compact_string());
+            }
+        }
+    }
+    lines.extend(simple.into_iter().map(|(_, r)| r.compact_string()));
+    lines.into_iter().collect::<Vec<_>>().join("\n")
 }
 
 impl Rule {
@@ -358,6 +497,150 @@ impl Authorizer for Rbac {
     }
 }
 
+impl Rbac {
+    /// Every rule `who` holds in `namespace` (empty: the cluster scope) as RBAC's rule resolver
+    /// gathers them: the bootstrap rules every authenticated user has, the ClusterRoleBindings
+    /// naming `who` and, in a namespace, its RoleBindings naming `who`.
+    fn held(&self, who: &Identity, namespace: &str) -> Vec<Rule> {
+        let idx = self.index.read().clone();
+        let mut out: Vec<Rule> = bootstrap_rules().into_iter().flat_map(|(_, r)| r).collect();
+        if who.groups.iter().any(|g| g == "system:serviceaccounts") {
+            out.push(Rule { verbs: vec!["get".into()], non_resource_urls: vec!["/.well-known/openid-configuration".into(), "/openid/v1/jwks".into()], ..Rule::default() });
+        }
+        for b in &idx.cluster_bindings {
+            if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) {
+                out.extend(self.rules_for(&idx, b));
+            }
+        }
+        if !namespace.is_empty() {
+            for b in idx.bindings.iter().filter(|b| b.namespace == namespace) {
+                if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) {
+                    out.extend(self.rules_for(&idx, b));
+                }
+            }
+        }
+        out
+    }
+
+    /// The rules of the role a binding refers to, or None when it does not exist.
+    fn referenced(&self, kind: &str, namespace: &str, name: &str) -> Option<Vec<Rule>> {
+        let idx = self.index.read().clone();
+        match kind {
+            "ClusterRole" => idx.cluster_roles.get(name).cloned(),
+            "Role" => idx.roles.get(&(namespace.to_string(), name.to_string())).cloned(),
+            _ => None,
+        }
+    }
+}
+
+/// Whether an update changes only what the garbage collector writes (owner references and
+/// finalizers): RBAC's escalation checks do not apply to those.
+fn only_gc_fields(new: &Value, old: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["ownerReferences", "finalizers", "managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink"] {
+                m.remove(k);
+            }
+        }
+        if let Some(m) = v.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        v
+    };
+    strip(new) == strip(old)
+}
+
+/// RBAC's escalation prevention on a write of a Role, ClusterRole, RoleBinding or
+/// ClusterRoleBinding by `who`, as kube-apiserver's policy-based storage checks it before
+/// validation:
+/// - a role's rules must all be held by `who` in the role's namespace (cluster scope for a
+///   ClusterRole), unless `who` may `escalate` it; setting an `aggregationRule` needs every
+///   permission;
+/// - a binding needs `bind` on the role it refers to, or every rule of that role held;
+/// - `system:masters` is never checked, nor an update that changes only owner references and
+///   finalizers.
+pub(crate) fn admit_write(
+    rbac: &Rbac,
+    authz: &dyn crate::auth::Authorizer,
+    who: &Identity,
+    plural: &str,
+    namespace: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), crate::error::ApiError> {
+    use crate::error::{ApiError, Subject};
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    if who.groups.iter().any(|g| g == "system:masters") || old.is_some_and(|o| only_gc_fields(obj, o)) {
+        return Ok(());
+    }
+    let name = crate::meta::name(obj);
+    let subject = Subject { group: GROUP, resource: plural, name };
+    let allowed = |verb: &str, resource: &str, ns: &str, object: &str, group: &str| {
+        let a = Attributes {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: ns.into(),
+            name: object.into(),
+            path: None,
+        };
+        matches!(authz.authorize(who, &a), Decision::Allow(_))
+    };
+    let not_held = |missing: Vec<Rule>| {
+        let groups: Vec<String> = who.groups.clone();
+        format!(
+            "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
+            serde_json::to_string(&who.user).unwrap_or_default(),
+            go_quoted(&groups),
+            describe_missing(missing)
+        )
+    };
+    match plural {
+        "roles" | "clusterroles" => {
+            // On create the request names no object, so a grant limited by name does not match.
+            let target = if old.is_some() { name } else { "" };
+            if allowed("escalate", plural, namespace, target, GROUP) {
+                return Ok(());
+            }
+            let held = rbac.held(who, namespace);
+            let missing = uncovered(&held, &rules(obj));
+            if !missing.is_empty() {
+                return Err(ApiError::forbidden(&subject, not_held(missing)));
+            }
+            let aggregates = |v: &Value| v.get("aggregationRule").is_some_and(|a| !a.is_null());
+            if plural == "clusterroles" && (aggregates(obj) || old.is_some_and(aggregates)) {
+                let everything = [
+                    Rule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..Rule::default() },
+                    Rule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..Rule::default() },
+                ];
+                if !uncovered(&held, &everything).is_empty() {
+                    return Err(ApiError::forbidden(&subject, "must have cluster-admin privileges to use the aggregationRule"));
+                }
+            }
+            Ok(())
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            let (ref_group, ref_kind, ref_name) = (s("/roleRef/apiGroup"), s("/roleRef/kind"), s("/roleRef/name"));
+            let role_resource = if ref_kind == "Role" { "roles" } else { "clusterroles" };
+            let scope = if plural == "rolebindings" { namespace } else { "" };
+            if allowed("bind", role_resource, scope, ref_name, ref_group) {
+                return Ok(());
+            }
+            // kube-apiserver answers a missing role as a missing binding of the role's name.
+            let Some(role_rules) = rbac.referenced(ref_kind, namespace, ref_name) else {
+                return Err(ApiError::not_found(&Subject { group: GROUP, resource: plural, name: ref_name }));
+            };
+            let missing = uncovered(&rbac.held(who, scope), &role_rules);
+            if missing.is_empty() { Ok(()) } else { Err(ApiError::forbidden(&subject, not_held(missing))) }
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The message kube-apiserver gives for a denied resource request.
 pub fn denial(who: &Identity, a: &Attributes) -> String {
     let resource = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
@@ -409,14 +692,16 @@ pub(crate) async fn run(weak: std::sync::Weak<crate::server::Inner>) {
 }
 
 /// Mint a token for a service account and record it (TokenRequest and token Secrets).
-pub async fn mint_token(store: &dyn Store, namespace: &str, account: &str, uid: &str) -> Result<String, flotilla_store::StoreError> {
+/// A token for `account` (of uid `uid`) kept in the Secret `secret` (name and uid): it
+/// authenticates while the account and that Secret live and the Secret still holds it.
+pub async fn mint_token(store: &dyn Store, namespace: &str, account: &str, uid: &str, secret: (&str, &str)) -> Result<String, flotilla_store::StoreError> {
     let token: String = {
         use rand::RngExt;
         let mut rng = rand::rng();
         (0..48).map(|_| char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[rng.random_range(0..62)])).collect()
     };
     let token = format!("flotilla-sa.{token}");
-    let record = serde_json::json!({"token": token, "namespace": namespace, "serviceAccount": account, "uid": uid});
+    let record = serde_json::json!({"token": token, "namespace": namespace, "serviceAccount": account, "uid": uid, "secret": secret.0, "secretUid": secret.1});
     let key = format!("{TOKEN_PREFIX}{namespace}/{account}/{}", &token[token.len() - 12..]);
     store.create(Bytes::from(key), Bytes::from(record.to_string())).await?;
     Ok(token)
@@ -449,6 +734,35 @@ mod tests {
         assert!(urls.allows(&a));
         a.path = Some("/other".into());
         assert!(!urls.allows(&a));
+    }
+
+    fn rule(v: Value) -> Rule {
+        Rule::from(&v)
+    }
+
+    #[test]
+    fn coverage_breaks_rules_down_as_kube_apiserver_does() {
+        let owner = vec![
+            rule(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "*/status"]})),
+            rule(json!({"verbs": ["*"], "apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["web"]})),
+            rule(json!({"verbs": ["get"], "nonResourceURLs": ["/logs/*"]})),
+        ];
+        let covered = |servant: Value| uncovered(&owner, &[rule(servant)]).is_empty();
+        assert!(covered(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods", "nodes/status"]})));
+        assert!(!covered(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods/log"]})), "pods does not cover pods/log");
+        assert!(!covered(json!({"verbs": ["get"], "apiGroups": [""], "resources": ["*"]})), "a requested * needs an owner *");
+        assert!(covered(json!({"verbs": ["delete"], "apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["web"]})));
+        assert!(!covered(json!({"verbs": ["delete"], "apiGroups": ["apps"], "resources": ["deployments"]})), "a named grant covers no unnamed one");
+        assert!(covered(json!({"verbs": ["get"], "nonResourceURLs": ["/logs/a/b"]})));
+        assert!(!covered(json!({"verbs": ["get"], "nonResourceURLs": ["/metrics"]})));
+    }
+
+    #[test]
+    fn missing_rules_are_described_as_kube_apiserver_describes_them() {
+        let missing = uncovered(&[], &[rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}))]);
+        assert_eq!(describe_missing(missing), "{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}");
+        let missing = uncovered(&[], &[rule(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]})), rule(json!({"verbs": ["get"], "nonResourceURLs": ["/healthz"]}))]);
+        assert_eq!(describe_missing(missing), "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"list\"]}\n{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}");
     }
 
     #[test]

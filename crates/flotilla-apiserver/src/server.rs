@@ -318,18 +318,34 @@ pub(crate) fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static 
 
 const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
-async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
+async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
     let started = Instant::now();
     let mut identity = identify(&inner, &req);
     if identity.is_anonymous()
         && let Some(token) = bearer_token(&req).map(String::from)
     {
         identity = identify_service_account(&inner, &token).await.unwrap_or(identity);
+        // A credential that authenticates no one is refused everywhere, health included: only
+        // a request with no credential at all is anonymous.
+        if identity.is_anonymous() {
+            return finish(&inner, "unknown", "", started, ApiError::unauthorized().into_response());
+        }
     }
+    // Taken off the request whatever happens, so nothing behind the server sees them.
+    let impersonation = crate::impersonation::take_headers(req.headers_mut());
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query()).for_method(req.method());
     // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
     if let Some((p, c, tail)) = crate::connect::match_path(&inner.registry.catalog(), &path) {
+        if let Some(asked) = &impersonation
+            && !identity.is_anonymous()
+        {
+            let verb = verb_of(req.method(), &p, &query);
+            match crate::impersonation::impersonate(inner.authz.as_ref(), &identity, asked, &attributes(&Route::Resource(p.clone()), verb, req.method())) {
+                Ok(id) => identity = id,
+                Err(e) => return finish(&inner, verb, &p.resource, started, e.into_response()),
+            }
+        }
         return connect(inner, identity, p, c, tail, query, started, req).await;
     }
     let route = match parse_path(&path) {
@@ -340,6 +356,14 @@ async fn handle(inner: Arc<Inner>, req: Request<Body>) -> Response {
         Route::Resource(p) => (verb_of(req.method(), p, &query), p.resource.clone()),
         _ => ("get", String::new()),
     };
+    if let Some(asked) = &impersonation
+        && !identity.is_anonymous()
+    {
+        match crate::impersonation::impersonate(inner.authz.as_ref(), &identity, asked, &attributes(&route, verb, req.method())) {
+            Ok(id) => identity = id,
+            Err(e) => return finish(&inner, verb, &resource, started, e.into_response()),
+        }
+    }
     // Authentication: anonymous callers only reach the health and version endpoints.
     if identity.is_anonymous() {
         let open = matches!(&route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));

@@ -77,17 +77,17 @@ fn admin() -> Identity {
 #[tokio::test]
 async fn the_handler_gets_the_object_the_rest_of_the_path_and_no_credentials() {
     let api = server().await;
-    let headers = [("accept", "application/json;as=Table;g=meta.k8s.io;v=v1"), ("authorization", "Bearer caller"), ("impersonate-user", "mallory"), ("x-custom", "1")];
+    let headers = [("accept", "application/json;as=Table;g=meta.k8s.io;v=v1"), ("authorization", "Bearer caller"), ("impersonate-user", "mallory"), ("impersonate-group", "system:masters"), ("x-custom", "1")];
     let (code, h, echo) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api/v1/pods%2Fx?watch=1&limit=5", Some(admin()), None, &headers).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{echo}");
     assert_eq!(h["x-echo"], "yes", "the handler's headers come back");
     assert_eq!(echo["object"], "default");
     assert_eq!(echo["path"], "/api/v1/pods%2Fx", "the path stays encoded");
     assert_eq!(echo["query"], "watch=1&limit=5");
-    assert_eq!(echo["user"], "admin");
+    assert_eq!(echo["user"], "mallory", "the admin may impersonate: the handler gets the impersonated user");
     let sent: Vec<&str> = echo["headers"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert!(sent.contains(&"accept") && sent.contains(&"x-custom"), "{sent:?}");
-    assert!(!sent.contains(&"authorization") && !sent.contains(&"impersonate-user"), "credentials stay here: {sent:?}");
+    assert!(!sent.contains(&"authorization") && !sent.iter().any(|h| h.starts_with("impersonate-")), "credentials stay here: {sent:?}");
 
     let (code, _, echo) = support::call(&api, "POST", "/api/v1/namespaces/default/proxy/apis", Some(admin()), Some(json!({"a": 1})), &[("content-type", "application/json")]).await;
     assert_eq!(code, StatusCode::ACCEPTED);

@@ -253,11 +253,31 @@ async fn rbac_and_service_account_tokens() {
     let auth2 = format!("Bearer {t2}");
     let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &[("authorization", auth2.as_str())]).await;
     assert_eq!(code, StatusCode::OK);
+    // Deleting the Secret revokes its token (and an invalid token is refused even for /healthz).
+    let (code, _, _) = call(&api, "DELETE", "/api/v1/namespaces/default/secrets/robot-token", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK);
+    eventually_status(&api, "/api/v1/namespaces/default/configmaps", auth2.as_str(), StatusCode::UNAUTHORIZED).await;
+    let (code, _, body) = call(&api, "GET", "/healthz", None, None, &[("authorization", auth2.as_str())]).await;
+    assert_eq!((code, body["message"].as_str()), (StatusCode::UNAUTHORIZED, Some("Unauthorized")));
     // Deleting the account revokes its tokens.
     let (code, _, _) = call(&api, "DELETE", "/api/v1/namespaces/default/serviceaccounts/robot", Some(admin()), None, &[]).await;
     assert_eq!(code, StatusCode::OK);
     let (code, _, _) = call(&api, "GET", "/api/v1/namespaces/default/configmaps", None, None, &robot).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
+}
+
+/// Polls `path` with `authorization` until it answers `want` (the token index follows the store
+/// through a watch).
+async fn eventually_status(api: &ApiServer, path: &str, authorization: &str, want: StatusCode) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, _, _) = call(api, "GET", path, None, None, &[("authorization", authorization)]).await;
+        if code == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{path} still answers {code}, not {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Inputs the `api_request` fuzz target found answering 500 or panicking (each is also in

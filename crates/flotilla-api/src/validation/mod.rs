@@ -19,6 +19,7 @@ mod field;
 pub mod names;
 mod object;
 mod pod;
+mod rbac;
 
 use serde_json::Value;
 
@@ -59,6 +60,7 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => apps::selector_immutable(new, old, &mut errs),
         ("apps", "StatefulSet") => apps::stateful_set_update(new, old, &mut errs),
         ("batch", "Job") => batch::job_update(new, old, &mut errs),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => rbac::role_ref_immutable(new, old, &mut errs),
         _ => {}
     }
     errs
