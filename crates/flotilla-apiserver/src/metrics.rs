@@ -30,6 +30,8 @@ pub struct Metrics {
     pub store_revision: Gauge<i64, AtomicI64>,
     pub store_commit: Histogram,
     pub rejected_overload: Counter,
+    /// Work running on the blocking pool (expensive patches).
+    pub heavy_in_flight: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -47,13 +49,15 @@ impl Metrics {
         let store_revision = Gauge::<i64, AtomicI64>::default();
         let store_commit = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         let rejected_overload = Counter::default();
+        let heavy_in_flight = Gauge::default();
         registry.register("flotilla_apiserver_requests", "API requests by verb, resource and HTTP code", requests.clone());
         registry.register("flotilla_apiserver_request_duration_seconds", "API request latency (watches: until the stream opens)", latency.clone());
         registry.register("flotilla_apiserver_open_watches", "Watch streams currently open", open_watches.clone());
         registry.register("flotilla_store_revision", "The store's current revision", store_revision.clone());
         registry.register("flotilla_store_commit_duration_seconds", "Time to commit one write to the store, as the API server sees it", store_commit.clone());
         registry.register("flotilla_apiserver_rejected_overload", "Requests answered 429 because too many were in flight", rejected_overload.clone());
-        Metrics { registry, requests, latency, open_watches, store_revision, store_commit, rejected_overload }
+        registry.register("flotilla_apiserver_heavy_requests_in_flight", "Requests whose expensive part (a JSON or strategic merge patch) runs on the blocking pool now", heavy_in_flight.clone());
+        Metrics { registry, requests, latency, open_watches, store_revision, store_commit, rejected_overload, heavy_in_flight }
     }
 
     pub fn render(&self) -> String {

@@ -1188,7 +1188,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
             let (obj, owned) = server_side_apply(ctx, Some(&old), &config)?;
             (obj, Some(owned))
         } else {
-            (crate::patching::apply(ctx, kind, &base, &patch_doc)?, None)
+            (crate::patching::apply(ctx, kind, &base, &patch_doc).await?, None)
         };
         if let Some(want) = meta::meta_str(&patched, "resourceVersion").filter(|s| !s.is_empty()) {
             if meta::meta_str(&base, "resourceVersion") != Some(want) {

@@ -65,18 +65,30 @@ pub(crate) fn apply_config(ctx: &Ctx, patch_doc: &Value) -> ApiResult<Value> {
     Ok(cfg)
 }
 
-/// The object after `patch`, before the write pipeline checks it.
-pub(crate) fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
+/// The object after `patch`, before the write pipeline checks it. JSON and strategic merge
+/// patches, whose cost grows with what they ask for rather than with their size, are applied
+/// on the blocking pool, a few at a time ([`crate::server::Inner::heavy`]): one expensive patch
+/// never holds up the requests the async workers serve.
+pub(crate) async fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
     match kind {
-        BodyType::JsonPatch => patch::json_patch(current, patch_doc).map_err(patch_error),
+        BodyType::JsonPatch => {
+            let (current, patch_doc) = (current.clone(), patch_doc.clone());
+            ctx.inner.off_the_workers(move || patch::json_patch(&current, &patch_doc).map_err(patch_error)).await
+        }
         BodyType::MergePatch => Ok(patch::merge_patch(current, patch_doc)),
         BodyType::StrategicMergePatch => {
             let (group, version, kind) = match ctx.path.subresource.as_deref() {
                 Some("scale") => ("autoscaling", "v1", "Scale"),
                 _ => (ctx.info.group.as_str(), ctx.info.version.as_str(), ctx.info.kind.as_str()),
             };
-            let schema = PatchSchema::builtin().kind(group, version, kind);
-            patch::strategic_merge_patch(current, patch_doc, schema).map_err(patch_error)
+            let (group, version, kind) = (group.to_string(), version.to_string(), kind.to_string());
+            let (current, patch_doc) = (current.clone(), patch_doc.clone());
+            ctx.inner
+                .off_the_workers(move || {
+                    let schema = PatchSchema::builtin().kind(&group, &version, &kind);
+                    patch::strategic_merge_patch(&current, &patch_doc, schema).map_err(patch_error)
+                })
+                .await
         }
         BodyType::ApplyYaml => Ok(patch::merge_patch(current, &apply_config(ctx, patch_doc)?)),
         _ => Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"])),

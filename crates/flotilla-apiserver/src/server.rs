@@ -103,10 +103,27 @@ pub(crate) struct Inner {
     /// The key TokenRequest tokens are signed with, read from the store (or made) on first use.
     sa_key: tokio::sync::OnceCell<Arc<crate::service_account_jwt::SigningKey>>,
     in_flight: Semaphore,
+    /// Permits for work whose cost the request controls (JSON and strategic merge patches): one
+    /// per core, run on the blocking pool.
+    heavy: Arc<Semaphore>,
     ready: AtomicBool,
 }
 
 impl Inner {
+    /// Runs `work` on the blocking pool once one of [`Inner::heavy`]'s permits is free.
+    pub(crate) async fn off_the_workers<T: Send + 'static>(&self, work: impl FnOnce() -> ApiResult<T> + Send + 'static) -> ApiResult<T> {
+        let permit = self.heavy.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("the server is shutting down"))?;
+        let gauge = self.metrics.heavy_in_flight.clone();
+        gauge.inc();
+        let result = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await;
+        gauge.dec();
+        result.map_err(|e| ApiError::internal(format!("a worker failed: {e}")))?
+    }
+
     /// The service account token signing key (ADR 0015).
     pub(crate) async fn service_account_key(&self) -> ApiResult<Arc<crate::service_account_jwt::SigningKey>> {
         self.sa_key
@@ -160,6 +177,7 @@ impl ApiServer {
                 openapi_v2: Default::default(),
                 sa_key: tokio::sync::OnceCell::new(),
                 in_flight,
+                heavy: Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))),
                 ready: AtomicBool::new(false),
             }),
         }
