@@ -392,6 +392,15 @@ fn override_policy_validation() {
         )]
     );
     let rule = |overriders: Value| check(json!({"overrideRules": [{"overriders": overriders}]}));
+    // Flotilla's rule beyond Karmada's: no override moves an object or renames it.
+    for path in ["/metadata/namespace", "/metadata/name", "/metadata", ""] {
+        assert_eq!(
+            rule(json!({"plaintext": [{"path": path, "operator": "replace", "value": "kube-system"}]})),
+            [("spec.overrideRules[0].overriders.plaintext[0].path".into(), "an override may not change the object's namespace or name".into())],
+            "{path:?}"
+        );
+    }
+    assert!(rule(json!({"plaintext": [{"path": "/metadata/labels/a", "operator": "add", "value": "b"}]})).is_empty());
     assert_eq!(
         rule(
             json!({"imageOverrider": [{"predicate": {"path": "spec/x"}, "component": "Tag", "operator": "replace", "value": "v2"}]})

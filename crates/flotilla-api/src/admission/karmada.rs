@@ -907,6 +907,14 @@ pub fn validate_override_spec(spec: &OverrideSpec) -> Vec<FieldError> {
             }
             errs.extend(validate_patch_operations(json, &at.child("json")));
             errs.extend(validate_patch_operations(yaml, &at.child("yaml")));
+            if moves_the_object(&field.field_path) {
+                errs.push(FieldError::new(at.child("fieldPath"), Reason::Forbidden, PLACEMENT_FORBIDDEN));
+            }
+        }
+        for (j, plaintext) in rule.overriders.plaintext.iter().flatten().enumerate() {
+            if moves_the_object(&plaintext.path) {
+                errs.push(FieldError::new(overriders.child("plaintext").index(j).child("path"), Reason::Forbidden, PLACEMENT_FORBIDDEN));
+            }
         }
         if let Some(target) = &rule.target_cluster {
             errs.extend(validate_cluster_affinity(
@@ -916,6 +924,17 @@ pub fn validate_override_spec(spec: &OverrideSpec) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// Flotilla's rule beyond Karmada's: overrides may not move an object to another namespace or
+/// rename it (the binding controller refuses such an override at render too, whatever path
+/// reaches those fields).
+const PLACEMENT_FORBIDDEN: &str = "an override may not change the object's namespace or name";
+
+/// A JSON pointer that replaces the object's namespace or name: the root, `/metadata`, or
+/// either field.
+fn moves_the_object(pointer: &str) -> bool {
+    matches!(pointer.trim_end_matches('/'), "" | "/metadata" | "/metadata/namespace" | "/metadata/name")
 }
 
 fn validate_patch_operations(operations: &[PatchOperation], at: &FieldPath) -> Vec<FieldError> {

@@ -249,7 +249,17 @@ impl AppliedOverrides {
     }
 }
 
+/// The namespace and name an object is placed under.
+fn placement_of(obj: &Value) -> (Option<&str>, Option<&str>) {
+    let s = |p: &str| obj.pointer(p).and_then(Value::as_str);
+    (s("/metadata/namespace"), s("/metadata/name"))
+}
+
 /// Applies `chosen` (from [`applicable`]) to `manifest`. On error `manifest` is left as it was.
+///
+/// Flotilla's rule beyond Karmada's: an override may not move a namespaced object to another
+/// namespace or rename it (an OverridePolicy in `team` must not place anything in the
+/// member's `kube-system`); such a rule is refused like one that does not apply.
 pub fn apply(manifest: &mut Value, chosen: &[ChosenOverride]) -> Result<AppliedOverrides, OverrideError> {
     let mut work = manifest.clone();
     let mut applied = AppliedOverrides::default();
@@ -311,14 +321,36 @@ fn apply_rule(obj: &mut Value, rule: &ChosenOverride) -> Result<(), OverrideErro
             patch::apply(obj, &ops).map_err(fail(kind, i))?;
         }
     }
+    let (namespace, name) = placement_of(obj);
+    let placed = (namespace.map(str::to_string), name.map(str::to_string));
     for (i, ov) in o.field_overrider.iter().flatten().enumerate() {
         field::apply(obj, ov).map_err(fail(OverriderKind::FieldOverrider, i))?;
+        keeps_placement(obj, &placed).map_err(fail(OverriderKind::FieldOverrider, i))?;
     }
     for (i, ov) in o.plaintext.iter().flatten().enumerate() {
         let op = patch::PatchOp::new(ov.operator, ov.path.clone(), ov.value.clone().unwrap_or(Value::Null));
         patch::apply(obj, &[op]).map_err(fail(OverriderKind::Plaintext, i))?;
+        keeps_placement(obj, &placed).map_err(fail(OverriderKind::Plaintext, i))?;
     }
     Ok(())
+}
+
+/// Flotilla's rule beyond Karmada's: an override may not move a namespaced object to another
+/// namespace or rename it (an OverridePolicy in `team` must not place anything in a member's
+/// `kube-system`, nor overwrite another object of its namespace); such an override is refused
+/// like one that does not apply.
+fn keeps_placement(obj: &Value, (namespace, name): &(Option<String>, Option<String>)) -> Result<(), String> {
+    let Some(ns) = namespace.as_deref().filter(|ns| !ns.is_empty()) else { return Ok(()) };
+    let (now_ns, now_name) = placement_of(obj);
+    if now_ns == Some(ns) && now_name == name.as_deref() {
+        return Ok(());
+    }
+    Err(format!(
+        "an override may not change a namespaced object's namespace or name (from {ns}/{} to {}/{})",
+        name.as_deref().unwrap_or_default(),
+        now_ns.unwrap_or_default(),
+        now_name.unwrap_or_default()
+    ))
 }
 
 /// JSON as Go's `encoding/json` writes it: serde's compact text with `<`, `>`, `&`, U+2028 and

@@ -182,7 +182,13 @@ pub fn apply_overrides(obj: &Value, overrides: &[ClusterOverrides], cluster: &st
         }
         ops.push(patch);
     }
-    flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })
+    let patched = flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })?;
+    // Whatever path reached them (`/metadata`, the root), the object stays where it was.
+    let placement = |v: &Value| (v.pointer("/metadata/namespace").cloned(), v.pointer("/metadata/name").cloned());
+    if placement(&patched) != placement(obj) {
+        return Err(OverrideError::Apply { cluster: cluster.into(), message: "an override may not change the object's namespace or name".into() });
+    }
+    Ok(patched)
 }
 
 /// The spec of a federated object (`spec` may be absent on a hand-made object).
@@ -510,6 +516,11 @@ mod tests {
         assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { .. })));
         let fd = with(json!([{"path": "/spec/replicas", "op": "move", "value": 1}]));
         assert!(matches!(run(&fd, "member1"), Err(OverrideError::BadOp { .. })));
+        // Beyond KubeFed's forbidden paths: whatever path reaches them, the namespace and name
+        // stay (replacing all of metadata cannot move the object).
+        let moved = run(&federated(), "member1").unwrap();
+        let fd = with(json!([{"path": "/metadata", "value": {"name": moved["metadata"]["name"], "namespace": "kube-system"}}]));
+        assert!(matches!(run(&fd, "member1"), Err(OverrideError::Apply { message, .. }) if message.contains("namespace or name")));
     }
 
     #[test]
