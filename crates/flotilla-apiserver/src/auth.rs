@@ -220,6 +220,8 @@ pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: 
         }
     };
     let status = match authz.authorize(who, &attrs) {
+        // An empty reason is left out, as Go's omitempty leaves it out.
+        Decision::Allow(reason) if reason.is_empty() => json!({"allowed": true}),
         Decision::Allow(reason) => json!({"allowed": true, "reason": reason}),
         Decision::Deny(reason) => json!({"allowed": false, "denied": true, "reason": reason}),
     };

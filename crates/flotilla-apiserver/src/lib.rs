@@ -35,6 +35,7 @@ mod openapi_v2;
 mod patching;
 mod protobuf;
 pub mod rbac;
+mod rbac_bootstrap;
 pub mod pki;
 pub mod request;
 pub mod resources;

@@ -737,19 +737,53 @@ pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &s
 /// Replace an object's spec with `desired`'s if it differs (internal callers: installing CRDs).
 /// Returns whether it changed.
 pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, version: &str, plural: &str, name: &str, desired: &Value) -> ApiResult<bool> {
+    let spec = desired.get("spec").cloned().unwrap_or(Value::Null);
+    update_internal(inner, (group, version, plural), None, name, |obj| obj["spec"] = spec.clone()).await
+}
+
+/// The object `name` as stored, or None (internal callers: the bootstrap policy).
+pub(crate) async fn get_internal(inner: &Arc<Inner>, (group, version, plural): (&str, &str, &str), namespace: Option<&str>, name: &str) -> ApiResult<Option<Value>> {
+    let ctx = internal_ctx(inner, (group, version, plural), namespace, name)?;
+    match read(&ctx, name).await {
+        Ok((v, _)) => Ok(Some(v)),
+        Err(e) if e.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn internal_ctx(inner: &Arc<Inner>, (group, version, plural): (&str, &str, &str), namespace: Option<&str>, name: &str) -> ApiResult<Ctx> {
     let info = inner.registry.catalog().lookup(group, version, plural).ok_or_else(ApiError::no_route)?;
-    let ctx = Ctx {
+    Ok(Ctx {
         inner: inner.clone(),
         info,
-        path: ResourcePath { group: group.into(), version: version.into(), resource: plural.into(), name: Some(name.into()), ..Default::default() },
+        path: ResourcePath {
+            group: group.into(),
+            version: version.into(),
+            namespace: namespace.map(Into::into),
+            resource: plural.into(),
+            name: Some(name.into()),
+            ..Default::default()
+        },
         query: Query::default(),
         identity: Identity::user("system:apiserver", &["system:masters"]),
         user_agent: None,
-    };
+    })
+}
+
+/// Change the stored object `name` with `change` through the update pipeline, retrying on
+/// conflicts (internal callers). Returns whether anything changed.
+pub(crate) async fn update_internal(
+    inner: &Arc<Inner>,
+    resource: (&str, &str, &str),
+    namespace: Option<&str>,
+    name: &str,
+    change: impl Fn(&mut Value),
+) -> ApiResult<bool> {
+    let ctx = internal_ctx(inner, resource, namespace, name)?;
     for _ in 0..8 {
         let (old, rev) = read(&ctx, name).await?;
         let mut new = old.clone();
-        new["spec"] = desired.get("spec").cloned().unwrap_or(Value::Null);
+        change(&mut new);
         let mut warnings = Vec::new();
         let prepared = prepare_update(&ctx, &old, new, &mut warnings, None)?;
         if prepared.noop {

@@ -169,6 +169,21 @@ struct Tokens {
 pub struct Rbac {
     index: RwLock<Arc<Index>>,
     tokens: RwLock<Arc<Tokens>>,
+    /// The bootstrap policy is in the store ([`crate::rbac_bootstrap`]): what every
+    /// authenticated user may do comes from its bindings. Without it (a simulated member) the
+    /// same permissions are built in.
+    policy_stored: std::sync::atomic::AtomicBool,
+}
+
+impl Rbac {
+    pub(crate) fn set_policy_stored(&self, stored: bool) {
+        self.policy_stored.store(stored, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The built-in bootstrap rules, when the policy is not stored.
+    fn built_in(&self) -> Vec<(&'static str, Vec<Rule>)> {
+        if self.policy_stored.load(std::sync::atomic::Ordering::Acquire) { Vec::new() } else { bootstrap_rules() }
+    }
 }
 
 /// Requests every authenticated user may make (kube-apiserver's system:discovery,
@@ -380,6 +395,12 @@ impl Rule {
     }
 }
 
+/// Whether the rules `have` (JSON) grant everything `rule` grants.
+pub(crate) fn covered(have: &[Value], rule: &Value) -> bool {
+    let owner: Vec<Rule> = have.iter().map(Rule::from).collect();
+    uncovered(&owner, &[Rule::from(rule)]).is_empty()
+}
+
 /// The sub-rules of `servant` that no rule of `owner` covers (RBAC's `Covers`).
 fn uncovered(owner: &[Rule], servant: &[Rule]) -> Vec<Rule> {
     servant.iter().flat_map(Rule::breakdown).filter(|sub| !owner.iter().any(|o| o.covers(sub))).collect()
@@ -436,12 +457,13 @@ impl Authorizer for Rbac {
         }
         let idx = self.index.read().clone();
         let mut cluster: Vec<(String, Vec<Rule>)> = Vec::new();
-        if who.groups.iter().any(|g| g == "system:masters") {
+        // With the policy stored, its cluster-admin binding names system:masters.
+        if who.groups.iter().any(|g| g == "system:masters") && !self.policy_stored.load(std::sync::atomic::Ordering::Acquire) {
             let all = Rule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..Rule::default() };
             let urls = Rule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..Rule::default() };
             cluster.push(("cluster-admin".into(), vec![all, urls]));
         }
-        cluster.extend(bootstrap_rules().into_iter().map(|(name, rules)| (name.to_string(), rules)));
+        cluster.extend(self.built_in().into_iter().map(|(name, rules)| (name.to_string(), rules)));
         for b in &idx.cluster_bindings {
             if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) {
                 cluster.push((b.name.clone(), self.rules_for(&idx, b)));
@@ -468,13 +490,16 @@ impl Authorizer for Rbac {
             return Decision::Deny("anonymous requests are not allowed".into());
         }
         if who.groups.iter().any(|g| g == "system:masters") {
-            return Decision::Allow("the system:masters group".into());
+            // kube-apiserver's privileged-group authorizer gives no reason.
+            return Decision::Allow(String::new());
         }
-        if always_allowed(what) {
+        let built_in = !self.policy_stored.load(std::sync::atomic::Ordering::Acquire);
+        if built_in && always_allowed(what) {
             return Decision::Allow("allowed to every authenticated user".into());
         }
         // kube-apiserver's system:service-account-issuer-discovery, bound to every service account.
-        if who.groups.iter().any(|g| g == "system:serviceaccounts")
+        if built_in
+            && who.groups.iter().any(|g| g == "system:serviceaccounts")
             && what.verb == "get"
             && matches!(what.path.as_deref(), Some("/.well-known/openid-configuration" | "/openid/v1/jwks"))
         {
@@ -503,8 +528,8 @@ impl Rbac {
     /// naming `who` and, in a namespace, its RoleBindings naming `who`.
     fn held(&self, who: &Identity, namespace: &str) -> Vec<Rule> {
         let idx = self.index.read().clone();
-        let mut out: Vec<Rule> = bootstrap_rules().into_iter().flat_map(|(_, r)| r).collect();
-        if who.groups.iter().any(|g| g == "system:serviceaccounts") {
+        let mut out: Vec<Rule> = self.built_in().into_iter().flat_map(|(_, r)| r).collect();
+        if who.groups.iter().any(|g| g == "system:serviceaccounts") && !self.policy_stored.load(std::sync::atomic::Ordering::Acquire) {
             out.push(Rule { verbs: vec!["get".into()], non_resource_urls: vec!["/.well-known/openid-configuration".into(), "/openid/v1/jwks".into()], ..Rule::default() });
         }
         for b in &idx.cluster_bindings {

@@ -70,6 +70,10 @@ pub struct ApiServerConfig {
     pub crd_retry: Duration,
     pub authorization: AuthorizationMode,
     pub version: VersionInfo,
+    /// Create and reconcile kube-apiserver's bootstrap RBAC policy (and Karmada's view/edit
+    /// roles) at start-up ([`crate::rbac_bootstrap`]); off, the permissions every
+    /// authenticated user has are built in (simulated members).
+    pub bootstrap_rbac: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -84,6 +88,7 @@ impl Default for ApiServerConfig {
             crd_retry: Duration::from_secs(1),
             authorization: AuthorizationMode::default(),
             version: VersionInfo::default(),
+            bootstrap_rbac: true,
         }
     }
 }
@@ -206,6 +211,10 @@ impl ApiServer {
                 Err(e) => return Err(e),
             }
         }
+        if self.inner.config.bootstrap_rbac {
+            crate::rbac_bootstrap::install(&self.inner).await?;
+        }
+        self.inner.rbac.set_policy_stored(self.inner.config.bootstrap_rbac);
         crate::crd::sync(&self.inner).await?;
         tokio::spawn(crate::crd::run(Arc::downgrade(&self.inner), self.inner.config.crd_retry));
         self.inner.rbac.reload(self.inner.store.as_ref()).await?;

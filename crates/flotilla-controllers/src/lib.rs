@@ -10,6 +10,7 @@ pub mod application_failover;
 pub mod binding;
 pub mod bindings;
 pub mod cluster;
+pub mod clusterrole_aggregation;
 pub mod cluster_status;
 pub mod dependencies;
 pub mod detector;

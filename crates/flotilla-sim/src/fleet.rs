@@ -303,7 +303,7 @@ impl Fleet {
                     if let Some(d) = &dir {
                         std::fs::create_dir_all(d).map_err(|source| FleetError::Write { path: d.display().to_string(), source })?;
                     }
-                    let api_config = ApiServerConfig { max_in_flight: 100, ..ApiServerConfig::default() };
+                    let api_config = ApiServerConfig { max_in_flight: 100, bootstrap_rbac: false, ..ApiServerConfig::default() };
                     Ok::<Member, FleetError>(Member::start(m, dir.as_deref(), api_config).await?)
                 });
             }

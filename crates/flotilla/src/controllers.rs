@@ -15,6 +15,8 @@ pub fn start(api: &ApiServer, settings: &crate::federation_args::FederationArgs)
     set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
     let c = client(api, "system:flotilla:garbage-collector");
     set.spawn(flotilla_controllers::garbage_collector::run(c, settings.garbage_collector()));
+    let c = client(api, "system:flotilla:clusterrole-aggregation-controller");
+    set.spawn(flotilla_controllers::clusterrole_aggregation::run(c));
     start_federation(&mut set, settings, |name| client(api, &format!("system:flotilla:{name}")));
     set
 }

@@ -27,7 +27,7 @@ const KubernetesVersion = "v1.37.2"
 var DefaultControllers = []string{
 	"deployment", "replicaset", "statefulset", "daemonset", "job", "cronjob",
 	"endpointslice", "namespace", "garbagecollector", "serviceaccount",
-	"serviceaccount-token", "podgc",
+	"serviceaccount-token", "podgc", "clusterrole-aggregation",
 }
 
 // Config is everything needed to (re)start one member; it is written once by `up` and read
