@@ -102,10 +102,11 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
 
     // Join with the least-privilege identity.
     let opts = JoinOptions { cluster: name.into(), token_wait: Duration::from_secs(10), token_lifetime: Duration::from_secs(3600), ..Default::default() };
-    let (token, member_id) = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    let creds = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    let token = creds.token.clone();
     let kubeconfig = kube::config::Kubeconfig::read_from(&m.kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-    register(&client, &opts, &MemberEndpoint::from_config(&config), &token, member_id).await.unwrap();
+    register(&client, &opts, &MemberEndpoint::from_config(&config), &creds).await.unwrap();
 
     let clients = Arc::new(Clients::default());
     cp.controllers.spawn(cluster::run(client.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
@@ -247,9 +248,10 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     accounts.delete(&format!("karmada-{name}"), &DeleteParams::default()).await.unwrap();
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(member.clone(), "karmada-cluster");
     eventually("the old token to be revoked", || async { secrets.get_opt(&format!("karmada-{name}-token")).await.ok()?.is_none().then_some(()) }).await;
-    let (new_token, member_id) = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    let new_creds = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+    let new_token = new_creds.token.clone();
     assert_ne!(new_token, token);
-    register(&client, &opts, &MemberEndpoint::from_config(&config), &new_token, member_id).await.unwrap();
+    register(&client, &opts, &MemberEndpoint::from_config(&config), &new_creds).await.unwrap();
     let old_uid = cms.get("settings").await.unwrap().uid();
     cms.delete("settings", &DeleteParams::default()).await.unwrap();
     eventually("the ConfigMap to come back after the re-join", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) }).await;

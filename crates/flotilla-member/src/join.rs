@@ -6,8 +6,15 @@
 //! `*` on `*`, the role grants only what propagation needs ([`DEFAULT_KINDS`] plus
 //! `--allow-kinds`) and read access to nodes and pods for the status summaries.
 //!
+//! The cluster proxy gets an identity of its own (Karmada's impersonator): service account
+//! `karmada-impersonator-<cluster>` whose ClusterRole grants only `impersonate` on users, groups
+//! and service accounts, so that a proxied request is made as the caller and the member's RBAC
+//! decides what the caller sees.
+//!
 //! On the control plane: Secret `karmada-cluster/<cluster>` with `token` and `caBundle` (the
-//! layout Karmada's tools read), and the `Cluster` object referencing it.
+//! layout Karmada's tools read), Secret `karmada-cluster/<cluster>-impersonator` with the
+//! impersonator's `token`, and the `Cluster` object referencing both (`secretRef`,
+//! `impersonatorSecretRef`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -55,6 +62,44 @@ pub fn role_name(cluster: &str) -> String {
 }
 fn token_secret_name(cluster: &str) -> String {
     format!("karmada-{cluster}-token")
+}
+/// The cluster proxy's identity in the member (service account, ClusterRole and binding).
+pub fn impersonator_name(cluster: &str) -> String {
+    format!("karmada-impersonator-{cluster}")
+}
+fn impersonator_token_secret_name(cluster: &str) -> String {
+    format!("karmada-impersonator-{cluster}-token")
+}
+/// The control plane's Secret holding the impersonator's token.
+pub fn impersonator_secret_name(cluster: &str) -> String {
+    format!("{cluster}-impersonator")
+}
+
+/// The only rule of the impersonator's role: acting as a user, a group or a service account.
+pub fn impersonator_rules() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["users".into(), "groups".into(), "serviceaccounts".into()]),
+        verbs: vec!["impersonate".into()],
+        ..Default::default()
+    }]
+}
+
+/// What `prepare_member` made in the member and `register` stores on the control plane.
+#[derive(Clone)]
+pub struct MemberCredentials {
+    /// Flotilla's (least-privilege) identity.
+    pub token: String,
+    /// The cluster proxy's identity, which may only impersonate.
+    pub impersonator_token: String,
+    /// The member's id (the `kube-system` namespace UID).
+    pub id: Option<String>,
+}
+
+impl std::fmt::Debug for MemberCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberCredentials").field("id", &self.id).finish_non_exhaustive()
+    }
 }
 
 /// `resource.group` (or `resource` for the core group) → `(group, resource)`.
@@ -161,9 +206,9 @@ fn apply_params() -> PatchParams {
     PatchParams::apply(MANAGER).force()
 }
 
-/// Create (or bring up to date) Flotilla's identity in the member; returns its token and the
-/// member's id (the `kube-system` namespace UID).
-pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress: &mut dyn FnMut(&str)) -> Result<(String, Option<String>), MemberError> {
+/// Create (or bring up to date) Flotilla's identity and the cluster proxy's in the member;
+/// returns their tokens and the member's id (the `kube-system` namespace UID).
+pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress: &mut dyn FnMut(&str)) -> Result<MemberCredentials, MemberError> {
     let c = opts.cluster.as_str();
     let namespaces: Api<Namespace> = Api::all(member.clone());
     let id = namespaces.get_opt("kube-system").await.map_err(api_err(c, "reading namespace kube-system"))?.and_then(|n| n.metadata.uid);
@@ -193,18 +238,31 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
     bindings.patch(&role_name(c), &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the cluster role"))?;
     progress(&format!("member: cluster role {} ({} rules, no wildcards)", role_name(c), role.rules.as_ref().map_or(0, Vec::len)));
+    let token = service_account_token(member, opts, &sa_name, &token_secret_name(c), progress).await?;
 
-    let token = service_account_token(member, opts, progress).await?;
-    Ok((token, id))
+    let imp = impersonator_name(c);
+    let sa = ServiceAccount { metadata: ObjectMeta { name: Some(imp.clone()), ..Default::default() }, ..Default::default() };
+    sas.patch(&imp, &apply_params(), &Patch::Apply(&sa)).await.map_err(api_err(c, "creating the impersonator service account"))?;
+    let role = ClusterRole { metadata: ObjectMeta { name: Some(imp.clone()), ..Default::default() }, rules: Some(impersonator_rules()), ..Default::default() };
+    roles.patch(&imp, &apply_params(), &Patch::Apply(&role)).await.map_err(api_err(c, "creating the impersonator's cluster role"))?;
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta { name: Some(imp.clone()), ..Default::default() },
+        role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: imp.clone() },
+        subjects: Some(vec![Subject { kind: "ServiceAccount".into(), name: imp.clone(), namespace: Some(CLUSTER_NAMESPACE.into()), ..Default::default() }]),
+    };
+    bindings.patch(&imp, &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the impersonator's cluster role"))?;
+    progress(&format!("member: cluster proxy identity {CLUSTER_NAMESPACE}/{imp} (impersonate only)"));
+    let impersonator_token = service_account_token(member, opts, &imp, &impersonator_token_secret_name(c), progress).await?;
+    Ok(MemberCredentials { token, impersonator_token, id })
 }
 
 /// A long-lived token: the member's token controller fills a `kubernetes.io/service-account-token`
 /// Secret; without one (no controller manager) a TokenRequest of `token_lifetime`.
-async fn service_account_token(member: &kube::Client, opts: &JoinOptions, progress: &mut dyn FnMut(&str)) -> Result<String, MemberError> {
+async fn service_account_token(member: &kube::Client, opts: &JoinOptions, sa_name: &str, secret_name: &str, progress: &mut dyn FnMut(&str)) -> Result<String, MemberError> {
     let c = opts.cluster.as_str();
-    let sa_name = service_account_name(c);
+    let sa_name = sa_name.to_string();
     let secrets: Api<Secret> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
-    let name = token_secret_name(c);
+    let name = secret_name.to_string();
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -248,8 +306,9 @@ async fn service_account_token(member: &kube::Client, opts: &JoinOptions, progre
     Ok(token)
 }
 
-/// Store the credential and create (or update) the Cluster on the control plane.
-pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint: &MemberEndpoint, token: &str, id: Option<String>) -> Result<Cluster, MemberError> {
+/// Store the credentials and create (or update) the Cluster on the control plane.
+pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint: &MemberEndpoint, creds: &MemberCredentials) -> Result<Cluster, MemberError> {
+    let (token, id) = (creds.token.as_str(), creds.id.clone());
     let c = opts.cluster.as_str();
     let namespaces: Api<Namespace> = Api::all(control_plane.clone());
     let ns = Namespace { metadata: ObjectMeta { name: Some(CLUSTER_NAMESPACE.into()), ..Default::default() }, ..Default::default() };
@@ -267,6 +326,14 @@ pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint
     };
     let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), CLUSTER_NAMESPACE);
     secrets.patch(c, &apply_params(), &Patch::Apply(&secret)).await.map_err(api_err(c, "storing the member credential"))?;
+    let imp = impersonator_secret_name(c);
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some(imp.clone()), namespace: Some(CLUSTER_NAMESPACE.into()), ..Default::default() },
+        type_: Some("Opaque".into()),
+        data: Some([("token".to_string(), ByteString(creds.impersonator_token.as_bytes().to_vec()))].into()),
+        ..Default::default()
+    };
+    secrets.patch(&imp, &apply_params(), &Patch::Apply(&secret)).await.map_err(api_err(c, "storing the cluster proxy's credential"))?;
     let cluster = cluster_object(opts, endpoint, id);
     let clusters: Api<Cluster> = Api::all(control_plane.clone());
     let mut value = serde_json::to_value(&cluster).map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
@@ -287,6 +354,7 @@ fn cluster_object(opts: &JoinOptions, endpoint: &MemberEndpoint, id: Option<Stri
         sync_mode: ClusterSyncMode::Push,
         api_endpoint: Some(endpoint.server.clone()),
         secret_ref: Some(LocalSecretReference { namespace: CLUSTER_NAMESPACE.into(), name: c.to_string() }),
+        impersonator_secret_ref: Some(LocalSecretReference { namespace: CLUSTER_NAMESPACE.into(), name: impersonator_secret_name(c) }),
         insecure_skip_tls_verification: endpoint.insecure.then_some(true),
         proxy_url: endpoint.proxy_url.clone(),
         provider: opts.provider.clone(),
@@ -300,7 +368,8 @@ fn cluster_object(opts: &JoinOptions, endpoint: &MemberEndpoint, id: Option<Stri
     cluster
 }
 
-/// Remove Flotilla's identity from the member (service account, role, binding, token secret).
+/// Remove Flotilla's identity and the cluster proxy's from the member (service accounts, roles,
+/// bindings, token secrets).
 /// The `karmada-cluster` namespace stays when anything else lives in it.
 pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), MemberError> {
     let ignore_404 = |r: Result<(), kube::Error>| match r {
@@ -316,6 +385,11 @@ pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), Me
     ignore_404(secrets.delete(&token_secret_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the token secret"))?;
     let sas: Api<ServiceAccount> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
     ignore_404(sas.delete(&service_account_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the service account"))?;
+    let imp = impersonator_name(cluster);
+    ignore_404(bindings.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's binding"))?;
+    ignore_404(roles.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's role"))?;
+    ignore_404(secrets.delete(&impersonator_token_secret_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's token secret"))?;
+    ignore_404(sas.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator service account"))?;
     Ok(())
 }
 

@@ -6,8 +6,8 @@
 //! When the Cluster has an `impersonatorSecretRef` (clusters Karmada's tools registered), the
 //! request authenticates with that token and impersonates the caller (`Impersonate-User`, and
 //! `Impersonate-Group` for each group but `system:authenticated`/`system:unauthenticated`), as
-//! Karmada does: the member's RBAC then applies to the caller. Without one (`flotilla join`
-//! creates none: its identity is least-privilege and cannot impersonate) the member sees
+//! Karmada does: the member's RBAC then applies to the caller. `flotilla join` creates one (an
+//! identity that may only impersonate); a Cluster registered without one is reached as
 //! Flotilla's identity and only the control plane's `clusters/proxy` check applies (ADR 0006).
 
 use std::time::Duration;

@@ -75,7 +75,7 @@ pub async fn join_member(m: &MemberConfig, kubeconfig: &Path, cp: &kube::Client)
         token_lifetime: Duration::from_secs(365 * 24 * 3600),
         ..Default::default()
     };
-    let (token, id) = join::prepare_member(&member, &opts, &mut |_| {}).await.with_context(|| format!("prepare member {}", m.name))?;
-    join::register(cp, &opts, &endpoint, &token, id).await.with_context(|| format!("register member {}", m.name))?;
+    let creds = join::prepare_member(&member, &opts, &mut |_| {}).await.with_context(|| format!("prepare member {}", m.name))?;
+    join::register(cp, &opts, &endpoint, &creds).await.with_context(|| format!("register member {}", m.name))?;
     Ok(())
 }

@@ -136,9 +136,9 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
         token_lifetime: Duration::from_secs(args.token_lifetime_seconds),
     };
     println!("joining {} ({})", args.name, endpoint.server);
-    let (token, id) = join::prepare_member(&member, &opts, &mut |line| println!("  {line}")).await?;
-    join::register(&control_plane, &opts, &endpoint, &token, id).await?;
-    println!("  control plane: Secret karmada-cluster/{0} and Cluster {0} written", args.name);
+    let creds = join::prepare_member(&member, &opts, &mut |line| println!("  {line}")).await?;
+    join::register(&control_plane, &opts, &endpoint, &creds).await?;
+    println!("  control plane: Secrets karmada-cluster/{0} and karmada-cluster/{0}-impersonator, Cluster {0} written", args.name);
     println!("cluster {} joined; watch it become Ready with: kubectl get clusters", args.name);
     Ok(())
 }

@@ -98,15 +98,30 @@ fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}]}"#;
     ok(&kc, &["apply", "-f", "-"], Some(rbac));
     let bob = token_kubeconfig(&kc, cp.dir.path(), "bob", "bob-token");
+    // Through Flotilla's check, the member judges bob (the proxy impersonates him there): it
+    // grants him nothing yet, then reading namespaces.
+    let default_ns = format!("{PROXY}/member1/proxy/api/v1/namespaces/default");
     wait_for("bob's binding", Duration::from_secs(10), || {
-        let out = run(&bob, &["get", "--raw", &format!("{PROXY}/member1/proxy/api/v1/namespaces/default")], None);
+        let out = run(&bob, &["get", "--raw", &default_ns], None);
+        let e = String::from_utf8_lossy(&out.stderr).into_owned();
+        e.contains("User \"bob\" cannot get resource \"namespaces\"").then_some(()).ok_or(e)
+    });
+    let member1 = data.join("demo/member1.kubeconfig");
+    let member_rbac = r#"{"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "ns-reader"},
+         "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bob-reads-ns"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ns-reader"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}]}"#;
+    ok(&member1, &["apply", "-f", "-"], Some(member_rbac));
+    wait_for("the member's grant to bob", Duration::from_secs(10), || {
+        let out = run(&bob, &["get", "--raw", &default_ns], None);
         if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
     });
     let e = fails(&bob, &["get", "clusters"]);
     assert!(e.contains("Forbidden"), "the grant covers the subresource only: {e}");
 
     // `flotilla get` shows a Deployment created directly in a member, with its CLUSTER.
-    let member1 = data.join("demo/member1.kubeconfig");
     let deployment = |ns: &str, name: &str, replicas: u32| {
         format!(
             r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}}}}}"#
@@ -185,11 +200,12 @@ impl Drop for Cleanup {
     }
 }
 
-/// A Cluster with an `impersonatorSecretRef` (as Karmada's tools register them): the proxy
-/// authenticates as the impersonator and the member's RBAC decides for the caller. Needs a real
-/// member (the shared testenv); skipped without one.
+/// Security review: a user granted only `clusters/proxy` for a member listed every Secret there
+/// (Flotilla's own identity made the request). `flotilla join` now gives the cluster proxy an
+/// identity of its own that may only impersonate, so the member's RBAC decides for the caller.
+/// Needs a real member (the shared testenv); skipped without one.
 #[test]
-fn a_member_with_an_impersonator_judges_the_caller() {
+fn the_cluster_proxy_acts_as_the_caller_in_the_member() {
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let member_kc = env.members[0].kubeconfig.clone();
     let name = support::unique("pximp");
@@ -198,15 +214,9 @@ fn a_member_with_an_impersonator_judges_the_caller() {
     std::fs::write(tokens.path(), format!("dave-token,dave,u3,\"{group}\"\nerin-token,erin,u4\n")).unwrap();
     let cp = Flotilla::start_with(&["--token-auth-file", tokens.path().to_str().unwrap()]);
     let kc = cp.kubeconfig.clone();
-    // In the member: an impersonator account, and reading namespaces for the caller's group.
+    // In the member: reading namespaces for dave's group, nothing for erin.
     let member_rbac = format!(
         r#"{{"apiVersion": "v1", "kind": "List", "items": [
-        {{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {{"name": "{name}", "namespace": "karmada-cluster"}}}},
-        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {{"name": "{name}-impersonator"}},
-         "rules": [{{"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"], "verbs": ["impersonate"]}}]}},
-        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {{"name": "{name}-impersonator"}},
-         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "{name}-impersonator"}},
-         "subjects": [{{"kind": "ServiceAccount", "name": "{name}", "namespace": "karmada-cluster"}}]}},
         {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {{"name": "{name}-ns-reader"}},
          "rules": [{{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}}]}},
         {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {{"name": "{name}-devs-ns-reader"}},
@@ -234,38 +244,39 @@ fn a_member_with_an_impersonator_judges_the_caller() {
         .output()
         .unwrap();
     assert!(join.status.success(), "{}", String::from_utf8_lossy(&join.stderr));
-
     ok(&member_kc, &["apply", "-f", "-"], Some(&member_rbac));
-    let token = ok(&member_kc, &["-n", "karmada-cluster", "create", "token", &name, "--duration=1h"], None);
+    // The join made the impersonator: an identity that may only impersonate.
+    let impersonator = format!("karmada-impersonator-{name}");
+    let rules = ok(&member_kc, &["get", "clusterrole", &impersonator, "-o", "jsonpath={.rules}"], None);
+    assert_eq!(rules, r#"[{"apiGroups":[""],"resources":["users","groups","serviceaccounts"],"verbs":["impersonate"]}]"#);
+    let reference = ok(&kc, &["get", "cluster", &name, "-o", "jsonpath={.spec.impersonatorSecretRef.name}"], None);
+    assert_eq!(reference, format!("{name}-impersonator"));
 
-    // On the control plane: the impersonator's Secret, referenced by the Cluster, and
-    // clusters/proxy for both callers.
-    let secret = format!(
-        r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{name}-impersonator","namespace":"karmada-cluster"}},"stringData":{{"token":"{}"}}}}"#,
-        token.trim()
+    // On the control plane: clusters/proxy of this member only, for both callers.
+    let rbac = format!(
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {{"name": "{name}-proxy"}},
+         "rules": [{{"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "resourceNames": ["{name}"], "verbs": ["*"]}}]}},
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {{"name": "{name}-proxy"}},
+         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "{name}-proxy"}},
+         "subjects": [{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}},
+                      {{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "erin"}}]}}]}}"#
     );
-    ok(&kc, &["apply", "-f", "-"], Some(&secret));
-    let patch = format!(r#"{{"spec":{{"impersonatorSecretRef":{{"namespace":"karmada-cluster","name":"{name}-impersonator"}}}}}}"#);
-    ok(&kc, &["patch", "cluster", &name, "--type", "merge", "-p", &patch], None);
-    let rbac = r#"{"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "cluster-proxy"},
-         "rules": [{"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "verbs": ["*"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "cluster-proxy"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-proxy"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"},
-                      {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "erin"}]}]}"#;
-    ok(&kc, &["apply", "-f", "-"], Some(rbac));
+    ok(&kc, &["apply", "-f", "-"], Some(&rbac));
 
-    let path = format!("{PROXY}/{name}/proxy/api/v1/namespaces");
+    let namespaces = format!("{PROXY}/{name}/proxy/api/v1/namespaces");
+    let secrets = format!("{PROXY}/{name}/proxy/api/v1/namespaces/karmada-cluster/secrets");
     let dave = token_kubeconfig(&kc, cp.dir.path(), "dave", "dave-token");
     let erin = token_kubeconfig(&kc, cp.dir.path(), "erin", "erin-token");
-    // dave's group may view in the member; erin may not, though Flotilla's own identity could.
+    // dave's group may list namespaces in the member, and only that.
     let listed = wait_for("dave through the impersonator", Duration::from_secs(20), || {
-        let out = run(&dave, &["get", "--raw", &path], None);
+        let out = run(&dave, &["get", "--raw", &namespaces], None);
         if out.status.success() { Ok(String::from_utf8_lossy(&out.stdout).into_owned()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
     });
     assert!(listed.contains("\"kind\":\"NamespaceList\""), "{listed}");
-    let e = fails(&erin, &["get", "--raw", &path]);
+    let e = fails(&dave, &["get", "--raw", &secrets]);
+    assert!(e.contains("User \"dave\" cannot list resource \"secrets\""), "the member refused dave the secrets (its own token among them): {e}");
+    let e = fails(&erin, &["get", "--raw", &namespaces]);
     assert!(e.contains("User \"erin\" cannot list resource \"namespaces\""), "the member judged erin: {e}");
     // `_cleanup` runs before `cp` stops (unjoin needs the control plane).
 }

@@ -89,10 +89,10 @@ impl Joined {
         let member = m.client().await;
         let joined = Joined { member: member.clone(), cluster: cluster.into(), namespace: namespace.into() };
         let opts = JoinOptions { cluster: cluster.into(), token_wait: Duration::from_secs(10), token_lifetime: Duration::from_secs(3600), ..Default::default() };
-        let (token, member_id) = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
+        let creds = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
         let kubeconfig = kube::config::Kubeconfig::read_from(&m.kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-        register(client, &opts, &MemberEndpoint::from_config(&config), &token, member_id).await.unwrap();
+        register(client, &opts, &MemberEndpoint::from_config(&config), &creds).await.unwrap();
         let namespaces: Api<Namespace> = Api::all(member);
         namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap()).await.unwrap();
         joined
