@@ -1,6 +1,12 @@
 //! Serving the router over HTTPS: TLS 1.2+ (1.3 preferred) with rustls on ring, HTTP/1.1 and
 //! HTTP/2 (with a raised concurrent-stream limit: kubectl multiplexes all its watches on one
 //! connection), optional client-certificate authentication, graceful shutdown.
+//!
+//! Connections cannot be held open for free, as with kube-apiserver: a TLS handshake gets 10 s,
+//! an HTTP/1.1 request's headers (and an idle keep-alive connection's next request) 32 s, and
+//! request headers up to 1 MiB are read (HTTP/2's header list included: a long URL is answered,
+//! not met with GOAWAY). [`raise_open_file_limit`] lifts the soft open-file limit to the hard one
+//! at start-up, as the Go runtime does for kube-apiserver.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +31,12 @@ pub struct ServeConfig {
     pub keep_alive: Duration,
     /// How long in-flight requests get to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// How long an HTTP/1.1 client may take to send a request's headers, counted from when
+    /// the connection is ready for the next request (so it also closes idle keep-alive
+    /// connections). kube-apiserver: 32 s.
+    pub header_read_timeout: Duration,
+    /// How long a client may take to complete the TLS handshake.
+    pub tls_handshake_timeout: Duration,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -43,6 +55,8 @@ impl ServeConfig {
             max_concurrent_streams: 1000,
             keep_alive: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(32),
+            tls_handshake_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -130,6 +144,31 @@ pub async fn serve(router: axum::Router, cfg: ServeConfig) -> Result<Serving, Se
     serve_on(listener, router, cfg).await
 }
 
+/// The largest request head read: kube-apiserver's `MaxHeaderBytes`, 1 MiB.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
+/// Lifts the soft limit on open files to the hard one (the Go runtime does this for every Go
+/// server, kube-apiserver among them): each client connection and watch holds a descriptor,
+/// and the usual soft limit of 1,024 is soon reached. Returns the limit in force afterwards.
+#[allow(unsafe_code)]
+pub fn raise_open_file_limit() -> std::io::Result<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed by pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            limit.rlim_cur = limit.rlim_max;
+        }
+    }
+    Ok(limit.rlim_cur as u64)
+}
+
 /// Bind `addr` (port 0: any free port) without serving yet, so the caller knows the address it
 /// will serve on (`local_addr`) before it builds what it serves.
 pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
@@ -144,15 +183,25 @@ pub async fn serve_on(listener: std::net::TcpListener, router: axum::Router, cfg
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let handle = axum_server::Handle::new();
     // TCP_NODELAY: small responses must not wait for Nagle's algorithm and delayed ACKs.
-    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls).acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
+        .handshake_timeout(cfg.tls_handshake_timeout)
+        .acceptor(axum_server::accept::NoDelayAcceptor::new());
     let mut server = axum_server::from_tcp(listener)
         .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?
         .acceptor(acceptor)
         .handle(handle.clone());
     server
         .http_builder()
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(cfg.header_read_timeout)
+        .max_buf_size(MAX_HEADER_BYTES + 64 * 1024);
+    server
+        .http_builder()
         .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
         .max_concurrent_streams(cfg.max_concurrent_streams)
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
         .keep_alive_interval(Some(cfg.keep_alive))
         .keep_alive_timeout(Duration::from_secs(20));
     let task = tokio::spawn(async move { server.serve(router.into_make_service()).await.map_err(ServeError::Serve) });

@@ -35,6 +35,10 @@ pub struct UpArgs {
     /// it (ADR 0004).
     #[arg(long, default_value = "10.96.0.0/12")]
     pub service_cluster_ip_range: String,
+    /// How long an HTTP/1.1 client may take to send a request's headers, counted from when the
+    /// connection is ready for its next request: a slow or idle connection is closed after it.
+    #[arg(long, default_value = "32s", value_parser = flotilla::federation_args::parse_duration)]
+    pub header_read_timeout: Duration,
     /// How often the `default/kubernetes` Service, Endpoints and EndpointSlice are checked and
     /// put back.
     #[arg(long, default_value = "10s", value_parser = flotilla::federation_args::parse_duration)]
@@ -76,6 +80,7 @@ impl UpArgs {
             advertise_address,
             service_cluster_ip_range: "10.96.0.0/12".into(),
             kubernetes_service_interval: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(32),
             token_auth_file: None,
             authorization_mode: "RBAC".into(),
             max_requests_inflight: 400,
@@ -130,6 +135,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Handle SIGTERM from the start: a stop that arrives during start-up still shuts down
     // cleanly instead of killing the process mid-write.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    // Every connection and watch holds a descriptor: lift the soft limit as Go servers do.
+    match flotilla_apiserver::serve::raise_open_file_limit() {
+        Ok(limit) => tracing::debug!(limit, "open files"),
+        Err(e) => eprintln!("flotilla: could not raise the open-file limit ({e}); many connections may exhaust it"),
+    }
     prepare_data_dir(&args.data_dir)?;
     let path = store_path(&args.data_dir);
     let store: Arc<dyn Store> = Arc::new(
@@ -175,6 +185,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     crate::cluster_proxy::install(&api, proxy);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
+    serve_cfg.header_read_timeout = args.header_read_timeout;
     let serving = serve_on(listener, api.router(), serve_cfg).await?;
     let kubernetes_service = api.start_kubernetes_service(flotilla_apiserver::kubernetes_service::KubernetesServiceConfig {
         advertise,
