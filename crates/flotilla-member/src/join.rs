@@ -6,6 +6,10 @@
 //! `*` on `*`, the role grants only what propagation needs ([`DEFAULT_KINDS`] plus
 //! `--allow-kinds`) and read access to nodes and pods for the status summaries.
 //!
+//! Flotilla's identity may create Secrets (propagating them needs it) but not service account
+//! token Secrets, which would mint credentials for other accounts: a ValidatingAdmissionPolicy
+//! `flotilla-member-identity-<cluster>` refuses those from it (ADR 0017).
+//!
 //! The cluster proxy gets an identity of its own (Karmada's impersonator): service account
 //! `karmada-impersonator-<cluster>` whose ClusterRole grants only `impersonate` on users, groups
 //! and service accounts, so that a proxied request is made as the caller and the member's RBAC
@@ -253,7 +257,87 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     bindings.patch(&imp, &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the impersonator's cluster role"))?;
     progress(&format!("member: cluster proxy identity {CLUSTER_NAMESPACE}/{imp} (impersonate only)"));
     let impersonator_token = service_account_token(member, opts, &imp, &impersonator_token_secret_name(c), progress).await?;
+    guard_identity(member, c, progress).await?;
     Ok(MemberCredentials { token, impersonator_token, id })
+}
+
+/// The name of the admission policy (and its binding) that keeps Flotilla's member identity
+/// from minting credentials.
+pub fn guard_name(cluster: &str) -> String {
+    format!("flotilla-member-identity-{cluster}")
+}
+
+fn admission_resource(kind: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind))
+}
+
+/// RBAC cannot restrict a Secret's type: with `create secrets` (which propagating Secrets needs)
+/// Flotilla's identity could create a `kubernetes.io/service-account-token` Secret for any
+/// account — a privileged one in kube-system — and read the token the member puts in it. A
+/// ValidatingAdmissionPolicy, bound with Deny, refuses that request from Flotilla's identity
+/// only (ADR 0017). A member that does not serve ValidatingAdmissionPolicy (Kubernetes before
+/// 1.30) goes without, and join says so.
+async fn guard_identity(member: &kube::Client, c: &str, progress: &mut dyn FnMut(&str)) -> Result<(), MemberError> {
+    use kube::api::DynamicObject;
+    let name = guard_name(c);
+    let user = format!("system:serviceaccount:{CLUSTER_NAMESPACE}:{}", service_account_name(c));
+    let policy: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}]},
+            "matchConditions": [{"name": "flotilla-member-identity", "expression": format!("request.userInfo.username == '{user}'")}],
+            "validations": [{
+                "expression": "object.type != 'kubernetes.io/service-account-token'",
+                "message": "Flotilla's member identity may not create or update service account token Secrets: they would mint credentials for accounts it does not own",
+                "reason": "Forbidden",
+            }],
+        },
+    }))
+    .map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
+    let binding: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }))
+    .map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
+    let policies: Api<DynamicObject> = Api::all_with(member.clone(), &admission_resource("ValidatingAdmissionPolicy"));
+    match policies.patch(&name, &apply_params(), &Patch::Apply(&policy)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            progress("member: no ValidatingAdmissionPolicy (Kubernetes before 1.30): Flotilla's identity could create service account token Secrets there");
+            return Ok(());
+        }
+        Err(e) => return Err(api_err(c, "installing the admission policy that guards Flotilla's identity")(e)),
+    }
+    let bindings: Api<DynamicObject> = Api::all_with(member.clone(), &admission_resource("ValidatingAdmissionPolicyBinding"));
+    bindings.patch(&name, &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the admission policy that guards Flotilla's identity"))?;
+    // The member's admission plugin picks policies up from a cache: join returns once a dry run
+    // of the refused request, made as Flotilla's identity, is refused.
+    let probe = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": format!("{name}-probe"), "namespace": CLUSTER_NAMESPACE, "annotations": {"kubernetes.io/service-account.name": service_account_name(c)}}});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let req = http::Request::post(format!("/api/v1/namespaces/{CLUSTER_NAMESPACE}/secrets?dryRun=All"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header("Impersonate-User", user.as_str())
+            .body(probe.to_string().into_bytes())
+            .map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
+        match member.request::<serde_json::Value>(req).await {
+            Err(kube::Error::Api(s)) if s.message.contains("may not create or update service account token Secrets") => break,
+            // The joining user may not impersonate: nothing to wait with.
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("impersonate") => break,
+            _ if Instant::now() >= deadline => {
+                return Err(MemberError::Other { cluster: c.into(), message: format!("the admission policy {name} did not take effect within 30s") });
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    progress(&format!("member: admission policy {name} (no service account token Secrets from Flotilla's identity)"));
+    Ok(())
 }
 
 /// A long-lived token: the member's token controller fills a `kubernetes.io/service-account-token`
@@ -390,6 +474,11 @@ pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), Me
     ignore_404(roles.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's role"))?;
     ignore_404(secrets.delete(&impersonator_token_secret_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's token secret"))?;
     ignore_404(sas.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator service account"))?;
+    let guard = guard_name(cluster);
+    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+        let api: Api<kube::api::DynamicObject> = Api::all_with(member.clone(), &admission_resource(kind));
+        ignore_404(api.delete(&guard, &dp).await.map(|_| ())).map_err(api_err(cluster, format!("deleting the {kind}")))?;
+    }
     Ok(())
 }
 
