@@ -19,6 +19,7 @@ mod crd;
 mod crd_openapi;
 mod discovery;
 mod duplicate_fields;
+pub mod encryption;
 pub mod error;
 mod go_json;
 mod gnostic;

@@ -18,6 +18,7 @@
 
 pub mod btree;
 pub mod embedded;
+pub mod encrypted;
 pub mod etcd;
 mod error;
 pub mod hub;

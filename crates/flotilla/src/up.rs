@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,8 +10,7 @@ use clap::Args;
 use flotilla_apiserver::pki::{self, Bundle};
 use flotilla_apiserver::serve::{ServeConfig, serve_on};
 use flotilla_apiserver::{ApiServerConfig, TokenFile};
-use flotilla_store::Store;
-use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
+use flotilla_store::embedded::EmbeddedConfig;
 
 use crate::store_cmd::store_path;
 
@@ -30,6 +28,13 @@ pub struct UpArgs {
     /// carries the default route.
     #[arg(long, env = "FLOTILLA_ADVERTISE_ADDRESS")]
     pub advertise_address: Option<std::net::IpAddr>,
+    /// kube-apiserver's EncryptionConfiguration: which resources are encrypted at rest, with
+    /// which providers (aesgcm, aescbc, secretbox, identity) and keys. Default:
+    /// DATA_DIR/encryption-config.yaml, written on first start with a fresh secretbox key for
+    /// Secrets (keep a copy apart from the data directory). Values stored in another form are
+    /// rewritten with the first provider's first key at start-up.
+    #[arg(long, env = "FLOTILLA_ENCRYPTION_PROVIDER_CONFIG")]
+    pub encryption_provider_config: Option<PathBuf>,
     /// The range the `default/kubernetes` Service's cluster IP comes from (its first address),
     /// as kube-apiserver's `--service-cluster-ip-range`; no other Service gets an address from
     /// it (ADR 0004).
@@ -79,6 +84,7 @@ impl UpArgs {
             listen: "127.0.0.1:6443".parse().expect("a valid address"),
             advertise_address,
             service_cluster_ip_range: "10.96.0.0/12".into(),
+            encryption_provider_config: None,
             kubernetes_service_interval: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             token_auth_file: None,
@@ -142,9 +148,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     prepare_data_dir(&args.data_dir)?;
     let path = store_path(&args.data_dir);
-    let store: Arc<dyn Store> = Arc::new(
-        EmbeddedStore::open(EmbeddedConfig::new(&path)).await.with_context(|| format!("open the store in {}", args.data_dir.display()))?,
-    );
+    let (encryption_path, encryption) = crate::store_cmd::encryption_config(&args.data_dir, args.encryption_provider_config.as_deref())?;
+    let store = crate::store_cmd::open_encrypted(EmbeddedConfig::new(&path), encryption, &encryption_path)
+        .await
+        .with_context(|| format!("open the store in {}", args.data_dir.display()))?;
     let names = serving_names(&args)?;
     let bundle = Bundle::ensure(&args.data_dir, &names).context("prepare certificates")?;
     let cluster_ip = flotilla_apiserver::kubernetes_service::first_service_ip(&args.service_cluster_ip_range)

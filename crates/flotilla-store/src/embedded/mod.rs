@@ -967,6 +967,35 @@ fn sync_parent(path: &Path) -> Result<()> {
 }
 
 /// Check that `snapshot` is a store this build can open and report what it holds.
+/// Up to `limit` current key-values under `prefix` of the data file at `path`, read through a
+/// read-only handle (nothing is written, not even a recovery): for checks that must leave a
+/// file exactly as it was when they fail (the encryption key of a data directory). A missing
+/// or fresh file has none.
+pub fn read_prefix(path: &Path, prefix: &[u8], limit: usize) -> Result<Vec<KeyValue>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let builder = redb::Builder::new();
+    if let open::Inspection::Fresh = open::inspect(path, &builder)? {
+        return Ok(Vec::new());
+    }
+    let db = builder.open_read_only(path).map_err(|e| open::classify_open_error(path, e))?;
+    let txn = db.begin_read().map_err(storage)?;
+    let current = txn.open_table(CURRENT).map_err(storage)?;
+    let history = txn.open_table(HISTORY).map_err(storage)?;
+    let mut out = Vec::new();
+    for entry in current.range(prefix..).map_err(storage)? {
+        let (key, revs) = entry.map_err(storage)?;
+        if !key.value().starts_with(prefix) || out.len() >= limit {
+            break;
+        }
+        let (create, modrev) = revs.value();
+        let key = Bytes::copy_from_slice(key.value());
+        out.push(read_version(&history, &key, create, modrev).map_err(storage)?);
+    }
+    Ok(out)
+}
+
 pub fn verify_snapshot(snapshot: &Path) -> Result<SnapshotInfo> {
     if !snapshot.exists() {
         return Err(StoreError::Io(format!("{} does not exist", snapshot.display())));
