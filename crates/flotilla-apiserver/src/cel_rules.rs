@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::cel_cost::{self, Decl, Sizes};
 use crate::error::Cause;
 use crate::structural::{Schema, SchemaError};
 
@@ -26,8 +27,8 @@ const SUPPORTED: &[&str] = &["size", "contains", "startsWith", "endsWith", "matc
 pub struct Rule {
     pub rule: String,
     pub message: Option<String>,
-    /// `messageExpression`: the failure message worked out from the object.
-    message_expression: Option<Arc<cel::Program>>,
+    /// `messageExpression`: the failure message worked out from the object, and its source.
+    message_expression: Option<(Arc<cel::Program>, String)>,
     /// FieldValueInvalid (default), FieldValueForbidden, FieldValueRequired, FieldValueDuplicate.
     pub reason: String,
     /// Where a failure is reported, relative to the rule's node: `fieldPath` as kube-apiserver
@@ -36,6 +37,10 @@ pub struct Rule {
     program: Arc<cel::Program>,
     /// A transition rule: only checked when there is an old value.
     uses_old_self: bool,
+    /// Its place in the node's `x-kubernetes-validations`.
+    index: usize,
+    /// What CEL sees of the node it sits on, for its cost ([`check_costs`] sets it).
+    decl: Option<Arc<Decl>>,
 }
 
 impl std::fmt::Debug for Rule {
@@ -92,7 +97,7 @@ pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<Schema
             }
         }
         if errors.len() == before {
-            checked.push((at, text, reason, message, message_expression, field_path));
+            checked.push((i, at, text, reason, message, message_expression, field_path));
         }
     }
     // A child's rule that does not compile is not a problem of the schema.
@@ -101,7 +106,7 @@ pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<Schema
         return Vec::new();
     }
     let mut out = Vec::new();
-    for (at, text, reason, message, message_expression, field_path) in checked {
+    for (index, at, text, reason, message, message_expression, field_path) in checked {
         let program = match compile_expression(text) {
             Ok(p) => p,
             Err(e) => {
@@ -112,7 +117,7 @@ pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<Schema
         let message_expression = match message_expression {
             "" => None,
             e => match compile_expression(e) {
-                Ok(p) => Some(Arc::new(p)),
+                Ok(p) => Some((Arc::new(p), e.to_string())),
                 Err(why) => {
                     errors.push(invalid(format!("{at}.messageExpression"), e, &format!("messageExpression compilation failed: {why}")));
                     continue;
@@ -127,6 +132,8 @@ pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<Schema
             field_path,
             uses_old_self: program.references().has_variable("oldSelf"),
             program: Arc::new(program),
+            index,
+            decl: None,
         });
     }
     out
@@ -262,36 +269,199 @@ fn join(path: &str, child: &str) -> String {
     if path.is_empty() { child.to_string() } else { format!("{path}.{child}") }
 }
 
+/// What the rules of one request may still cost, and whether they ran out.
+pub struct Budget {
+    remaining: u64,
+    exhausted: bool,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget { remaining: cel_cost::RUNTIME_BUDGET, exhausted: false }
+    }
+}
+
+impl Budget {
+    /// Charge `cost` for one evaluation, or say why it may not run: over the per-call limit
+    /// (`per_call`, the message when it is), or over what is left. Either ends validation.
+    fn charge(&mut self, cost: u64, per_call: impl FnOnce() -> String, out_of_budget: &str) -> Result<(), String> {
+        // Upstream cancels a call once its running cost passes the limit, having spent that.
+        let spent = if cost > cel_cost::PER_CALL_LIMIT { cel_cost::PER_CALL_LIMIT + 1 } else { cost };
+        if spent > self.remaining {
+            self.exhausted = true;
+            return Err(out_of_budget.to_string());
+        }
+        self.remaining -= spent;
+        if cost > cel_cost::PER_CALL_LIMIT {
+            self.exhausted = true;
+            return Err(per_call());
+        }
+        Ok(())
+    }
+}
+
+const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// Check the estimated cost of every rule under `root` (a resource's root schema at `base`), as
+/// kube-apiserver does when a CRD is written: a rule's estimate times the number of times it
+/// can run in one object, and the schema's total. Also gives every rule what it needs to be
+/// charged at run time.
+pub fn check_costs(root: &mut Schema, base: &str, errors: &mut Vec<SchemaError>) {
+    let Some(decl) = Decl::of(root, true) else { return };
+    let mut total = Total::default();
+    estimate_node(root, &decl, base, Some(1), errors, &mut total);
+    if total.sum > cel_cost::ESTIMATED_CRD_COST_LIMIT {
+        for (path, _) in &total.most_expensive {
+            errors.push(forbidden(path.clone(), "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema".into()));
+        }
+        let what = "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema";
+        errors.push(forbidden(base.to_string(), cel_cost::exceeds_message(what, total.sum, cel_cost::ESTIMATED_CRD_COST_LIMIT)));
+    }
+}
+
+/// Whether a schema problem is one rule's estimated cost, which an update that leaves the
+/// schema unchanged does not answer for.
+pub fn is_per_expression_cost_error(message: &str) -> bool {
+    message.starts_with("Forbidden: estimated rule cost exceeds") || message.starts_with("Forbidden: estimated messageExpression cost exceeds")
+}
+
+fn forbidden(path: String, why: String) -> SchemaError {
+    SchemaError { path, reason: "FieldValueForbidden", message: format!("Forbidden: {why}") }
+}
+
+/// The schema's estimated cost so far, and its (at most four) most expensive rules of at
+/// least 1% of the limit.
+#[derive(Default)]
+struct Total {
+    sum: u64,
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl Total {
+    fn observe(&mut self, path: String, cost: u64) {
+        self.sum = self.sum.saturating_add(cost);
+        if cost < cel_cost::ESTIMATED_CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive.sort_by(|a, b| b.1.cmp(&a.1));
+        self.most_expensive.truncate(4);
+    }
+}
+
+/// `cardinality`: how many times this node can occur in one object, None when unbounded.
+fn estimate_node(s: &mut Schema, decl: &Decl, path: &str, cardinality: Option<u64>, errors: &mut Vec<SchemaError>, total: &mut Total) {
+    if !s.rules.is_empty() {
+        let shared = Arc::new(decl.clone());
+        for r in &mut s.rules {
+            let at = format!("{path}.x-kubernetes-validations[{}]", r.index);
+            let estimate = cel_cost::cost(r.program.expression(), decl, &Sizes::Declared).max;
+            let times = cardinality.unwrap_or_else(|| decl.max_cardinality());
+            let cost = if estimate == 0 { 0 } else { estimate.saturating_mul(times) };
+            if cost > cel_cost::ESTIMATED_COST_LIMIT {
+                errors.push(forbidden(format!("{at}.rule"), cel_cost::exceeds_message("estimated rule cost", cost, cel_cost::ESTIMATED_COST_LIMIT)));
+            }
+            total.observe(format!("{at}.rule"), cost);
+            if let Some((program, _)) = &r.message_expression {
+                // A message is worked out once per failure, so its estimate is not multiplied.
+                let cost = cel_cost::cost(program.expression(), decl, &Sizes::Declared).max;
+                if cost > cel_cost::ESTIMATED_COST_LIMIT {
+                    errors.push(forbidden(format!("{at}.messageExpression"), cel_cost::exceeds_message("estimated messageExpression cost", cost, cel_cost::ESTIMATED_COST_LIMIT)));
+                }
+                total.observe(format!("{at}.messageExpression"), cost);
+            }
+            r.decl = Some(shared.clone());
+        }
+    }
+    // A child occurs as often as its parent times the parent's elements: once in an object,
+    // up to maxItems or maxProperties in a list or map, unboundedly often without them.
+    let elements = match s.type_.as_deref() {
+        Some("object") if s.additional_properties.is_some() => s.max_properties,
+        Some("array") => s.max_items,
+        _ => Some(1),
+    };
+    let child_cardinality = cardinality.zip(elements).map(|(c, n)| c.saturating_mul(n));
+    let standalone = |c: &Schema| Decl::of(c, c.embedded_resource);
+    for (name, child) in &mut s.properties {
+        let d = match &decl.kind {
+            cel_cost::Kind::Object(fields) => fields.get(name).cloned(),
+            _ => None,
+        };
+        if let Some(d) = d.or_else(|| standalone(child)) {
+            estimate_node(child, &d, &format!("{path}.properties[{name}]"), child_cardinality, errors, total);
+        }
+    }
+    let items = match &decl.kind {
+        cel_cost::Kind::List(e) => Some(&**e),
+        _ => None,
+    };
+    let values = match &decl.kind {
+        cel_cost::Kind::Map(v) => Some(&**v),
+        _ => None,
+    };
+    for (child, from_parent, at) in [(s.items.as_deref_mut(), items, "items"), (s.additional_properties.as_deref_mut(), values, "additionalProperties")] {
+        let Some(child) = child else { continue };
+        if let Some(d) = from_parent.cloned().or_else(|| standalone(child)) {
+            estimate_node(child, &d, &format!("{path}.{at}"), child_cardinality, errors, total);
+        }
+    }
+}
+
+/// What a rule costs over the values it runs with.
+fn charge_of(program: &cel::Program, decl: Option<&Decl>, new: &Value, old: Option<&Value>) -> u64 {
+    decl.map_or(0, |d| cel_cost::cost(program.expression(), d, &Sizes::Actual { new, old }).max)
+}
+
+/// The type kube-apiserver names in a cost error: the node's schema type.
+fn type_name(s: &Schema) -> String {
+    Value::String(s.type_.clone().unwrap_or_default()).to_string()
+}
+
 /// Evaluate every rule in `s` against `new` (and `old`, the value at the same place before an
-/// update), reporting failures as field causes.
-pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
+/// update), reporting failures as field causes. Every evaluation is charged to `budget`; once
+/// it runs out, or one evaluation would cost more than a call may, nothing more is evaluated.
+pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &mut Vec<Cause>, budget: &mut Budget) {
     // Unchanged values are not judged again (kube-apiserver's validation ratcheting): an
     // object stored before a rule existed can still be updated elsewhere.
-    if new.is_null() || old == Some(new) {
+    if budget.exhausted || new.is_null() || old == Some(new) {
         return;
     }
     for r in &s.rules {
         if r.uses_old_self && old.is_none() {
             continue;
         }
+        let cost = charge_of(&r.program, r.decl.as_deref(), new, old);
+        let rule_name = || r.message.clone().unwrap_or_else(|| r.rule.trim().to_string());
+        let per_call = || format!("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}", rule_name());
+        if let Err(why) = budget.charge(cost, per_call, OUT_OF_BUDGET) {
+            causes.push(Cause::new("FieldValueInvalid", path.to_string(), format!("Invalid value: {}: {why}", type_name(s))));
+            return;
+        }
         let ctx = context(new, old);
+        let field = match &r.field_path {
+            Some(fp) => join(path, fp),
+            None => path.to_string(),
+        };
         let failed = match r.program.execute(&ctx) {
             Ok(cel::Value::Bool(true)) => None,
-            Ok(cel::Value::Bool(false)) => Some(
-                r.message_expression
-                    .as_deref()
-                    .and_then(|p| evaluated_message(p, &ctx))
-                    .or_else(|| r.message.clone())
-                    .unwrap_or_else(|| format!("failed rule: {}", r.rule.trim())),
-            ),
+            Ok(cel::Value::Bool(false)) => {
+                let mut message = None;
+                if let Some((program, src)) = &r.message_expression {
+                    let cost = charge_of(program, r.decl.as_deref(), new, old);
+                    let per_call = || format!("no further validation rules will be run due to call cost exceeds limit for messageExpression: {}", Value::String(src.clone()));
+                    let out = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
+                    if let Err(why) = budget.charge(cost, per_call, out) {
+                        causes.push(Cause::new("FieldValueInvalid", field, format!("Invalid value: {}: {why}", type_name(s))));
+                        return;
+                    }
+                    message = evaluated_message(program, &ctx);
+                }
+                Some(message.or_else(|| r.message.clone()).unwrap_or_else(|| format!("failed rule: {}", r.rule.trim())))
+            }
             Ok(other) => Some(format!("rule {:?} did not evaluate to a bool: {other:?}", r.rule)),
             Err(e) => Some(format!("rule {:?} could not be evaluated: {e}", r.rule)),
         };
         if let Some(message) = failed {
-            let field = match &r.field_path {
-                Some(fp) => join(path, fp),
-                None => path.to_string(),
-            };
             let text = match r.reason.as_str() {
                 "FieldValueForbidden" => format!("Forbidden: {message}"),
                 "FieldValueRequired" => format!("Required value: {message}"),
@@ -315,7 +485,7 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
             for (k, v) in m {
                 let child = s.properties.get(k).or(s.additional_properties.as_deref());
                 if let Some(cs) = child {
-                    check(v, old.and_then(|o| o.get(k)), cs, &join(path, k), causes);
+                    check(v, old.and_then(|o| o.get(k)), cs, &join(path, k), causes, budget);
                 }
             }
         }
@@ -327,7 +497,7 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
                         (Some("map"), Some(olds)) => olds.iter().find(|o| s.list_map_keys.iter().all(|k| o.get(k) == v.get(k))),
                         _ => None,
                     };
-                    check(v, before, is, &format!("{path}[{i}]"), causes);
+                    check(v, before, is, &format!("{path}[{i}]"), causes, budget);
                 }
             }
         }
@@ -353,15 +523,15 @@ mod tests {
             "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
                 "n": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable", "reason": "FieldValueForbidden"}]}}}));
         let mut causes = Vec::new();
-        check(&json!({"a": 2, "b": 1, "n": "x"}), None, &s, "", &mut causes);
+        check(&json!({"a": 2, "b": 1, "n": "x"}), None, &s, "", &mut causes, &mut Budget::default());
         assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "", "Invalid value: failed rule: self.a < self.b")]);
         let mut causes = Vec::new();
-        check(&json!({"a": 1, "b": 2, "n": "y"}), Some(&json!({"a": 1, "b": 2, "n": "x"})), &s, "", &mut causes);
+        check(&json!({"a": 1, "b": 2, "n": "y"}), Some(&json!({"a": 1, "b": 2, "n": "x"})), &s, "", &mut causes, &mut Budget::default());
         assert_eq!(causes, vec![Cause::new("FieldValueForbidden", "n", "Forbidden: immutable")]);
         // Unchanged values are not judged again.
         let mut causes = Vec::new();
         let stored = json!({"a": 2, "b": 1, "n": "x"});
-        check(&stored, Some(&stored), &s, "", &mut causes);
+        check(&stored, Some(&stored), &s, "", &mut causes, &mut Budget::default());
         assert!(causes.is_empty());
     }
 
@@ -379,7 +549,9 @@ mod tests {
     #[test]
     fn a_message_expression_gives_the_message_unless_kube_apiserver_would_fall_back() {
         for (expression, message, want) in [
-            ("'too big: ' + string(self.n)", None, "too big: 5"),
+            // (A message of unknown length, such as 'too big: ' + string(self.n), is refused
+            // for its estimated cost, as kube-apiserver refuses it.)
+            ("self.n == 5 ? 'too big: 5' : 'too big'", None, "too big: 5"),
             ("'  padded  '", None, "padded"),
             ("'   '", Some("static"), "static"),
             ("'two\\nlines'", Some("static"), "static"),
@@ -392,7 +564,7 @@ mod tests {
             }
             let s = schema(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [rule]}));
             let mut causes = Vec::new();
-            check(&json!({"n": 5}), None, &s, "spec", &mut causes);
+            check(&json!({"n": 5}), None, &s, "spec", &mut causes, &mut Budget::default());
             assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "spec", format!("Invalid value: {want}"))], "{expression}");
         }
         let mut errs = Vec::new();
@@ -406,9 +578,9 @@ mod tests {
     fn is_url_is_a_kubernetes_library_function_rules_may_call() {
         let s = schema(json!({"type": "object", "x-kubernetes-validations": [{"rule": "isURL(self.u)", "message": "not a URL"}]}));
         let mut causes = Vec::new();
-        check(&json!({"u": "https://example.com/x"}), None, &s, "", &mut causes);
+        check(&json!({"u": "https://example.com/x"}), None, &s, "", &mut causes, &mut Budget::default());
         assert!(causes.is_empty(), "{causes:?}");
-        check(&json!({"u": "example.com"}), None, &s, "", &mut causes);
+        check(&json!({"u": "example.com"}), None, &s, "", &mut causes, &mut Budget::default());
         assert_eq!(causes, vec![Cause::new("FieldValueInvalid", "", "Invalid value: not a URL")]);
     }
 

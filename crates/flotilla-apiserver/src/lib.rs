@@ -13,6 +13,7 @@
 
 pub mod advertise;
 pub mod auth;
+mod cel_cost;
 mod cel_rules;
 pub mod connect;
 mod crd;

@@ -467,6 +467,16 @@ fn is_crd(info: &ResourceInfo) -> bool {
     info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
+/// [`validate_kind`], on the blocking pool for a custom resource with validation rules: their
+/// cost is bounded (kube-apiserver's budgets), not small, and other requests must not wait.
+async fn validate_kind_off(ctx: &Ctx, info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> ApiResult<Vec<Cause>> {
+    if !matches!(&info.codec, Codec::Custom(s) if s.has_rules()) {
+        return Ok(validate_kind(info, obj, old, sub));
+    }
+    let (info, obj, old, sub) = (info.clone(), obj.clone(), old.cloned(), sub.map(String::from));
+    ctx.inner.off_the_workers(move || Ok(validate_kind(&info, &obj, old.as_ref(), sub.as_deref()))).await
+}
+
 /// Validation beyond metadata: custom resources against their schema, CRDs as the real server
 /// checks them, built-in kinds with the rules ported from kube-apiserver.
 fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> Vec<Cause> {
@@ -488,7 +498,7 @@ fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Opt
             }
             causes
         }
-        _ if is_crd(info) => crate::crd::validate_crd(obj),
+        _ if is_crd(info) => crate::crd::validate_crd(obj, old),
         // Built-in kinds: the rules `flotilla_api::validation` ports from kube-apiserver.
         Codec::Typed(_) => {
             use flotilla_api::validation;
@@ -785,7 +795,7 @@ pub(crate) async fn update_internal(
         let mut new = old.clone();
         change(&mut new);
         let mut warnings = Vec::new();
-        let prepared = prepare_update(&ctx, &old, new, &mut warnings, None)?;
+        let prepared = prepare_update(&ctx, &old, new, &mut warnings, None).await?;
         if prepared.noop {
             return Ok(false);
         }
@@ -880,7 +890,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     let name = meta::name(&obj).to_string();
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj, None, None));
+    causes.extend(validate_kind_off(ctx, info, &obj, None, None).await?);
     if causes.is_empty() {
         causes.extend(admission_chain::validate(info, &obj, None));
     }
@@ -954,7 +964,7 @@ struct Prepared {
 
 /// Carry server-owned fields over from `old`, apply the subresource's rules, defaults and
 /// validation.
-fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Prepared> {
+async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Prepared> {
     let info = &ctx.info;
     let incoming = incoming_managed_fields(&new);
     let fv = FieldValidation::from_query(&ctx.query)?;
@@ -1067,7 +1077,7 @@ fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<Str
     }
     let rule = meta::name_rule(&info.group, &info.plural);
     let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
-    causes.extend(validate_kind(info, &obj, Some(old), sub));
+    causes.extend(validate_kind_off(ctx, info, &obj, Some(old), sub).await?);
     if is_crd(info) && sub.is_none() {
         causes.extend(crate::crd::validate_crd_update(&obj, old));
     }
@@ -1142,7 +1152,7 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
             vec![Cause::new("FieldValueInvalid", "metadata.resourceVersion", "Invalid value: 0: must be specified for an update")],
         ));
     }
-    let prepared = prepare_update(ctx, &old, body, &mut warnings, None)?;
+    let prepared = prepare_update(ctx, &old, body, &mut warnings, None).await?;
     let obj = if prepared.noop || dry_run {
         if dry_run {
             // A dry run answers with the revision the object has now.
@@ -1232,7 +1242,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
         if ctx.path.subresource.as_deref() == Some("scale") {
             let obj = set_scale(ctx, &old, &patched)?;
             let mut warnings = Vec::new();
-            let prepared = prepare_update_main(ctx, &old, obj, &mut warnings)?;
+            let prepared = prepare_update_main(ctx, &old, obj, &mut warnings).await?;
             if dry_run || prepared.noop {
                 return Ok(json_response(StatusCode::OK, &scale_of(ctx, if dry_run { &prepared.obj } else { &old })?, "application/json", &[]));
             }
@@ -1243,7 +1253,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
             }
         }
         let mut warnings = Vec::new();
-        let prepared = prepare_update(ctx, &old, patched, &mut warnings, owned)?;
+        let prepared = prepare_update(ctx, &old, patched, &mut warnings, owned).await?;
         if prepared.noop {
             return render_object(ctx, headers, StatusCode::OK, old, &warnings);
         }
@@ -1310,7 +1320,7 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
 /// `prepare_update` as for the main resource (scale writes go to the main object), with the
 /// scale subresource's ownership: an entry of its own (subresource `scale`), which
 /// kube-apiserver records without a time (so it sorts before the manager's other entries).
-fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+async fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
     ctx.record_ownership(Some(old), &mut new, None)?;
     let mut owned = managed::decode(meta::meta(&new).and_then(|m| m.get("managedFields"))).unwrap_or_default();
     for e in owned.iter_mut().filter(|e| e.subresource == "scale") {
@@ -1324,7 +1334,7 @@ fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Ve
         identity: ctx.identity.clone(),
         user_agent: ctx.user_agent.clone(),
     };
-    prepare_update(&main, old, new, warnings, Some(owned))
+    prepare_update(&main, old, new, warnings, Some(owned)).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1410,7 +1420,7 @@ async fn update_scale(ctx: &Ctx, name: &str, body: Value, dry_run: bool) -> ApiR
     }
     let obj = set_scale(ctx, &old, &body)?;
     let mut warnings = Vec::new();
-    let prepared = prepare_update_main(ctx, &old, obj, &mut warnings)?;
+    let prepared = prepare_update_main(ctx, &old, obj, &mut warnings).await?;
     let obj = if prepared.noop || dry_run { prepared.obj } else { commit_update(ctx, name, rev, prepared).await? };
     Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[]))
 }

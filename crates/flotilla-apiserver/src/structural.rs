@@ -109,7 +109,9 @@ impl Schema {
     /// Parse a JSONSchemaProps object and check the structural rules; every problem is
     /// reported with the path under `base` (e.g. `spec.versions[0].schema.openAPIV3Schema`).
     pub fn parse(v: &Value, base: &str, errors: &mut Vec<SchemaError>) -> Schema {
-        Self::parse_node(v, base, true, false, errors)
+        let mut s = Self::parse_node(v, base, true, false, errors);
+        crate::cel_rules::check_costs(&mut s, base, errors);
+        s
     }
 
     /// Parse a node below the root (its structural errors are reported by [`Schema::parse`]).
@@ -575,6 +577,14 @@ pub struct Structural {
 }
 
 impl Structural {
+    /// Whether any node has validation rules (whose evaluation may be costly).
+    pub fn has_rules(&self) -> bool {
+        fn any(s: &Schema) -> bool {
+            !s.rules.is_empty() || s.properties.values().any(any) || s.items.as_deref().is_some_and(any) || s.additional_properties.as_deref().is_some_and(any)
+        }
+        any(&self.schema)
+    }
+
     /// Prune and default `obj` (a whole custom resource). Returns the dropped paths.
     pub fn decode(&self, obj: &mut Value) -> Vec<String> {
         let mut dropped = Vec::new();
@@ -610,12 +620,13 @@ impl Structural {
     /// write is judged on its status alone.
     pub fn validate_rules(&self, obj: &Value, old: Option<&Value>, status_write: bool) -> Vec<Cause> {
         let mut causes = Vec::new();
+        let mut budget = crate::cel_rules::Budget::default();
         if status_write {
             if let (Some(status), Some(schema)) = (obj.get("status"), self.schema.properties.get("status")) {
-                crate::cel_rules::check(status, old.and_then(|o| o.get("status")), schema, "status", &mut causes);
+                crate::cel_rules::check(status, old.and_then(|o| o.get("status")), schema, "status", &mut causes, &mut budget);
             }
         } else {
-            crate::cel_rules::check(obj, old, &self.schema, "", &mut causes);
+            crate::cel_rules::check(obj, old, &self.schema, "", &mut causes, &mut budget);
         }
         causes
     }
