@@ -117,7 +117,7 @@ rust_tests() {
   # etcd's suite runs its property test in eight I/O-bound shards; give it the threads.
   cargo test --workspace --locked --exclude flotilla-store &&
     cargo test --locked -p flotilla-store --lib --test memory --test btree --test embedded --test durability &&
-    cargo test --locked -p flotilla-store --test etcd -- --test-threads=8
+    cargo test --locked -p flotilla-store --test etcd --test etcd_encryption -- --test-threads=8
 }
 rust_fast_tests() {
   FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \

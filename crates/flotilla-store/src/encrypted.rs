@@ -348,6 +348,24 @@ impl EncryptedStore {
         }
         Ok(done)
     }
+
+    /// [`rewrite`](Self::rewrite), then, when anything was written, the key and value `marker`
+    /// makes of what was done, and a compaction to its revision, so that no revision keeps a
+    /// value's previous form: compaction keeps the state at its revision readable, so the
+    /// version the last rewrite replaced goes only once a later revision exists. The same on
+    /// every backend; what remains is each backend's own file clean-up (the embedded store
+    /// written afresh, etcd defragmented).
+    pub async fn reencrypt(&self, marker: impl FnOnce(&Rewritten) -> (Bytes, Bytes), progress: impl FnMut(usize)) -> Result<Rewritten> {
+        let done = self.rewrite(progress).await?;
+        if done.rewritten > 0 {
+            let (key, value) = marker(&done);
+            // Through this store: a marker under an encrypted prefix is written encrypted.
+            Store::txn(self, vec![], vec![Op::Put(key, value)]).await?;
+            let revision = self.inner.current_revision().await?;
+            self.inner.compact(revision).await?;
+        }
+        Ok(done)
+    }
 }
 
 #[async_trait]
@@ -513,7 +531,11 @@ mod tests {
         }
         // Rotation: the new key first, the old one still read; a rewrite moves everything over.
         let store = EncryptedStore::new(plain.clone(), rules(new.clone(), old.clone())).await.unwrap();
-        assert_eq!(store.rewrite(|_| {}).await.unwrap(), Rewritten { rewritten: 1, current: 0 });
+        let marker = |done: &Rewritten| (Bytes::from_static(b"/marker"), Bytes::from(done.rewritten.to_string()));
+        assert_eq!(store.reencrypt(marker, |_| {}).await.unwrap(), Rewritten { rewritten: 1, current: 0 });
+        // Compacted past the marker, so no revision keeps the old form.
+        let rev = plain.current_revision().await.unwrap();
+        assert_eq!((plain.compacted_revision().await.unwrap(), &plain.get(b"/marker").await.unwrap().unwrap().value[..]), (rev, &b"1"[..]));
         assert!(plain.get(&secret).await.unwrap().unwrap().value.starts_with(b"k8s:enc:aesgcm:v1:new:"));
         assert_eq!(store.rewrite(|_| {}).await.unwrap(), Rewritten { rewritten: 0, current: 1 });
         // Without the key the data was written with, opening fails before anything is written.

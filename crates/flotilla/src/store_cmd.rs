@@ -78,17 +78,18 @@ pub async fn open_encrypted(config: EmbeddedConfig, encryption: EncryptionConfig
     }
     let embedded = Arc::new(EmbeddedStore::open(config.clone()).await.with_context(|| format!("open the store {}", path.display()))?);
     let store = EncryptedStore::new(embedded.clone(), encryption.clone()).await.with_context(context)?;
-    let done = store.rewrite(|n| if n % 1000 == 0 { eprintln!("flotilla: re-encrypting: {n} values written") }).await.context("re-encrypting the store")?;
+    // The marker is the write after the last rewrite that lets compaction drop what it replaced.
+    let marker = |done: &flotilla_store::encrypted::Rewritten| {
+        let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        (bytes::Bytes::from_static(b"/registry/flotilla.io/encryption-rewritten"), bytes::Bytes::from(format!("{{\"rewritten\":{},\"at\":{at}}}", done.rewritten)))
+    };
+    let done = store
+        .reencrypt(marker, |n| if n % 1000 == 0 { eprintln!("flotilla: re-encrypting: {n} values written") })
+        .await
+        .context("re-encrypting the store and compacting the values' old form away")?;
     if done.rewritten == 0 {
         return Ok(Arc::new(store));
     }
-    // Compaction keeps the state at its revision readable, so the version the last rewrite
-    // replaced goes only once a later revision exists: one more write, then compact to it.
-    let marker = bytes::Bytes::from_static(b"/registry/flotilla.io/encryption-rewritten");
-    let stamp = bytes::Bytes::from(format!("{{\"rewritten\":{},\"at\":{}}}", done.rewritten, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())));
-    embedded.txn(vec![], vec![flotilla_store::Op::Put(marker, stamp)]).await.context("recording the re-encryption")?;
-    let rev = embedded.current_revision().await?;
-    embedded.compact(rev).await.context("compacting the values' old form away")?;
     let fresh = path.with_extension("reencrypted");
     let _ = std::fs::remove_file(&fresh);
     embedded.snapshot(&fresh).await.context("writing the re-encrypted store afresh")?;
