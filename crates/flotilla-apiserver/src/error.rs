@@ -165,6 +165,13 @@ impl ApiError {
         ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: {}", message.into()))
     }
 
+    /// A request URI longer than the server can represent (`serve`'s connection layer answers
+    /// it). No `StatusReason` fits 414, so the reason is left empty (omitted), as for the
+    /// codes upstream knows no reason for.
+    pub fn uri_too_long(limit: usize) -> Self {
+        ApiError::new(414, "", format!("Request URI Too Long: limit is {limit} bytes"))
+    }
+
     /// A PATCH whose Content-Type is no patch type at all: the router finds no route for it.
     pub fn unsupported_patch_type() -> Self {
         ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type").from_router()
@@ -264,6 +271,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(fields) = status.as_object_mut()
+        {
+            // `reason` is omitempty in metav1.Status.
+            fields.remove("reason");
+        }
         if !details.is_empty() || self.empty_details {
             status["details"] = Value::Object(details);
         }

@@ -3,10 +3,14 @@
 //! connection), optional client-certificate authentication, graceful shutdown.
 //!
 //! Connections cannot be held open for free, as with kube-apiserver: a TLS handshake gets 10 s,
-//! an HTTP/1.1 request's headers (and an idle keep-alive connection's next request) 32 s, and
-//! request headers up to 1 MiB are read (HTTP/2's header list included: a long URL is answered,
-//! not met with GOAWAY). [`raise_open_file_limit`] lifts the soft open-file limit to the hard one
-//! at start-up, as the Go runtime does for kube-apiserver.
+//! an HTTP/1.1 request's headers (and an idle keep-alive connection's next request) 32 s, an
+//! HTTP/2 connection with no open stream is closed with GOAWAY after 90 s, and request headers
+//! up to 1 MiB are read (HTTP/2's header list included: a long URL is answered, not met with
+//! GOAWAY; a URL too long for hyper gets a 414 `Status` over HTTP/1.1, see `serve/connection.rs`).
+//! [`raise_open_file_limit`] lifts the soft open-file limit to the hard one at start-up, as the
+//! Go runtime does for kube-apiserver.
+
+mod connection;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +39,10 @@ pub struct ServeConfig {
     /// the connection is ready for the next request (so it also closes idle keep-alive
     /// connections). kube-apiserver: 32 s.
     pub header_read_timeout: Duration,
+    /// How long an HTTP/2 connection may stay without an open stream before it is closed
+    /// with GOAWAY (counted from its start and from the end of its last stream).
+    /// kube-apiserver: 90 s.
+    pub http2_idle_timeout: Duration,
     /// How long a client may take to complete the TLS handshake.
     pub tls_handshake_timeout: Duration,
 }
@@ -56,6 +64,7 @@ impl ServeConfig {
             keep_alive: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
+            http2_idle_timeout: Duration::from_secs(90),
             tls_handshake_timeout: Duration::from_secs(10),
         }
     }
@@ -183,9 +192,10 @@ pub async fn serve_on(listener: std::net::TcpListener, router: axum::Router, cfg
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let handle = axum_server::Handle::new();
     // TCP_NODELAY: small responses must not wait for Nagle's algorithm and delayed ACKs.
-    let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(tls)
+    let tls = axum_server::tls_rustls::RustlsAcceptor::new(tls)
         .handshake_timeout(cfg.tls_handshake_timeout)
         .acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let acceptor = connection::ConnectionAcceptor { tls, http2_idle_timeout: cfg.http2_idle_timeout };
     let mut server = axum_server::from_tcp(listener)
         .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?
         .acceptor(acceptor)

@@ -44,6 +44,10 @@ pub struct UpArgs {
     /// connection is ready for its next request: a slow or idle connection is closed after it.
     #[arg(long, default_value = "32s", value_parser = flotilla::federation_args::parse_duration)]
     pub header_read_timeout: Duration,
+    /// How long an HTTP/2 connection may stay without an open stream (counted from its start
+    /// and from the end of its last stream) before it is closed with GOAWAY.
+    #[arg(long, default_value = "90s", value_parser = flotilla::federation_args::parse_duration)]
+    pub http2_idle_timeout: Duration,
     /// How often the `default/kubernetes` Service, Endpoints and EndpointSlice are checked and
     /// put back.
     #[arg(long, default_value = "10s", value_parser = flotilla::federation_args::parse_duration)]
@@ -87,6 +91,7 @@ impl UpArgs {
             encryption_provider_config: None,
             kubernetes_service_interval: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
+            http2_idle_timeout: Duration::from_secs(90),
             token_auth_file: None,
             authorization_mode: "RBAC".into(),
             max_requests_inflight: 400,
@@ -193,6 +198,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     serve_cfg.header_read_timeout = args.header_read_timeout;
+    serve_cfg.http2_idle_timeout = args.http2_idle_timeout;
     let serving = serve_on(listener, api.router(), serve_cfg).await?;
     let kubernetes_service = api.start_kubernetes_service(flotilla_apiserver::kubernetes_service::KubernetesServiceConfig {
         advertise,

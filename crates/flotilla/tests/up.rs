@@ -196,3 +196,69 @@ fn http2_clients_get_answers_for_large_bodies_and_long_urls() {
     let (code, body) = curl_h2(&f, &[&long]);
     assert_eq!(code, "404", "a long URL is answered: {body}");
 }
+
+/// `--http2-idle-timeout` reaches the listener: with 1s, an HTTP/2 connection answered and then
+/// left idle gets GOAWAY and is closed (by default after kube-apiserver's 90 s).
+#[test]
+fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
+    use rustls_pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+    let f = Flotilla::start_with(&["--http2-idle-timeout", "1s"]);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(f.dir.path().join("data/pki/ca.crt")).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let port = f.server.rsplit(':').next().unwrap();
+    let tcp = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(1))).unwrap();
+    let mut stream = rustls::StreamOwned::new(tls, tcp);
+
+    // The preface, an empty SETTINGS frame, and GET /healthz as stream 1 (HPACK literals).
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    let headers = b"\x82\x87\x04\x08/healthz\x01\x09127.0.0.1";
+    out.extend([0, 0, headers.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend(headers);
+    stream.write_all(&out).unwrap();
+    // Read frames until the server closes, answering its PINGs as any client does (hyper's
+    // graceful shutdown waits for one before its final GOAWAY).
+    let (mut read, mut kinds) = (Vec::new(), Vec::new());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let closed = loop {
+        while let Some(end) = whole_frame(&read) {
+            let frame: Vec<u8> = read.drain(..end).collect();
+            kinds.push(frame[3]);
+            if frame[3] == 0x6 && frame[4] & 0x1 == 0 {
+                let mut pong = frame.clone();
+                pong[4] = 0x1;
+                stream.write_all(&pong).unwrap();
+            }
+        }
+        let mut buf = [0u8; 4096];
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => read.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(closed, "the idle connection is closed within 30 s; frame types: {kinds:?}");
+    assert!(kinds.contains(&0x7), "GOAWAY before the close; frame types: {kinds:?}");
+}
+
+/// The length of the HTTP/2 frame at the start of `read`, once all of it has been read.
+fn whole_frame(read: &[u8]) -> Option<usize> {
+    let end = 9 + u32::from_be_bytes([0, *read.first()?, *read.get(1)?, *read.get(2)?]) as usize;
+    (read.len() >= end).then_some(end)
+}
