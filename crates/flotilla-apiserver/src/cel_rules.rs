@@ -9,6 +9,7 @@
 //! regex `find`, quantity, URL, IP, …, and `duration`/`timestamp`), makes the CRD invalid with
 //! the rule named — never a rule silently skipped.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -307,6 +308,10 @@ const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget
 /// can run in one object, and the schema's total. Also gives every rule what it needs to be
 /// charged at run time.
 pub fn check_costs(root: &mut Schema, base: &str, errors: &mut Vec<SchemaError>) {
+    // Most schemas (every CRD parsed at start-up among them) have no rules: nothing to declare.
+    if !root.has_rules() {
+        return;
+    }
     let Some(decl) = Decl::of(root, true) else { return };
     let mut total = Total::default();
     estimate_node(root, &decl, base, Some(1), errors, &mut total);
@@ -381,13 +386,12 @@ fn estimate_node(s: &mut Schema, decl: &Decl, path: &str, cardinality: Option<u6
         _ => Some(1),
     };
     let child_cardinality = cardinality.zip(elements).map(|(c, n)| c.saturating_mul(n));
-    let standalone = |c: &Schema| Decl::of(c, c.embedded_resource);
+    let fields = match &decl.kind {
+        cel_cost::Kind::Object(fields) => Some(fields),
+        _ => None,
+    };
     for (name, child) in &mut s.properties {
-        let d = match &decl.kind {
-            cel_cost::Kind::Object(fields) => fields.get(name).cloned(),
-            _ => None,
-        };
-        if let Some(d) = d.or_else(|| standalone(child)) {
+        if let Some(d) = declared(fields.and_then(|f| f.get(name)), child) {
             estimate_node(child, &d, &format!("{path}.properties[{name}]"), child_cardinality, errors, total);
         }
     }
@@ -401,9 +405,18 @@ fn estimate_node(s: &mut Schema, decl: &Decl, path: &str, cardinality: Option<u6
     };
     for (child, from_parent, at) in [(s.items.as_deref_mut(), items, "items"), (s.additional_properties.as_deref_mut(), values, "additionalProperties")] {
         let Some(child) = child else { continue };
-        if let Some(d) = from_parent.cloned().or_else(|| standalone(child)) {
+        if let Some(d) = declared(from_parent, child) {
             estimate_node(child, &d, &format!("{path}.{at}"), child_cardinality, errors, total);
         }
+    }
+}
+
+/// A child's declaration: the parent's part of it, or, where the parent's declaration has none
+/// (a node CEL cannot see from there), its own.
+fn declared<'a>(from_parent: Option<&'a Decl>, child: &Schema) -> Option<Cow<'a, Decl>> {
+    match from_parent {
+        Some(d) => Some(Cow::Borrowed(d)),
+        None => Decl::of(child, child.embedded_resource).map(Cow::Owned),
     }
 }
 

@@ -106,6 +106,14 @@ const ALLOWED_KEYS: &[&str] = &[
 ];
 
 impl Schema {
+    /// Whether this node or any below it has validation rules.
+    pub fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+            || self.properties.values().any(Schema::has_rules)
+            || self.items.as_deref().is_some_and(Schema::has_rules)
+            || self.additional_properties.as_deref().is_some_and(Schema::has_rules)
+    }
+
     /// Parse a JSONSchemaProps object and check the structural rules; every problem is
     /// reported with the path under `base` (e.g. `spec.versions[0].schema.openAPIV3Schema`).
     pub fn parse(v: &Value, base: &str, errors: &mut Vec<SchemaError>) -> Schema {
@@ -579,10 +587,7 @@ pub struct Structural {
 impl Structural {
     /// Whether any node has validation rules (whose evaluation may be costly).
     pub fn has_rules(&self) -> bool {
-        fn any(s: &Schema) -> bool {
-            !s.rules.is_empty() || s.properties.values().any(any) || s.items.as_deref().is_some_and(any) || s.additional_properties.as_deref().is_some_and(any)
-        }
-        any(&self.schema)
+        self.schema.has_rules()
     }
 
     /// Prune and default `obj` (a whole custom resource). Returns the dropped paths.
