@@ -18,10 +18,11 @@ cd "$root"
 cargo build -q -p flotilla-conformance --bin conformance
 dir="$(mktemp -d)"
 trap '"$bin/testenv" down --out "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-# kube-controller-manager runs only its garbage collector (the gc cases observe it; nothing
-# else may write to the cases' objects), and --nodes 0 leaves out the scheduler, the fake
+# kube-controller-manager runs only its garbage collector (the gc cases observe it) and the
+# token controller that fills service-account-token Secrets (rbac-token-secret-*): nothing
+# else may write to the cases' objects, and --nodes 0 leaves out the scheduler, the fake
 # kubelet and nodes, so pods stay as created.
-"$bin/testenv" up --members 1 --with-workloads --controllers garbagecollector --nodes 0 \
+"$bin/testenv" up --members 1 --with-workloads --controllers garbagecollector,serviceaccount-token --nodes 0 \
   --out "$dir" --parent-pid $$ >/dev/null
 # Restart the member on its data: its watch caches then start at the current revision rather
 # than at revision 1, as on any server that has been up a while, so "a resourceVersion below

@@ -100,6 +100,8 @@ pub(crate) struct Inner {
     pub authz: SharedAuthorizer,
     pub rbac: Arc<crate::rbac::Rbac>,
     pub tokens: parking_lot::RwLock<TokenFile>,
+    /// The impersonation mode that last worked for each caller.
+    pub impersonation_modes: crate::impersonation::LastModes,
     pub metrics: Metrics,
     /// Held by `crd::sync`, so CRD syncs publish served resources in order.
     pub crd_sync: tokio::sync::Mutex<()>,
@@ -177,6 +179,7 @@ impl ApiServer {
                 authz,
                 rbac,
                 tokens: parking_lot::RwLock::new(TokenFile::default()),
+                impersonation_modes: Default::default(),
                 metrics: Metrics::new(),
                 crd_sync: tokio::sync::Mutex::new(()),
                 openapi_v2: Default::default(),
@@ -368,7 +371,7 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
             && !identity.is_anonymous()
         {
             let verb = verb_of(req.method(), &p, &query);
-            match crate::impersonation::impersonate(inner.authz.as_ref(), &identity, asked, &attributes(&Route::Resource(p.clone()), verb, req.method())) {
+            match crate::impersonation::impersonate(inner.authz.as_ref(), &inner.impersonation_modes, &identity, asked, &attributes(&Route::Resource(p.clone()), verb, req.method())) {
                 Ok(id) => identity = id,
                 Err(e) => return finish(&inner, verb, &p.resource, started, e.into_response()),
             }
@@ -386,7 +389,7 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
     if let Some(asked) = &impersonation
         && !identity.is_anonymous()
     {
-        match crate::impersonation::impersonate(inner.authz.as_ref(), &identity, asked, &attributes(&route, verb, req.method())) {
+        match crate::impersonation::impersonate(inner.authz.as_ref(), &inner.impersonation_modes, &identity, asked, &attributes(&route, verb, req.method())) {
             Ok(id) => identity = id,
             Err(e) => return finish(&inner, verb, &resource, started, e.into_response()),
         }

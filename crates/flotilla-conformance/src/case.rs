@@ -93,6 +93,9 @@ pub struct Request {
     /// `None` removes a header the runner would otherwise add (Content-Type for bodies).
     pub headers: Vec<(String, Option<String>)>,
     pub body: Option<Body>,
+    /// Sent as this bearer token alone (templated), without the runner's own credential: a
+    /// caller that is not the admin.
+    pub token: Option<String>,
 }
 
 /// What a step does.
@@ -177,6 +180,7 @@ struct RawStep {
     headers: serde_json::Map<String, Value>,
     body: Option<Value>,
     raw_body: Option<String>,
+    token: Option<String>,
     #[serde(default)]
     capture: serde_json::Map<String, Value>,
     #[serde(default)]
@@ -227,12 +231,16 @@ fn step_from_raw(index: usize, raw: RawStep) -> Result<Step, String> {
             (None, Some(r)) => Some(Body::Raw(r.clone())),
             (None, None) => None,
         };
-        Ok(Request { method: raw.method.clone().unwrap_or_else(|| "GET".into()).to_ascii_uppercase(), path, query, headers, body })
+        if headers.iter().any(|(k, _)| k == "authorization") {
+            return Err("credentials go in token, not in an Authorization header".into());
+        }
+        let method = raw.method.clone().unwrap_or_else(|| "GET".into()).to_ascii_uppercase();
+        Ok(Request { method, path, query, headers, body, token: raw.token.clone() })
     };
     let action = match (&raw.watch, &raw.collect, raw.compact) {
         (Some(id), None, false) => Action::Watch { id: id.clone(), request: request(&raw)? },
         (None, Some(id), false) => {
-            if raw.path.is_some() || raw.body.is_some() || raw.method.is_some() {
+            if raw.path.is_some() || raw.body.is_some() || raw.method.is_some() || raw.token.is_some() {
                 return Err("a collect step sends no request".into());
             }
             let secs = raw.timeout.unwrap_or(10.0);

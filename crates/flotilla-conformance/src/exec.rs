@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::case::{Action, Body, Case, Compare, Keep, Step, Until};
 use crate::normalise::{self, Normaliser};
 use crate::recording::{StepRecord, Transcript};
-use crate::target::{Target, TargetError};
+use crate::target::{BearerToken, Target, TargetError};
 use crate::template::Vars;
 
 /// How long a non-watch response may take before the step is recorded as an error.
@@ -117,6 +117,9 @@ fn build_request(r: &crate::case::Request, vars: &Vars) -> Result<Request<Bytes>
     let mut b = Request::builder().method(r.method.as_str()).uri(uri.as_str());
     for (k, v) in &headers {
         b = b.header(k.as_str(), v.as_str());
+    }
+    if let Some(token) = &r.token {
+        b = b.extension(BearerToken(vars.render(token)?));
     }
     b.body(body).map_err(|e| format!("building request {} {uri}: {e}", r.method))
 }
@@ -415,13 +418,19 @@ mod tests {
             path: "/api/v1/namespaces/{{ns}}/configmaps/c?&x=1".into(),
             query: vec![("labelSelector".into(), "a in (b, c)".into())],
             headers: vec![("content-type".into(), Some("application/merge-patch+json".into()))],
+            token: None,
             body: Some(Body::Json(json!({"metadata": {"namespace": "{{ns}}"}}))),
         };
         let req = build_request(&r, &vars).unwrap();
         assert_eq!(req.uri(), "/api/v1/namespaces/n1/configmaps/c?&x=1&labelSelector=a+in+%28b%2C+c%29");
         assert_eq!(req.headers()[header::CONTENT_TYPE], "application/merge-patch+json");
         assert_eq!(req.body(), &Bytes::from(r#"{"metadata":{"namespace":"n1"}}"#));
-        let bare = crate::case::Request { headers: vec![("content-type".into(), None)], ..r };
+        assert!(req.extensions().get::<BearerToken>().is_none(), "the runner's own credential by default");
+        let bare = crate::case::Request { headers: vec![("content-type".into(), None)], ..r.clone() };
         assert!(build_request(&bare, &vars).unwrap().headers().get(header::CONTENT_TYPE).is_none());
+        vars.set("tok", "dG9rZW4tMQ==");
+        let as_token = crate::case::Request { token: Some("{{tok|base64-decode}}".into()), ..r };
+        let req = build_request(&as_token, &vars).unwrap();
+        assert_eq!(req.extensions().get::<BearerToken>().map(|t| t.0.as_str()), Some("token-1"));
     }
 }

@@ -26,10 +26,16 @@ pub enum TargetError {
     Compact(String),
 }
 
+/// A request extension: send the request as this bearer token alone, not with the target's
+/// own (admin) credential.
+#[derive(Clone, Debug)]
+pub struct BearerToken(pub String);
+
 /// A server cases can be sent to.
 #[async_trait]
 pub trait Target: Send + Sync {
-    /// Send one request (path and query only; the target adds scheme, host and credentials).
+    /// Send one request (path and query only; the target adds scheme, host and credentials:
+    /// its own, or only the [`BearerToken`] the request carries).
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError>;
     /// Compact the storage up to its current revision.
     async fn compact(&self) -> Result<(), TargetError>;
@@ -82,7 +88,17 @@ impl InProcess {
 impl Target for InProcess {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError> {
         let (mut parts, body) = req.into_parts();
-        parts.extensions.insert(self.identity.clone());
+        match parts.extensions.remove::<BearerToken>() {
+            // The router authenticates it, as a request over TLS without a client certificate.
+            Some(BearerToken(token)) => {
+                let value = http::HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|e| TargetError::Send { method: parts.method.to_string(), uri: parts.uri.to_string(), message: e.to_string() })?;
+                parts.headers.insert(http::header::AUTHORIZATION, value);
+            }
+            None => {
+                parts.extensions.insert(self.identity.clone());
+            }
+        }
         let req = Request::from_parts(parts, Body::from(body));
         let resp = tower::ServiceExt::oneshot(self.router.clone(), req).await;
         Ok(resp.unwrap_or_else(|never| match never {}))
@@ -98,6 +114,10 @@ impl Target for InProcess {
 #[derive(Clone)]
 pub struct Remote {
     client: kube::Client,
+    /// The kubeconfig's connection settings, for clients that call as a bearer token.
+    config: kube::Config,
+    /// A client per bearer token cases have called with.
+    token_clients: Arc<std::sync::Mutex<std::collections::HashMap<String, kube::Client>>>,
     etcd: Option<String>,
 }
 
@@ -117,8 +137,21 @@ impl Remote {
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| err(e.to_string()))?;
         config.default_retry = false;
         config.read_timeout = None;
-        let client = kube::Client::try_from(config).map_err(|e| err(e.to_string()))?;
-        Ok(Remote { client, etcd })
+        let client = kube::Client::try_from(config.clone()).map_err(|e| err(e.to_string()))?;
+        Ok(Remote { client, config, token_clients: Default::default(), etcd })
+    }
+
+    /// A client that presents only `token` (the server's CA kept, the client certificate not).
+    fn client_for(&self, token: &str) -> Result<kube::Client, String> {
+        let mut clients = self.token_clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = clients.get(token) {
+            return Ok(c.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info = kube::config::AuthInfo { token: Some(token.to_string().into()), ..Default::default() };
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        clients.insert(token.to_string(), client.clone());
+        Ok(client)
     }
 }
 
@@ -127,9 +160,15 @@ impl Target for Remote {
     async fn send(&self, req: Request<Bytes>) -> Result<Response<Body>, TargetError> {
         let method = req.method().to_string();
         let uri = req.uri().to_string();
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        let client = match parts.extensions.remove::<BearerToken>() {
+            Some(BearerToken(token)) => {
+                self.client_for(&token).map_err(|message| TargetError::Send { method: method.clone(), uri: uri.clone(), message })?
+            }
+            None => self.client.clone(),
+        };
         let req = Request::from_parts(parts, kube::client::Body::from(body.to_vec()));
-        let resp = self.client.send(req).await.map_err(|e| TargetError::Send { method, uri, message: e.to_string() })?;
+        let resp = client.send(req).await.map_err(|e| TargetError::Send { method, uri, message: e.to_string() })?;
         Ok(resp.map(Body::new))
     }
 

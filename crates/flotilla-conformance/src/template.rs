@@ -1,6 +1,7 @@
 //! `{{name}}` substitution in paths, query values, headers and bodies. Variables are the case's
 //! namespace (`ns`) and whatever earlier steps captured; a numeric variable may carry an offset
-//! (`{{rv+1000}}`, `{{rv-1}}`).
+//! (`{{rv+1000}}`, `{{rv-1}}`), and a variable holding base64 may be decoded
+//! (`{{token|base64-decode}}`, for a Secret's data).
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,16 @@ impl Vars {
     }
 
     fn expand(&self, expr: &str) -> Result<String, String> {
+        if let Some((name, filter)) = expr.split_once('|') {
+            let (name, filter) = (name.trim(), filter.trim());
+            if filter != "base64-decode" {
+                return Err(format!("unknown filter {filter:?} in {{{{{expr}}}}} (there is base64-decode)"));
+            }
+            let value = self.get(name).ok_or_else(|| format!("unknown variable {name:?}"))?;
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(value).map_err(|e| format!("variable {name}: not base64: {e}"))?;
+            return String::from_utf8(bytes).map_err(|_| format!("variable {name}: base64 of something that is not text"));
+        }
         let (name, offset) = match expr.find(['+', '-']).filter(|i| *i > 0 && expr[i + 1..].chars().all(|c| c.is_ascii_digit()) && expr.len() > i + 1) {
             Some(i) => {
                 let n: i128 = expr[i + 1..].parse().map_err(|_| format!("bad offset in {{{{{expr}}}}}"))?;
@@ -87,5 +98,9 @@ mod tests {
         assert!(v.render("{{nope}}").is_err());
         assert!(v.render("{{ns+1}}").is_err());
         assert_eq!(v.render("{{ns}}-x").unwrap(), "c-abc-x");
+        v.set("b", "aGk=");
+        assert_eq!(v.render("{{ b | base64-decode }}").unwrap(), "hi");
+        assert!(v.render("{{ns|base64-decode}}").is_err(), "not base64");
+        assert!(v.render("{{b|rot13}}").is_err());
     }
 }
