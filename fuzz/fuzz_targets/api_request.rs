@@ -66,11 +66,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // Watches stream until their timeout: keep them short.
-    let uri = if uri.query().is_some_and(|q| q.contains("watch")) {
-        format!("{target}&timeoutSeconds=1")
-    } else {
-        target.clone()
-    };
+    let uri = if uri.query().is_some_and(|q| q.contains("watch")) { format!("{target}&timeoutSeconds=1") } else { target.clone() };
     let Ok(uri) = uri.parse::<http::Uri>() else { return };
     let mut req = http::Request::builder().method(method).uri(uri).header("content-type", ctype).body(axum::body::Body::from(body)).unwrap();
     req.extensions_mut().insert(Identity::user("fuzz", &["system:masters"]));

@@ -18,8 +18,7 @@ fuzz_target!(|data: &[u8]| {
     for op in ops {
         let mine = json_patch(&ours, &json!([op]));
         let mut theirs = ours.clone();
-        let rfc_ok = serde_json::from_value::<json_patch::Patch>(json!([op]))
-            .is_ok_and(|p| json_patch::patch(&mut theirs, &p).is_ok());
+        let rfc_ok = serde_json::from_value::<json_patch::Patch>(json!([op])).is_ok_and(|p| json_patch::patch(&mut theirs, &p).is_ok());
         match (mine, rfc_ok) {
             (Ok(next), true) => {
                 assert_eq!(next, theirs, "op {op} on {ours}");

@@ -120,10 +120,7 @@ fn is_alnum(b: u8) -> bool {
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
 fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
-    !b.is_empty()
-        && is_alnum(b[0])
-        && is_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
+    !b.is_empty() && is_alnum(b[0]) && is_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`
@@ -245,11 +242,7 @@ pub struct Requirement {
 impl Requirement {
     /// Builds a requirement with the checks `labels.NewRequirement` makes: a valid key, the
     /// number of values the operator takes, integers for `>`/`<`, valid label values.
-    pub fn new(
-        key: impl Into<String>,
-        operator: Operator,
-        values: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Result<Self, SelectorError> {
+    pub fn new(key: impl Into<String>, operator: Operator, values: impl IntoIterator<Item = impl Into<String>>) -> Result<Self, SelectorError> {
         let key = key.into();
         let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
         values.sort();
@@ -264,31 +257,22 @@ impl Requirement {
             format!("[]string{{{}}}", quoted.join(", "))
         };
         match operator {
-            Operator::In | Operator::NotIn if values.is_empty() => errs.push(format!(
-                "values: Invalid value: {}: for 'in', 'notin' operators, values set can't be empty",
-                values_debug()
-            )),
-            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals if values.len() != 1 => errs.push(format!(
-                "values: Invalid value: {}: exact-match compatibility requires one single value",
-                values_debug()
-            )),
-            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => errs.push(format!(
-                "values: Invalid value: {}: values set must be empty for exists and does not exist",
-                values_debug()
-            )),
+            Operator::In | Operator::NotIn if values.is_empty() => {
+                errs.push(format!("values: Invalid value: {}: for 'in', 'notin' operators, values set can't be empty", values_debug()))
+            }
+            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals if values.len() != 1 => {
+                errs.push(format!("values: Invalid value: {}: exact-match compatibility requires one single value", values_debug()))
+            }
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+                errs.push(format!("values: Invalid value: {}: values set must be empty for exists and does not exist", values_debug()))
+            }
             Operator::GreaterThan | Operator::LessThan => {
                 if values.len() != 1 {
-                    errs.push(format!(
-                        "values: Invalid value: {}: for 'Gt', 'Lt' operators, exactly one value is required",
-                        values_debug()
-                    ));
+                    errs.push(format!("values: Invalid value: {}: for 'Gt', 'Lt' operators, exactly one value is required", values_debug()));
                 }
                 for (i, v) in values.iter().enumerate() {
                     if v.parse::<i64>().is_err() {
-                        errs.push(format!(
-                            "values[{i}]: Invalid value: {}: for 'Gt', 'Lt' operators, the value must be an integer",
-                            go_quote(v)
-                        ));
+                        errs.push(format!("values[{i}]: Invalid value: {}: for 'Gt', 'Lt' operators, the value must be an integer", go_quote(v)));
                     }
                 }
             }
@@ -300,11 +284,7 @@ impl Requirement {
                 errs.push(format!("values[{i}][{key}]: Invalid value: {}: {}", go_quote(v), value_errs.join("; ")));
             }
         }
-        if errs.is_empty() {
-            Ok(Requirement { key, operator, values })
-        } else {
-            Err(SelectorError::ParseLabel(aggregate(errs.into_iter())))
-        }
+        if errs.is_empty() { Ok(Requirement { key, operator, values }) } else { Err(SelectorError::ParseLabel(aggregate(errs.into_iter()))) }
     }
 
     pub fn key(&self) -> &str {
@@ -422,11 +402,7 @@ impl LabelSelector {
                     for msg in label_value_errors(v) {
                         violations.push(FieldViolation::invalid("matchLabels", v, msg));
                     }
-                    requirements.push(Requirement {
-                        key: k.clone(),
-                        operator: Operator::Equals,
-                        values: vec![v.clone()],
-                    });
+                    requirements.push(Requirement { key: k.clone(), operator: Operator::Equals, values: vec![v.clone()] });
                 }
             }
             Some(other) => return Err(decode(format!("matchLabels: expected an object, got {}", json_type(other)))),
@@ -460,10 +436,7 @@ impl LabelSelector {
                         match v {
                             Value::String(s) => values.push(s.clone()),
                             other => {
-                                return Err(decode(format!(
-                                    "{path}.values: expected strings, got {}",
-                                    json_type(other)
-                                )));
+                                return Err(decode(format!("{path}.values: expected strings, got {}", json_type(other))));
                             }
                         }
                     }
@@ -485,19 +458,13 @@ impl LabelSelector {
                     kind: ViolationKind::Required,
                     detail: "must be specified when `operator` is 'In' or 'NotIn'".to_string(),
                 }),
-                Some(Operator::Exists | Operator::DoesNotExist) if !values.is_empty() => {
-                    violations.push(FieldViolation {
-                        field: format!("{path}.values"),
-                        kind: ViolationKind::Forbidden,
-                        detail: "may not be specified when `operator` is 'Exists' or 'DoesNotExist'".to_string(),
-                    })
-                }
+                Some(Operator::Exists | Operator::DoesNotExist) if !values.is_empty() => violations.push(FieldViolation {
+                    field: format!("{path}.values"),
+                    kind: ViolationKind::Forbidden,
+                    detail: "may not be specified when `operator` is 'Exists' or 'DoesNotExist'".to_string(),
+                }),
                 Some(_) => {}
-                None => violations.push(FieldViolation::invalid(
-                    format!("{path}.operator"),
-                    &op_name,
-                    "not a valid selector operator",
-                )),
+                None => violations.push(FieldViolation::invalid(format!("{path}.operator"), &op_name, "not a valid selector operator")),
             }
             for msg in label_key_errors(&key) {
                 violations.push(FieldViolation::invalid(format!("{path}.key"), &key, msg));
@@ -878,11 +845,7 @@ impl LabelParser {
             return Ok(vec![String::new()]);
         }
         let (tok, lit) = self.consume(Context::Values);
-        if tok == Token::Identifier {
-            Ok(vec![lit])
-        } else {
-            Err(SelectorError::ParseLabel(format!("found '{lit}', expected: identifier")))
-        }
+        if tok == Token::Identifier { Ok(vec![lit]) } else { Err(SelectorError::ParseLabel(format!("found '{lit}', expected: identifier"))) }
     }
 }
 
@@ -1019,9 +982,7 @@ fn split_field_terms(s: &str) -> Vec<&str> {
 fn split_field_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
     for (i, _) in term.char_indices() {
         let rest = &term[i..];
-        for (op, operator) in
-            [("!=", FieldOperator::NotEquals), ("==", FieldOperator::Equals), ("=", FieldOperator::Equals)]
-        {
+        for (op, operator) in [("!=", FieldOperator::NotEquals), ("==", FieldOperator::Equals), ("=", FieldOperator::Equals)] {
             if let Some(value) = rest.strip_prefix(op) {
                 return Some((&term[..i], operator, value));
             }

@@ -19,31 +19,19 @@ fn core_gvk(kind: &str) -> GroupVersionKind {
     GroupVersionKind::gvk("core.kubefed.io", "v1beta1", kind)
 }
 
-fn default(
-    gvk: &GroupVersionKind,
-    obj: &mut Value,
-    operation: Operation,
-) -> Result<(), Vec<FieldError>> {
+fn default(gvk: &GroupVersionKind, obj: &mut Value, operation: Operation) -> Result<(), Vec<FieldError>> {
     let mut counter = 0;
     let mut uuid = || {
         counter += 1;
         format!("uuid-{counter}")
     };
-    let mut ctx = Defaulting {
-        operation,
-        namespace: Some("default"),
-        now: NOW,
-        new_uuid: &mut uuid,
-    };
+    let mut ctx = Defaulting { operation, namespace: Some("default"), now: NOW, new_uuid: &mut uuid };
     admission::default(gvk, obj, &mut ctx)
 }
 
 /// `(path, message)` pairs, for compact assertions.
 fn causes(errors: &[FieldError]) -> Vec<(String, String)> {
-    errors
-        .iter()
-        .map(|e| (e.path.clone(), e.message.clone()))
-        .collect()
+    errors.iter().map(|e| (e.path.clone(), e.message.clone())).collect()
 }
 
 fn cluster(name: &str, spec: Value) -> Value {
@@ -54,19 +42,10 @@ fn cluster(name: &str, spec: Value) -> Value {
 fn cluster_names_are_dns_labels_of_at_most_48_characters() {
     let push = json!({"syncMode": "Push", "apiEndpoint": "https://10.0.0.1:6443"});
     let ok = "a".repeat(48);
-    assert_eq!(
-        admission::validate(&cluster_gvk(), &cluster(&ok, push.clone()), None),
-        vec![]
-    );
+    assert_eq!(admission::validate(&cluster_gvk(), &cluster(&ok, push.clone()), None), vec![]);
     let long = "a".repeat(49);
     let errors = admission::validate(&cluster_gvk(), &cluster(&long, push.clone()), None);
-    assert_eq!(
-        causes(&errors),
-        [(
-            "metadata.name".to_string(),
-            "must be no more than 48 characters".to_string()
-        )]
-    );
+    assert_eq!(causes(&errors), [("metadata.name".to_string(), "must be no more than 48 characters".to_string())]);
     assert_eq!(errors[0].reason, Reason::Invalid);
     assert_eq!(errors[0].reason.as_str(), "FieldValueInvalid");
     let upper = admission::validate(&cluster_gvk(), &cluster("Member1", push.clone()), None);
@@ -82,32 +61,17 @@ fn cluster_spec_validation() {
     // Go's url.Parse refuses a bare IP:port although the message names that form.
     let errors = check(json!({"syncMode": "Push", "apiEndpoint": "10.0.0.1:6443"}));
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0]
-            .message
-            .contains("first path segment in URL cannot contain colon"),
-        "{errors:?}"
-    );
+    assert!(errors[0].message.contains("first path segment in URL cannot contain colon"), "{errors:?}");
     let errors = check(json!({"syncMode": "Push", "apiEndpoint": "https://u@h:6443/?x=1"}));
     assert_eq!(errors.len(), 2, "{errors:?}");
     let errors = check(json!({"syncMode": "Pull", "proxyURL": "ftp://proxy:21"}));
-    assert_eq!(
-        causes(&errors),
-        [(
-            "spec.proxyURL".into(),
-            "unsupported scheme \"ftp\", must be http, https, or socks5".into()
-        )]
-    );
-    let errors =
-        check(json!({"syncMode": "Push", "secretRef": {"namespace": "", "name": "member1"}}));
+    assert_eq!(causes(&errors), [("spec.proxyURL".into(), "unsupported scheme \"ftp\", must be http, https, or socks5".into())]);
+    let errors = check(json!({"syncMode": "Push", "secretRef": {"namespace": "", "name": "member1"}}));
     assert_eq!(errors[0].path, "spec.secretRef.namespace");
     assert_eq!(errors[0].reason, Reason::Required);
     let errors = check(json!({"syncMode": "Push", "taints": [
         {"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "Sometimes"}]}));
-    assert_eq!(
-        errors.iter().map(|e| e.reason).collect::<Vec<_>>(),
-        [Reason::Duplicate, Reason::NotSupported]
-    );
+    assert_eq!(errors.iter().map(|e| e.reason).collect::<Vec<_>>(), [Reason::Duplicate, Reason::NotSupported]);
     // An unknown sync mode fails decoding, naming the field.
     let errors = check(json!({"syncMode": "Both"}));
     assert_eq!(errors[0].path, "spec.syncMode");
@@ -134,10 +98,7 @@ fn cluster_defaults_on_create() {
         json!({"grade": 0, "ranges": [
         {"name": "cpu", "min": "0", "max": "1"}, {"name": "memory", "min": "0", "max": "4Gi"}]})
     );
-    assert_eq!(
-        models[7]["ranges"][1],
-        json!({"name": "memory", "min": "512Gi", "max": "1Ti"})
-    );
+    assert_eq!(models[7]["ranges"][1], json!({"name": "memory", "min": "512Gi", "max": "1Ti"}));
     assert_eq!(models[8]["ranges"][0]["max"], "9223372036854775807");
     assert_eq!(admission::validate(&cluster_gvk(), &obj, None), vec![]);
 
@@ -149,21 +110,12 @@ fn cluster_defaults_on_create() {
         {"grade": 0, "ranges": [{"name": "cpu", "min": "1", "max": "2"}]}]}),
     );
     default(&cluster_gvk(), &mut given, Operation::Update).unwrap();
-    assert_eq!(
-        given["spec"]["resourceModels"][0]["ranges"][0],
-        json!({"name": "cpu", "min": "0", "max": "2"})
-    );
-    assert_eq!(
-        given["spec"]["resourceModels"][1]["ranges"][0]["max"],
-        "9223372036854775807"
-    );
+    assert_eq!(given["spec"]["resourceModels"][0]["ranges"][0], json!({"name": "cpu", "min": "0", "max": "2"}));
+    assert_eq!(given["spec"]["resourceModels"][1]["ranges"][0]["max"], "9223372036854775807");
     assert_eq!(admission::validate(&cluster_gvk(), &given, None), vec![]);
     given["spec"]["resourceModels"][1]["ranges"][0]["min"] = json!("3");
     let errors = admission::validate(&cluster_gvk(), &given, None);
-    assert_eq!(
-        errors[0].message,
-        "Model intervals for resources must be contiguous and non-overlapping"
-    );
+    assert_eq!(errors[0].message, "Model intervals for resources must be contiguous and non-overlapping");
 }
 
 fn policy(spec: Value) -> Value {
@@ -181,102 +133,65 @@ fn selectors() -> Value {
 #[test]
 fn propagation_policy_validation() {
     let check = |placement: Value| {
-        let errors = admission::validate(
-            &pp_gvk(),
-            &policy(json!({"resourceSelectors": selectors(), "placement": placement})),
-            None,
-        );
+        let errors = admission::validate(&pp_gvk(), &policy(json!({"resourceSelectors": selectors(), "placement": placement})), None);
         causes(&errors)
     };
-    assert_eq!(
-        check(json!({"clusterAffinity": {"clusterNames": ["m1"]}})),
-        []
-    );
+    assert_eq!(check(json!({"clusterAffinity": {"clusterNames": ["m1"]}})), []);
     assert_eq!(
         check(json!({"clusterAffinity": {}, "clusterAffinities": [{"affinityName": "a"}]})),
-        [(
-            "spec.placement".into(),
-            "clusterAffinities cannot co-exist with clusterAffinity".into()
-        )]
+        [("spec.placement".into(), "clusterAffinities cannot co-exist with clusterAffinity".into())]
     );
     assert_eq!(
         check(json!({"clusterAffinities": [{"affinityName": "a"}, {"affinityName": "a"}]})),
-        [(
-            "spec.placement.clusterAffinities".into(),
-            "each affinity term in a policy must have a unique name".into()
-        )]
+        [("spec.placement.clusterAffinities".into(), "each affinity term in a policy must have a unique name".into())]
     );
     assert_eq!(
-        check(
-            json!({"clusterAffinity": {"fieldSelector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["x"]}]}}})
-        ),
-        [(
-            "spec.placement.clusterAffinity.fieldSelector".into(),
-            "unsupported key \"color\", must be provider, region, or zone".into()
-        )]
+        check(json!({"clusterAffinity": {"fieldSelector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["x"]}]}}})),
+        [("spec.placement.clusterAffinity.fieldSelector".into(), "unsupported key \"color\", must be provider, region, or zone".into())]
     );
     let spread = |constraints: Value| check(json!({"spreadConstraints": constraints}));
     assert_eq!(
         spread(json!([{"spreadByField": "cluster", "spreadByLabel": "x", "minGroups": 1}])),
-        [(
-            "spec.placement.spreadConstraints[0]".into(),
-            "spreadByLabel should not co-exist with spreadByField".into()
-        )]
+        [("spec.placement.spreadConstraints[0]".into(), "spreadByLabel should not co-exist with spreadByField".into())]
     );
     assert_eq!(
         spread(json!([{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 2}])),
-        [(
-            "spec.placement.spreadConstraints[0]".into(),
-            "maxGroups lower than minGroups is not allowed".into()
-        )]
+        [("spec.placement.spreadConstraints[0]".into(), "maxGroups lower than minGroups is not allowed".into())]
     );
     assert_eq!(
         spread(json!([{"spreadByField": "region", "minGroups": 1}])),
-        [("spec.placement.spreadConstraints".into(), "the cluster spread constraint must be enabled in one of the constraints in case of SpreadByField is enabled".into())]
+        [(
+            "spec.placement.spreadConstraints".into(),
+            "the cluster spread constraint must be enabled in one of the constraints in case of SpreadByField is enabled".into()
+        )]
     );
     assert_eq!(
         spread(
             json!([{"spreadByField": "cluster", "minGroups": 1}, {"spreadByField": "cluster", "minGroups": 1}, {"spreadByField": "cluster", "minGroups": 1}])
         ),
-        [(
-            "spec.placement.spreadConstraints".into(),
-            "multiple cluster spread constraints are not allowed".into()
-        )]
+        [("spec.placement.spreadConstraints".into(), "multiple cluster spread constraints are not allowed".into())]
     );
 
     let spec_errors = |spec: Value| causes(&admission::validate(&pp_gvk(), &policy(spec), None));
     assert_eq!(
-        spec_errors(
-            json!({"resourceSelectors": selectors(), "failover": {"application": {"decisionConditions": {}, "gracePeriodSeconds": 600}}})
-        ),
-        [(
-            "spec.propagateDeps".into(),
-            "application failover is set, propagateDeps must be true".into()
-        )]
+        spec_errors(json!({"resourceSelectors": selectors(), "failover": {"application": {"decisionConditions": {}, "gracePeriodSeconds": 600}}})),
+        [("spec.propagateDeps".into(), "application failover is set, propagateDeps must be true".into())]
     );
     assert_eq!(
-        spec_errors(
-            json!({"resourceSelectors": selectors(), "propagateDeps": true, "failover": {"application": {
-            "decisionConditions": {"tolerationSeconds": -1}, "purgeMode": "Directly", "gracePeriodSeconds": 0}}})
-        ),
+        spec_errors(json!({"resourceSelectors": selectors(), "propagateDeps": true, "failover": {"application": {
+            "decisionConditions": {"tolerationSeconds": -1}, "purgeMode": "Directly", "gracePeriodSeconds": 0}}})),
         [
-            (
-                "spec.failover.application.decisionConditions.tolerationSeconds".into(),
-                "must be greater than or equal to 0".into()
-            ),
-            (
-                "spec.failover.application.gracePeriodSeconds".into(),
-                "only takes effect when purgeMode is gracefully".into()
-            ),
-            (
-                "spec.failover.application.gracePeriodSeconds".into(),
-                "must be greater than 0".into()
-            ),
+            ("spec.failover.application.decisionConditions.tolerationSeconds".into(), "must be greater than or equal to 0".into()),
+            ("spec.failover.application.gracePeriodSeconds".into(), "only takes effect when purgeMode is gracefully".into()),
+            ("spec.failover.application.gracePeriodSeconds".into(), "must be greater than 0".into()),
         ]
     );
     assert_eq!(
         spec_errors(json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}], "preemption": "Always"})),
-        [("spec.resourceSelectors[0].name".into(), "name cannot be empty if preemption is Always, the empty name may cause unexpected resources preemption".into())]
+        [(
+            "spec.resourceSelectors[0].name".into(),
+            "name cannot be empty if preemption is Always, the empty name may cause unexpected resources preemption".into()
+        )]
     );
     assert_eq!(
         spec_errors(json!({"resourceSelectors": selectors(), "suspension": {"dispatching": true, "dispatchingOnClusters": {"clusterNames": ["m1"]}}})).len(),
@@ -288,16 +203,12 @@ fn propagation_policy_validation() {
 
 #[test]
 fn propagation_policy_updates_keep_scheduler_and_permanent_id() {
-    let old =
-        policy(json!({"resourceSelectors": selectors(), "schedulerName": "default-scheduler"}));
+    let old = policy(json!({"resourceSelectors": selectors(), "schedulerName": "default-scheduler"}));
     let mut new = old.clone();
     new["spec"]["schedulerName"] = json!("other");
     new["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] = json!("forged");
     let errors = admission::validate(&pp_gvk(), &new, Some(&old));
-    assert_eq!(
-        errors.iter().map(|e| e.reason).collect::<Vec<_>>(),
-        [Reason::Forbidden, Reason::Forbidden]
-    );
+    assert_eq!(errors.iter().map(|e| e.reason).collect::<Vec<_>>(), [Reason::Forbidden, Reason::Forbidden]);
     assert_eq!(errors[0].message, "the schedulerName should not be updated");
     // Updates keep the id: defaulting on update does not mint a new one.
     let mut updated = old.clone();
@@ -328,20 +239,14 @@ fn propagation_policy_defaults() {
         {"spreadByLabel": "topology/zone", "minGroups": 2}])
     );
     assert_eq!(spec["failover"]["application"]["gracePeriodSeconds"], 600);
-    assert_eq!(
-        obj["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"],
-        "uuid-1"
-    );
+    assert_eq!(obj["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"], "uuid-1");
     assert_eq!(admission::validate(&pp_gvk(), &obj, None), vec![]);
 
     // Names longer than 63 characters are refused by the mutating webhook.
     let mut long = obj.clone();
     long["metadata"]["name"] = json!("p".repeat(64));
     let errors = default(&pp_gvk(), &mut long, Operation::Create).unwrap_err();
-    assert_eq!(
-        errors[0].message,
-        "PropagationPolicy's name should be no more than 63 characters"
-    );
+    assert_eq!(errors[0].message, "PropagationPolicy's name should be no more than 63 characters");
 
     // A ClusterPropagationPolicy gets its own label and finalizer, and keeps selector namespaces.
     let cpp = GroupVersionKind::gvk("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy");
@@ -349,23 +254,10 @@ fn propagation_policy_defaults() {
         "metadata": {"name": "c"}, "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Namespace"}],
         "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}}});
     default(&cpp, &mut obj, Operation::Create).unwrap();
-    assert_eq!(
-        obj["metadata"]["labels"],
-        json!({"clusterpropagationpolicy.karmada.io/permanent-id": "uuid-1"})
-    );
-    assert_eq!(
-        obj["metadata"]["finalizers"],
-        json!(["karmada.io/cluster-propagation-policy-controller"])
-    );
-    assert!(
-        obj["spec"]["resourceSelectors"][0]
-            .get("namespace")
-            .is_none()
-    );
-    assert_eq!(
-        obj["spec"]["placement"]["replicaScheduling"]["replicaDivisionPreference"],
-        "Weighted"
-    );
+    assert_eq!(obj["metadata"]["labels"], json!({"clusterpropagationpolicy.karmada.io/permanent-id": "uuid-1"}));
+    assert_eq!(obj["metadata"]["finalizers"], json!(["karmada.io/cluster-propagation-policy-controller"]));
+    assert!(obj["spec"]["resourceSelectors"][0].get("namespace").is_none());
+    assert_eq!(obj["spec"]["placement"]["replicaScheduling"]["replicaDivisionPreference"], "Weighted");
 }
 
 #[test]
@@ -377,19 +269,11 @@ fn override_policy_validation() {
     };
     assert_eq!(
         check(json!({"targetCluster": {}, "overrideRules": []})),
-        [(
-            "spec.targetCluster".into(),
-            "overrideRules and targetCluster can't co-exist".into()
-        )]
+        [("spec.targetCluster".into(), "overrideRules and targetCluster can't co-exist".into())]
     );
     assert_eq!(
-        check(
-            json!({"overriders": {"plaintext": [{"path": "/a", "operator": "remove"}]}, "overrideRules": []})
-        ),
-        [(
-            "spec.overriders".into(),
-            "overrideRules and overriders can't co-exist".into()
-        )]
+        check(json!({"overriders": {"plaintext": [{"path": "/a", "operator": "remove"}]}, "overrideRules": []})),
+        [("spec.overriders".into(), "overrideRules and overriders can't co-exist".into())]
     );
     let rule = |overriders: Value| check(json!({"overrideRules": [{"overriders": overriders}]}));
     // Flotilla's rule beyond Karmada's: no override moves an object or renames it.
@@ -402,47 +286,25 @@ fn override_policy_validation() {
     }
     assert!(rule(json!({"plaintext": [{"path": "/metadata/labels/a", "operator": "add", "value": "b"}]})).is_empty());
     assert_eq!(
-        rule(
-            json!({"imageOverrider": [{"predicate": {"path": "spec/x"}, "component": "Tag", "operator": "replace", "value": "v2"}]})
-        ),
-        [(
-            "spec.overrideRules[0].overriders.imageOverrider[0].predicate.path".into(),
-            "JSON pointer must be empty or start with a \"/\"".into()
-        )]
+        rule(json!({"imageOverrider": [{"predicate": {"path": "spec/x"}, "component": "Tag", "operator": "replace", "value": "v2"}]})),
+        [("spec.overrideRules[0].overriders.imageOverrider[0].predicate.path".into(), "JSON pointer must be empty or start with a \"/\"".into())]
     );
     assert_eq!(
         rule(json!({"fieldOverrider": [{"fieldPath": "/data/cfg",
             "json": [{"subPath": "/a", "operator": "add"}, {"subPath": "/b", "operator": "remove", "value": 1}],
             "yaml": [{"subPath": "/c", "operator": "replace", "value": "x"}]}]})),
         [
-            (
-                "spec.overrideRules[0].overriders.fieldOverrider[0]".into(),
-                "FieldOverrider has both YAML and JSON set. Only one is allowed".into()
-            ),
-            (
-                "spec.overrideRules[0].overriders.fieldOverrider[0].json[0].value".into(),
-                "value is required for add or replace operation".into()
-            ),
-            (
-                "spec.overrideRules[0].overriders.fieldOverrider[0].json[1].value".into(),
-                "value is not allowed for remove operation".into()
-            ),
+            ("spec.overrideRules[0].overriders.fieldOverrider[0]".into(), "FieldOverrider has both YAML and JSON set. Only one is allowed".into()),
+            ("spec.overrideRules[0].overriders.fieldOverrider[0].json[0].value".into(), "value is required for add or replace operation".into()),
+            ("spec.overrideRules[0].overriders.fieldOverrider[0].json[1].value".into(), "value is not allowed for remove operation".into()),
         ]
     );
-    let bad_label = rule(
-        json!({"labelsOverrider": [{"operator": "add", "value": {"-bad": "ok", "good": "not ok!"}}]}),
-    );
+    let bad_label = rule(json!({"labelsOverrider": [{"operator": "add", "value": {"-bad": "ok", "good": "not ok!"}}]}));
     assert_eq!(bad_label.len(), 2, "{bad_label:?}");
-    assert_eq!(
-        bad_label[1].0,
-        "spec.overrideRules[0].overriders.labelsOverrider[0].value[good]"
-    );
+    assert_eq!(bad_label[1].0, "spec.overrideRules[0].overriders.labelsOverrider[0].value[good]");
     // An unknown operator fails decoding at its path.
     let errors = rule(json!({"plaintext": [{"path": "/a", "operator": "merge"}]}));
-    assert_eq!(
-        errors[0].0,
-        "spec.overrideRules[0].overriders.plaintext[0].operator"
-    );
+    assert_eq!(errors[0].0, "spec.overrideRules[0].overriders.plaintext[0].operator");
 }
 
 fn kubefed_cluster(spec: Value) -> Value {
@@ -452,36 +314,17 @@ fn kubefed_cluster(spec: Value) -> Value {
 
 #[test]
 fn kubefed_cluster_validation() {
-    let check = |spec: Value| {
-        causes(&admission::validate(
-            &core_gvk("KubeFedCluster"),
-            &kubefed_cluster(spec),
-            None,
-        ))
-    };
-    assert_eq!(
-        check(
-            json!({"apiEndpoint": "https://172.17.0.2:6443", "secretRef": {"name": "cluster1-x"}})
-        ),
-        []
-    );
+    let check = |spec: Value| causes(&admission::validate(&core_gvk("KubeFedCluster"), &kubefed_cluster(spec), None));
+    assert_eq!(check(json!({"apiEndpoint": "https://172.17.0.2:6443", "secretRef": {"name": "cluster1-x"}})), []);
     assert_eq!(
         check(json!({"apiEndpoint": "https://172.17.0.2:70000", "secretRef": {"name": "s"}})),
-        [(
-            "spec.apiEndpoint".into(),
-            "port must be between 1 and 65535".into()
-        )]
+        [("spec.apiEndpoint".into(), "port must be between 1 and 65535".into())]
     );
     assert_eq!(
-        check(
-            json!({"apiEndpoint": "https://h", "secretRef": {"name": ""}, "disabledTLSValidations": ["*", "SubjectName"]})
-        ),
+        check(json!({"apiEndpoint": "https://h", "secretRef": {"name": ""}, "disabledTLSValidations": ["*", "SubjectName"]})),
         [
             ("spec.secretRef.name".into(), "".into()),
-            (
-                "spec.disabledTLSValidations".into(),
-                "when * is specified, it is expected to be the only option in list".into()
-            ),
+            ("spec.disabledTLSValidations".into(), "when * is specified, it is expected to be the only option in list".into()),
         ]
     );
 }
@@ -499,10 +342,7 @@ fn federated_type_config_defaults_and_validation() {
     default(&gvk, &mut ftc, Operation::Create).unwrap();
     assert_eq!(ftc["spec"]["targetType"]["pluralName"], "deployments");
     assert_eq!(ftc["spec"]["targetType"]["group"], "apps");
-    assert_eq!(
-        ftc["spec"]["federatedType"]["pluralName"],
-        "federateddeployments"
-    );
+    assert_eq!(ftc["spec"]["federatedType"]["pluralName"], "federateddeployments");
     assert_eq!(admission::validate(&gvk, &ftc, None), vec![]);
 
     let mut wrong = ftc.clone();
@@ -511,14 +351,8 @@ fn federated_type_config_defaults_and_validation() {
     assert_eq!(
         causes(&admission::validate(&gvk, &wrong, None)),
         [
-            (
-                "metadata.name".into(),
-                "name must be \"deployments.apps\"".into()
-            ),
-            (
-                "spec.federatedType.group".into(),
-                "should be a domain with at least one dot".into()
-            ),
+            ("metadata.name".into(), "name must be \"deployments.apps\"".into()),
+            ("spec.federatedType.group".into(), "should be a domain with at least one dot".into()),
         ]
     );
 }
@@ -535,10 +369,7 @@ fn kubefed_config_validation() {
     assert_eq!(admission::validate(&gvk, &ok, None), vec![]);
     let mut cluster_scope = ok.clone();
     cluster_scope["spec"]["scope"] = json!("Cluster");
-    assert_eq!(
-        causes(&admission::validate(&gvk, &cluster_scope, Some(&ok))),
-        [("spec.scope".into(), "field is immutable".into())]
-    );
+    assert_eq!(causes(&admission::validate(&gvk, &cluster_scope, Some(&ok))), [("spec.scope".into(), "field is immutable".into())]);
     let mut bad = ok.clone();
     bad["spec"]["leaderElect"]["leaseDuration"] = json!("10s");
     bad["spec"]["leaderElect"]["retryPeriod"] = json!("9s");
@@ -548,22 +379,10 @@ fn kubefed_config_validation() {
     assert_eq!(
         causes(&errors),
         [
-            (
-                "spec.clusterHealthCheck.period".into(),
-                "should be positive".into()
-            ),
-            (
-                "spec.leaderElect.leaseDuration".into(),
-                "leaseDuration must be greater than renewDeadline".into()
-            ),
-            (
-                "spec.leaderElect.renewDeadline".into(),
-                "renewDeadline must be greater than retryPeriod*JitterFactor(1.2)".into()
-            ),
-            (
-                "spec.featureGates[1].name".into(),
-                "\"PushReconciler\"".into()
-            ),
+            ("spec.clusterHealthCheck.period".into(), "should be positive".into()),
+            ("spec.leaderElect.leaseDuration".into(), "leaseDuration must be greater than renewDeadline".into()),
+            ("spec.leaderElect.renewDeadline".into(), "renewDeadline must be greater than retryPeriod*JitterFactor(1.2)".into()),
+            ("spec.featureGates[1].name".into(), "\"PushReconciler\"".into()),
         ]
     );
     assert_eq!(errors[3].reason, Reason::Duplicate);

@@ -57,13 +57,7 @@ struct Case {
 fn cases() -> Vec<Case> {
     let mut names: Vec<String> = fs::read_dir(data_dir().join("inputs"))
         .expect("inputs directory")
-        .map(|entry| {
-            entry
-                .expect("directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|entry| entry.expect("directory entry").file_name().to_string_lossy().into_owned())
         .filter_map(|file| file.strip_suffix(".json").map(str::to_owned))
         .collect();
     names.sort();
@@ -99,13 +93,7 @@ fn with_server_metadata(input: &Value, expected: &Value) -> Value {
 
 fn normalise(obj: &mut Value) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in [
-            "uid",
-            "creationTimestamp",
-            "resourceVersion",
-            "managedFields",
-            "generation",
-        ] {
+        for key in ["uid", "creationTimestamp", "resourceVersion", "managedFields", "generation"] {
             meta.remove(key);
         }
     }
@@ -122,13 +110,7 @@ fn drop_allocated_service_fields(input: &Value, expected: &mut Value) {
     // Sent means sent with something other than Go's zero value.
     let sent = |v: &Value| !v.is_null() && v != "" && v != 0 && *v != json!([]);
     let spec_sent = &input["spec"];
-    for key in [
-        "clusterIP",
-        "clusterIPs",
-        "ipFamilies",
-        "ipFamilyPolicy",
-        "healthCheckNodePort",
-    ] {
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy", "healthCheckNodePort"] {
         let mirrored = key == "clusterIPs" && sent(&spec_sent["clusterIP"]);
         if !sent(&spec_sent[key]) && !mirrored {
             spec.remove(key);
@@ -163,16 +145,9 @@ fn differences(theirs: &Value, ours: &Value, pointer: &str, out: &mut Vec<String
             keys.sort();
             keys.dedup();
             for key in keys {
-                let (x, y) = (
-                    a.get(key).unwrap_or(&Value::Null),
-                    b.get(key).unwrap_or(&Value::Null),
-                );
+                let (x, y) = (a.get(key).unwrap_or(&Value::Null), b.get(key).unwrap_or(&Value::Null));
                 if a.contains_key(key) != b.contains_key(key) {
-                    out.push(format!(
-                        "  {pointer}/{key}: kube-apiserver {} | flotilla {}",
-                        show(a.get(key)),
-                        show(b.get(key))
-                    ));
+                    out.push(format!("  {pointer}/{key}: kube-apiserver {} | flotilla {}", show(a.get(key)), show(b.get(key))));
                 } else {
                     differences(x, y, &format!("{pointer}/{key}"), out);
                 }
@@ -183,9 +158,7 @@ fn differences(theirs: &Value, ours: &Value, pointer: &str, out: &mut Vec<String
                 differences(x, y, &format!("{pointer}/{i}"), out);
             }
         }
-        _ if theirs != ours => out.push(format!(
-            "  {pointer}: kube-apiserver {theirs} | flotilla {ours}"
-        )),
+        _ if theirs != ours => out.push(format!("  {pointer}: kube-apiserver {theirs} | flotilla {ours}")),
         _ => {}
     }
 }
@@ -203,11 +176,7 @@ fn diff(theirs: &Value, ours: &Value) -> String {
 #[test]
 fn defaults_match_recorded_kube_apiserver() {
     let cases = cases();
-    assert!(
-        cases.len() >= 40,
-        "expected at least 40 golden cases, found {}",
-        cases.len()
-    );
+    assert!(cases.len() >= 40, "expected at least 40 golden cases, found {}", cases.len());
     let mut failures = Vec::new();
     for case in &cases {
         let (group, version, kind) = group_version_kind(&case.input);
@@ -216,17 +185,10 @@ fn defaults_match_recorded_kube_apiserver() {
 
         if case.expected["kind"] == "Status" {
             match result {
-                Err(e)
-                    if e.kind == FieldErrorKind::Undecodable
-                        && Some(e.status_message(&kind, &version).as_str())
-                            == case.expected["message"].as_str() =>
-                {
+                Err(e) if e.kind == FieldErrorKind::Undecodable && Some(e.status_message(&kind, &version).as_str()) == case.expected["message"].as_str() => {
                     assert_eq!(case.expected["code"], json!(400), "{}", case.name);
                 }
-                other => failures.push(format!(
-                    "{}: expected the refusal {:?}, got {other:?}",
-                    case.name, case.expected["message"]
-                )),
+                other => failures.push(format!("{}: expected the refusal {:?}, got {other:?}", case.name, case.expected["message"])),
             }
             continue;
         }
@@ -243,35 +205,20 @@ fn defaults_match_recorded_kube_apiserver() {
             let ours = remove_pointer(&mut actual, pointer);
             let theirs = remove_pointer(&mut expected, pointer);
             if ours == theirs {
-                failures.push(format!(
-                    "{name}: listed divergence {pointer} ({why}) no longer diverges"
-                ));
+                failures.push(format!("{name}: listed divergence {pointer} ({why}) no longer diverges"));
             }
         }
         if actual != expected {
-            failures.push(format!(
-                "{}: defaults differ\n{}",
-                case.name,
-                diff(&expected, &actual)
-            ));
+            failures.push(format!("{}: defaults differ\n{}", case.name, diff(&expected, &actual)));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} cases failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n\n"));
 }
 
 #[test]
 fn recorded_objects_are_already_defaulted() {
     let mut failures = Vec::new();
-    for case in cases()
-        .into_iter()
-        .filter(|c| c.expected["kind"] != "Status")
-    {
+    for case in cases().into_iter().filter(|c| c.expected["kind"] != "Status") {
         let (group, version, kind) = group_version_kind(&case.expected);
         let mut again = case.expected.clone();
         apply_defaults(&group, &version, &kind, &mut again).expect("recorded object defaults");
@@ -279,11 +226,7 @@ fn recorded_objects_are_already_defaulted() {
         let mut expected = case.expected.clone();
         normalise(&mut expected);
         if again != expected {
-            failures.push(format!(
-                "{}: changed by defaulting again\n{}",
-                case.name,
-                diff(&expected, &again)
-            ));
+            failures.push(format!("{}: changed by defaulting again\n{}", case.name, diff(&expected, &again)));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -301,35 +244,20 @@ fn quantities_match_recorded_kube_apiserver() {
         };
         let parsed = Quantity::parse_json_text(&sent);
         if !row["status"].is_null() {
-            assert!(
-                parsed.is_err(),
-                "{sent:?} should be refused: {}",
-                row["status"]
-            );
+            assert!(parsed.is_err(), "{sent:?} should be refused: {}", row["status"]);
             continue;
         }
         let quantity = parsed.unwrap_or_else(|e| panic!("{sent:?}: {e}"));
-        assert_eq!(
-            json!(quantity.to_text()),
-            row["quantity"],
-            "plain quantity {sent:?}"
-        );
+        assert_eq!(json!(quantity.to_text()), row["quantity"], "plain quantity {sent:?}");
         let mut listed = quantity.clone();
         listed.round_up(MILLI);
-        assert_eq!(
-            json!(listed.to_text()),
-            row["resourceList"],
-            "resource list {sent:?}"
-        );
+        assert_eq!(json!(listed.to_text()), row["resourceList"], "resource list {sent:?}");
     }
 }
 
 #[test]
 fn defaulting_twice_changes_nothing() {
-    for case in cases()
-        .into_iter()
-        .filter(|c| c.expected["kind"] != "Status")
-    {
+    for case in cases().into_iter().filter(|c| c.expected["kind"] != "Status") {
         let (group, version, kind) = group_version_kind(&case.input);
         let mut once = with_server_metadata(&case.input, &case.expected);
         apply_create_defaults(&group, &version, &kind, &mut once).expect("defaults");

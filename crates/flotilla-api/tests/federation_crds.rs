@@ -2,9 +2,7 @@
 
 use flotilla_api::federation::crd::{crd_structural_problems, structural_problems};
 use flotilla_api::federation::kubefed::core::{ApiResource, ResourceScope};
-use flotilla_api::federation::kubefed::{
-    FederatedTypeOptions, federated_type_crd, federated_type_crd_with,
-};
+use flotilla_api::federation::kubefed::{FederatedTypeOptions, federated_type_crd, federated_type_crd_with};
 use flotilla_api::federation::{crds, crds_yaml};
 use serde_json::{Value, json};
 
@@ -23,18 +21,7 @@ type Expected = (
     &'static [&'static str],
 );
 const EXPECTED: &[Expected] = &[
-    (
-        "cluster.karmada.io",
-        "v1alpha1",
-        "Cluster",
-        "clusters",
-        "cluster",
-        "Cluster",
-        &[],
-        &[],
-        true,
-        &["Version", "Mode", "Ready", "Age"],
-    ),
+    ("cluster.karmada.io", "v1alpha1", "Cluster", "clusters", "cluster", "Cluster", &[], &[], true, &["Version", "Mode", "Ready", "Age"]),
     (
         "policy.karmada.io",
         "v1alpha1",
@@ -59,18 +46,7 @@ const EXPECTED: &[Expected] = &[
         false,
         &["CONFLICT-RESOLUTION", "PRIORITY", "AGE"],
     ),
-    (
-        "policy.karmada.io",
-        "v1alpha1",
-        "OverridePolicy",
-        "overridepolicies",
-        "overridepolicy",
-        "Namespaced",
-        &["op"],
-        &["karmada-io"],
-        false,
-        &[],
-    ),
+    ("policy.karmada.io", "v1alpha1", "OverridePolicy", "overridepolicies", "overridepolicy", "Namespaced", &["op"], &["karmada-io"], false, &[]),
     (
         "policy.karmada.io",
         "v1alpha1",
@@ -83,18 +59,7 @@ const EXPECTED: &[Expected] = &[
         false,
         &[],
     ),
-    (
-        "work.karmada.io",
-        "v1alpha1",
-        "Work",
-        "works",
-        "work",
-        "Namespaced",
-        &["wk"],
-        &["karmada-io"],
-        true,
-        &["WORKLOAD-KIND", "APPLIED", "AGE"],
-    ),
+    ("work.karmada.io", "v1alpha1", "Work", "works", "work", "Namespaced", &["wk"], &["karmada-io"], true, &["WORKLOAD-KIND", "APPLIED", "AGE"]),
     (
         "work.karmada.io",
         "v1alpha2",
@@ -131,30 +96,8 @@ const EXPECTED: &[Expected] = &[
         true,
         &["age", "ready", "kubernetes-version"],
     ),
-    (
-        "core.kubefed.io",
-        "v1beta1",
-        "KubeFedConfig",
-        "kubefedconfigs",
-        "kubefedconfig",
-        "Namespaced",
-        &[],
-        &[],
-        false,
-        &[],
-    ),
-    (
-        "core.kubefed.io",
-        "v1beta1",
-        "FederatedTypeConfig",
-        "federatedtypeconfigs",
-        "federatedtypeconfig",
-        "Namespaced",
-        &["ftc"],
-        &[],
-        true,
-        &[],
-    ),
+    ("core.kubefed.io", "v1beta1", "KubeFedConfig", "kubefedconfigs", "kubefedconfig", "Namespaced", &[], &[], false, &[]),
+    ("core.kubefed.io", "v1beta1", "FederatedTypeConfig", "federatedtypeconfigs", "federatedtypeconfig", "Namespaced", &["ftc"], &[], true, &[]),
     (
         "scheduling.kubefed.io",
         "v1alpha1",
@@ -170,33 +113,17 @@ const EXPECTED: &[Expected] = &[
 ];
 
 fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    value.and_then(Value::as_array).map(|items| items.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default()
 }
 
 #[test]
 fn every_kind_has_its_upstream_names_and_scope() {
     let crds = crds();
     assert_eq!(crds.len(), EXPECTED.len());
-    for (
-        crd,
-        &(group, version, kind, plural, singular, scope, short, categories, status, columns),
-    ) in crds.iter().zip(EXPECTED)
-    {
+    for (crd, &(group, version, kind, plural, singular, scope, short, categories, status, columns)) in crds.iter().zip(EXPECTED) {
         assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
         assert_eq!(crd["kind"], "CustomResourceDefinition");
-        assert_eq!(
-            crd["metadata"]["name"],
-            format!("{plural}.{group}"),
-            "{kind}"
-        );
+        assert_eq!(crd["metadata"]["name"], format!("{plural}.{group}"), "{kind}");
         let spec = &crd["spec"];
         assert_eq!(spec["group"], group, "{kind}");
         assert_eq!(spec["scope"], scope, "{kind}");
@@ -210,25 +137,12 @@ fn every_kind_has_its_upstream_names_and_scope() {
         assert_eq!(versions.len(), 1, "{kind}");
         let v = &versions[0];
         assert_eq!(v["name"], version, "{kind}");
-        assert_eq!(
-            (v["served"].clone(), v["storage"].clone()),
-            (json!(true), json!(true))
-        );
-        assert_eq!(
-            v.pointer("/subresources/status").is_some(),
-            status,
-            "{kind} status subresource"
-        );
-        let got_columns: Vec<&str> = v["additionalPrinterColumns"]
-            .as_array()
-            .map(|c| c.iter().map(|c| c["name"].as_str().unwrap()).collect())
-            .unwrap_or_default();
+        assert_eq!((v["served"].clone(), v["storage"].clone()), (json!(true), json!(true)));
+        assert_eq!(v.pointer("/subresources/status").is_some(), status, "{kind} status subresource");
+        let got_columns: Vec<&str> =
+            v["additionalPrinterColumns"].as_array().map(|c| c.iter().map(|c| c["name"].as_str().unwrap()).collect()).unwrap_or_default();
         assert_eq!(got_columns, columns, "{kind} printer columns");
-        assert_eq!(
-            v.pointer("/schema/openAPIV3Schema/required"),
-            Some(&json!(["spec"])),
-            "{kind}"
-        );
+        assert_eq!(v.pointer("/schema/openAPIV3Schema/required"), Some(&json!(["spec"])), "{kind}");
     }
 }
 
@@ -236,11 +150,7 @@ fn every_kind_has_its_upstream_names_and_scope() {
 fn every_schema_is_structural() {
     for crd in crds() {
         let problems = crd_structural_problems(&crd);
-        assert!(
-            problems.is_empty(),
-            "{}: {problems:#?}",
-            crd["metadata"]["name"]
-        );
+        assert!(problems.is_empty(), "{}: {problems:#?}", crd["metadata"]["name"]);
     }
 }
 
@@ -248,40 +158,23 @@ fn every_schema_is_structural() {
 /// arbitrary JSON or int-or-string.
 #[test]
 fn raw_fields_preserve_unknown_fields_and_quantities_are_int_or_string() {
-    let find = |kind: &str| {
-        crds()
-            .into_iter()
-            .find(|c| c["spec"]["names"]["kind"] == kind)
-            .unwrap()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-            .clone()
-    };
+    let find =
+        |kind: &str| crds().into_iter().find(|c| c["spec"]["names"]["kind"] == kind).unwrap()["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
     let work = find("Work");
     assert_eq!(
         work.pointer("/properties/spec/properties/workload/properties/manifests/items"),
         Some(&json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}))
     );
     let rb = find("ResourceBinding");
-    let status = rb
-        .pointer("/properties/status/properties/aggregatedStatus/items/properties/status")
-        .unwrap();
+    let status = rb.pointer("/properties/status/properties/aggregatedStatus/items/properties/status").unwrap();
     assert_eq!(status["x-kubernetes-preserve-unknown-fields"], true);
-    let request = rb
-        .pointer("/properties/spec/properties/replicaRequirements/properties/resourceRequest/additionalProperties")
-        .unwrap();
+    let request = rb.pointer("/properties/spec/properties/replicaRequirements/properties/resourceRequest/additionalProperties").unwrap();
     assert_eq!(request["x-kubernetes-int-or-string"], true);
-    assert_eq!(
-        rb.pointer("/properties/spec/properties/conflictResolution/default"),
-        Some(&json!("Abort"))
-    );
+    assert_eq!(rb.pointer("/properties/spec/properties/conflictResolution/default"), Some(&json!("Abort")));
     let op = find("OverridePolicy");
-    let value = op
-        .pointer("/properties/spec/properties/overrideRules/items/properties/overriders/properties/plaintext/items/properties/value")
-        .unwrap();
+    let value = op.pointer("/properties/spec/properties/overrideRules/items/properties/overriders/properties/plaintext/items/properties/value").unwrap();
     assert_eq!(value["x-kubernetes-preserve-unknown-fields"], true);
-    assert!(
-        value.get("type").is_none(),
-        "any JSON value, as apiextensionsv1.JSON"
-    );
+    assert!(value.get("type").is_none(), "any JSON value, as apiextensionsv1.JSON");
     let pp = find("PropagationPolicy");
     let spec = pp.pointer("/properties/spec/properties").unwrap();
     assert_eq!(spec["resourceSelectors"]["minItems"], 1);
@@ -290,9 +183,7 @@ fn raw_fields_preserve_unknown_fields_and_quantities_are_int_or_string() {
     assert_eq!(spec["preemption"]["enum"], json!(["Always", "Never"]));
     assert_eq!(
         spec.pointer("/placement/properties/replicaScheduling/properties/replicaSchedulingType"),
-        Some(
-            &json!({"type": "string", "enum": ["Duplicated", "Divided"], "default": "Divided", "description": "Duplicated or Divided."})
-        )
+        Some(&json!({"type": "string", "enum": ["Duplicated", "Divided"], "default": "Divided", "description": "Duplicated or Divided."}))
     );
     assert_eq!(
         spec.pointer("/placement/properties/spreadConstraints/items/properties/spreadByField/enum"),
@@ -304,34 +195,17 @@ fn raw_fields_preserve_unknown_fields_and_quantities_are_int_or_string() {
     assert!(spec.get("insecureSkipTLSVerification").is_some());
     assert!(spec.get("proxyURL").is_some());
     assert_eq!(cluster["required"], json!(["spec"]));
-    assert_eq!(
-        cluster.pointer("/properties/spec/required"),
-        Some(&json!(["syncMode"]))
-    );
+    assert_eq!(cluster.pointer("/properties/spec/required"), Some(&json!(["syncMode"])));
 }
 
 fn target(group: &str, kind: &str, plural: &str, scope: ResourceScope) -> ApiResource {
-    ApiResource {
-        group: (!group.is_empty()).then(|| group.to_string()),
-        version: "v1".into(),
-        kind: kind.into(),
-        plural_name: plural.into(),
-        scope,
-    }
+    ApiResource { group: (!group.is_empty()).then(|| group.to_string()), version: "v1".into(), kind: kind.into(), plural_name: plural.into(), scope }
 }
 
 #[test]
 fn federated_type_crds_follow_kubefedctl_enable() {
-    let deployment = federated_type_crd(&target(
-        "apps",
-        "Deployment",
-        "deployments",
-        ResourceScope::Namespaced,
-    ));
-    assert_eq!(
-        deployment["metadata"]["name"],
-        "federateddeployments.types.kubefed.io"
-    );
+    let deployment = federated_type_crd(&target("apps", "Deployment", "deployments", ResourceScope::Namespaced));
+    assert_eq!(deployment["metadata"]["name"], "federateddeployments.types.kubefed.io");
     let names = &deployment["spec"]["names"];
     assert_eq!(names["kind"], "FederatedDeployment");
     assert_eq!(names["plural"], "federateddeployments");
@@ -342,78 +216,31 @@ fn federated_type_crds_follow_kubefedctl_enable() {
     assert_eq!(v["name"], "v1beta1");
     assert_eq!(v["subresources"], json!({"status": {}}));
     let schema = &v["schema"]["openAPIV3Schema"];
-    assert!(
-        structural_problems(schema).is_empty(),
-        "{:#?}",
-        structural_problems(schema)
-    );
+    assert!(structural_problems(schema).is_empty(), "{:#?}", structural_problems(schema));
     assert_eq!(schema["required"], json!(["spec"]));
     let spec = &schema["properties"]["spec"]["properties"];
-    assert_eq!(
-        spec["template"],
-        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": spec["template"]["description"]})
-    );
+    assert_eq!(spec["template"], json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": spec["template"]["description"]}));
     assert_eq!(spec["retainReplicas"]["type"], "boolean");
-    assert_eq!(
-        spec.pointer("/placement/properties/clusters/items/required"),
-        Some(&json!(["name"]))
-    );
-    let clause = spec
-        .pointer("/overrides/items/properties/clusterOverrides/items")
-        .unwrap();
-    assert_eq!(
-        clause["properties"]["op"]["pattern"],
-        "^(add|remove|replace)?$"
-    );
+    assert_eq!(spec.pointer("/placement/properties/clusters/items/required"), Some(&json!(["name"])));
+    let clause = spec.pointer("/overrides/items/properties/clusterOverrides/items").unwrap();
+    assert_eq!(clause["properties"]["op"]["pattern"], "^(add|remove|replace)?$");
     assert_eq!(clause["required"], json!(["path"]));
-    assert_eq!(
-        clause["properties"]["value"]["x-kubernetes-preserve-unknown-fields"],
-        true
-    );
+    assert_eq!(clause["properties"]["value"]["x-kubernetes-preserve-unknown-fields"], true);
 
     // A mesh kind: not scalable, no retainReplicas; short names get an `f` prefix.
-    let vs = target(
-        "networking.istio.io",
-        "VirtualService",
-        "virtualservices",
-        ResourceScope::Namespaced,
-    );
-    let options = FederatedTypeOptions {
-        target_short_names: vec!["vs".into()],
-        ..FederatedTypeOptions::for_target(&vs)
-    };
+    let vs = target("networking.istio.io", "VirtualService", "virtualservices", ResourceScope::Namespaced);
+    let options = FederatedTypeOptions { target_short_names: vec!["vs".into()], ..FederatedTypeOptions::for_target(&vs) };
     let crd = federated_type_crd_with(&vs, &options);
-    assert_eq!(
-        crd["metadata"]["name"],
-        "federatedvirtualservices.types.kubefed.io"
-    );
+    assert_eq!(crd["metadata"]["name"], "federatedvirtualservices.types.kubefed.io");
     assert_eq!(crd["spec"]["names"]["shortNames"], json!(["fvs"]));
-    assert!(
-        crd.pointer(
-            "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/retainReplicas"
-        )
-        .is_none()
-    );
+    assert!(crd.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/retainReplicas").is_none());
 
     // Namespaces are federated by a namespaced type; other cluster-scoped kinds stay cluster-scoped.
-    let ns = federated_type_crd(&target(
-        "",
-        "Namespace",
-        "namespaces",
-        ResourceScope::Cluster,
-    ));
+    let ns = federated_type_crd(&target("", "Namespace", "namespaces", ResourceScope::Cluster));
     assert_eq!(ns["spec"]["scope"], "Namespaced");
-    let cr = federated_type_crd(&target(
-        "rbac.authorization.k8s.io",
-        "ClusterRole",
-        "clusterroles",
-        ResourceScope::Cluster,
-    ));
+    let cr = federated_type_crd(&target("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", ResourceScope::Cluster));
     assert_eq!(cr["spec"]["scope"], "Cluster");
-    assert_eq!(
-        cr["metadata"]["name"],
-        "federatedclusterroles.types.kubefed.io"
-    );
+    assert_eq!(cr["metadata"]["name"], "federatedclusterroles.types.kubefed.io");
 }
 
 #[test]
@@ -424,10 +251,7 @@ fn crds_yaml_is_one_document_per_crd_and_reads_back() {
     all.extend(flotilla_api::federation::kubefed::default_federated_type_crds());
     assert_eq!(docs, all);
     // Condition enums "True"/"False" must stay strings for YAML 1.1 readers (kubectl).
-    assert!(
-        !yaml.contains("- True\n"),
-        "unquoted True would read back as a boolean in YAML 1.1"
-    );
+    assert!(!yaml.contains("- True\n"), "unquoted True would read back as a boolean in YAML 1.1");
 }
 
 #[test]

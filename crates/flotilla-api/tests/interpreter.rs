@@ -6,8 +6,8 @@
 
 use flotilla_api::federation::karmada::work::AggregatedStatusItem;
 use flotilla_api::interpreter::{
-    self, Features, aggregate_status, get_dependencies, get_replicas, interpret_health, job_completions,
-    prune_for_work, reflect_status, retain, revise_job_completions, revise_replicas,
+    self, Features, aggregate_status, get_dependencies, get_replicas, interpret_health, job_completions, prune_for_work, reflect_status, retain,
+    revise_job_completions, revise_replicas,
 };
 use serde_json::{Value, json};
 
@@ -15,10 +15,7 @@ fn cases(file: &str) -> Vec<Value> {
     let path = manifest_dir().join(format!("tests/data/interpreter/{file}"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let cases: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    cases
-        .as_array()
-        .unwrap_or_else(|| panic!("{}: a list of cases", path.display()))
-        .clone()
+    cases.as_array().unwrap_or_else(|| panic!("{}: a list of cases", path.display())).clone()
 }
 
 /// Runs `run` on every case of `file` and compares with `want` / `error`; reports all
@@ -33,11 +30,7 @@ fn check(file: &str, run: impl Fn(&Value) -> Result<Value, String>) {
             (Ok(got), None) => {
                 let want = case.get("want").cloned().unwrap_or(Value::Null);
                 if got != want {
-                    failures.push(format!(
-                        "{name}:\n  want {}\n  got  {}",
-                        serde_json::to_string(&want).unwrap(),
-                        serde_json::to_string(&got).unwrap()
-                    ));
+                    failures.push(format!("{name}:\n  want {}\n  got  {}", serde_json::to_string(&want).unwrap(), serde_json::to_string(&got).unwrap()));
                 }
             }
             (Ok(got), Some(error)) => failures.push(format!("{name}: want an error containing {error:?}, got {got}")),
@@ -45,13 +38,7 @@ fn check(file: &str, run: impl Fn(&Value) -> Result<Value, String>) {
             (Err(e), _) => failures.push(format!("{name}: unexpected error {e}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{file}: {} of {} cases failed:\n{}",
-        failures.len(),
-        cases.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{file}: {} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Value {
@@ -61,14 +48,9 @@ fn to_value<T: serde::Serialize>(v: T) -> Value {
 #[test]
 fn get_replicas_cases() {
     check("replicas.yaml", |case| {
-        let features = Features {
-            resource_quota_estimate: case["resourceQuotaEstimate"].as_bool().unwrap_or(false),
-        };
+        let features = Features { resource_quota_estimate: case["resourceQuotaEstimate"].as_bool().unwrap_or(false) };
         let got = interpreter::get_replicas_with(&case["object"], features).map_err(|e| e.to_string())?;
-        Ok(got.map_or(
-            Value::Null,
-            |r| json!({ "replicas": r.replicas, "requirements": to_value(&r.requirements) }),
-        ))
+        Ok(got.map_or(Value::Null, |r| json!({ "replicas": r.replicas, "requirements": to_value(&r.requirements) })))
     });
 }
 
@@ -99,25 +81,17 @@ fn revise_cases() {
 
 #[test]
 fn prune_cases() {
-    check("prune.yaml", |case| {
-        prune_for_work(&case["object"]).map_err(|e| e.to_string())
-    });
+    check("prune.yaml", |case| prune_for_work(&case["object"]).map_err(|e| e.to_string()));
 }
 
 #[test]
 fn retain_cases() {
-    check("retain.yaml", |case| {
-        retain(&case["desired"], &case["observed"]).map_err(|e| e.to_string())
-    });
+    check("retain.yaml", |case| retain(&case["desired"], &case["observed"]).map_err(|e| e.to_string()));
 }
 
 #[test]
 fn reflect_status_cases() {
-    check("reflect-status.yaml", |case| {
-        reflect_status(&case["object"])
-            .map(|s| s.unwrap_or(Value::Null))
-            .map_err(|e| e.to_string())
-    });
+    check("reflect-status.yaml", |case| reflect_status(&case["object"]).map(|s| s.unwrap_or(Value::Null)).map_err(|e| e.to_string()));
 }
 
 #[test]
@@ -139,11 +113,7 @@ fn aggregate_status_cases() {
 
 #[test]
 fn dependencies_cases() {
-    check("dependencies.yaml", |case| {
-        get_dependencies(&case["object"])
-            .map(|d| d.map_or(Value::Null, to_value))
-            .map_err(|e| e.to_string())
-    });
+    check("dependencies.yaml", |case| get_dependencies(&case["object"]).map(|d| d.map_or(Value::Null, to_value)).map_err(|e| e.to_string()));
 }
 
 /// This crate's directory, as `cargo test` reports it when running the test (the path compiled

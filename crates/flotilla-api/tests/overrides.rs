@@ -7,9 +7,7 @@
 //!   manifest and the Work annotations (or the error) out.
 
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::policy::{
-    ClusterAffinity, ClusterOverridePolicy, ImageComponent, OverridePolicy, OverriderOperator,
-};
+use flotilla_api::federation::karmada::policy::{ClusterAffinity, ClusterOverridePolicy, ImageComponent, OverridePolicy, OverriderOperator};
 use flotilla_api::overrides::{ImageRef, applicable, apply, cluster_matches};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -26,12 +24,7 @@ fn decode<T: DeserializeOwned>(v: &Value, what: &str) -> T {
 
 fn report(file: &str, total: usize, failures: Vec<String>) {
     assert!(total > 0, "{file}: no cases");
-    assert!(
-        failures.is_empty(),
-        "{file}: {} of {total} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{file}: {} of {total} cases failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -76,10 +69,7 @@ fn target_clusters() {
             let cluster: Cluster = decode(&cluster_object(&fleet[cluster], cluster), cluster);
             let got = cluster_matches(&cluster, &affinity);
             if Some(got) != want.as_bool() {
-                failures.push(format!(
-                    "{name}: cluster {}: want {want}, got {got}",
-                    cluster.metadata.name.unwrap_or_default()
-                ));
+                failures.push(format!("{name}: cluster {}: want {want}, got {got}", cluster.metadata.name.unwrap_or_default()));
             }
         }
     }
@@ -126,10 +116,7 @@ fn scenarios(file: &str) {
 
 fn run_scenario(case: &Value) -> Value {
     let cluster_name = case["cluster"].as_str().unwrap_or("member1");
-    let cluster: Cluster = decode(
-        &cluster_object(&case["fleet"][cluster_name], cluster_name),
-        cluster_name,
-    );
+    let cluster: Cluster = decode(&cluster_object(&case["fleet"][cluster_name], cluster_name), cluster_name);
     let list = |key: &str| case.get(key).cloned().unwrap_or_else(|| json!([]));
     let cops: Vec<ClusterOverridePolicy> = decode(&list("clusterOverridePolicies"), "clusterOverridePolicies");
     let ops: Vec<OverridePolicy> = decode(&list("overridePolicies"), "overridePolicies");
@@ -140,11 +127,7 @@ fn run_scenario(case: &Value) -> Value {
     let mut out = json!({ "chosen": chosen_names });
     match apply(&mut manifest, &chosen) {
         Ok(applied) => {
-            let annotations: Map<String, Value> = applied
-                .annotations()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), Value::String(v)))
-                .collect();
+            let annotations: Map<String, Value> = applied.annotations().into_iter().map(|(k, v)| (k.to_string(), Value::String(v))).collect();
             out["annotations"] = Value::Object(annotations);
         }
         Err(e) => {

@@ -54,8 +54,7 @@ fn check_case(name: &str, case: &Value) -> Result<(), String> {
         serde_json::to_vec(&case["patch"]).unwrap()
     };
     let schema = PatchSchema::builtin().kind_for(case["apiVersion"].as_str().unwrap(), case["kind"].as_str().unwrap());
-    let ours: Result<Value, PatchError> =
-        decode_patch(patch_type, &body).and_then(|p| apply_patch(patch_type, &case["object"], &p, schema));
+    let ours: Result<Value, PatchError> = decode_patch(patch_type, &body).and_then(|p| apply_patch(patch_type, &case["object"], &p, schema));
     let response = &case["response"];
     let code = response["code"].as_u64().unwrap() as u16;
     let message = response["message"].as_str().unwrap_or("");
@@ -73,29 +72,21 @@ fn check_case(name: &str, case: &Value) -> Result<(), String> {
         let want = normalize(response["object"].clone(), ignored);
         let got = normalize(ours, ignored);
         if want != got {
-            return Err(format!(
-                "results differ\n server: {}\n ours:   {}",
-                serde_json::to_string(&want).unwrap(),
-                serde_json::to_string(&got).unwrap()
-            ));
+            return Err(format!("results differ\n server: {}\n ours:   {}", serde_json::to_string(&want).unwrap(), serde_json::to_string(&got).unwrap()));
         }
         return Ok(());
     }
     // A 422 with another message than the generic one comes from validating or decoding the
     // patched object, after the patch engine: ours must have patched.
     if code == 422 && message != GENERIC_422 {
-        return ours
-            .map(drop)
-            .map_err(|e| format!("server rejected the patched object ({message}); we failed to patch: {e}"));
+        return ours.map(drop).map_err(|e| format!("server rejected the patched object ({message}); we failed to patch: {e}"));
     }
     match ours {
         Ok(v) => Err(format!("server answered {code} {message:?}, we patched: {v}")),
         Err(e) if e.code() != code || e.status_message() != message => {
             Err(format!("server answered {code} {message:?}, we answered {} {:?}", e.code(), e.status_message()))
         }
-        Err(e) if e.reason() != response["reason"].as_str().unwrap_or("") => {
-            Err(format!("reason: server {:?}, ours {:?}", response["reason"], e.reason()))
-        }
+        Err(e) if e.reason() != response["reason"].as_str().unwrap_or("") => Err(format!("reason: server {:?}, ours {:?}", response["reason"], e.reason())),
         Err(_) => Ok(()),
     }
 }
@@ -122,9 +113,7 @@ fn drop_empty(v: Value) -> Value {
         Value::Object(m) => Value::Object(
             m.into_iter()
                 .map(|(k, v)| (k, drop_empty(v)))
-                .filter(|(_, v)| {
-                    !matches!(v, Value::Object(o) if o.is_empty()) && !matches!(v, Value::Array(a) if a.is_empty())
-                })
+                .filter(|(_, v)| !matches!(v, Value::Object(o) if o.is_empty()) && !matches!(v, Value::Array(a) if a.is_empty()))
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.into_iter().map(drop_empty).collect()),

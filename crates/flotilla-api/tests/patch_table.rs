@@ -1,9 +1,7 @@
 //! Patch behaviour as tables, one rule per row: (object, patch) → result, or → (HTTP code,
 //! message). The real server's answers to longer patches are in `patch_golden.rs`.
 
-use flotilla_api::patch::{
-    PatchError, PatchSchema, PatchType, SchemaNode, decode_patch, json_patch, merge_patch, strategic_merge_patch,
-};
+use flotilla_api::patch::{PatchError, PatchSchema, PatchType, SchemaNode, decode_patch, json_patch, merge_patch, strategic_merge_patch};
 use serde_json::{Value, json};
 
 fn pod() -> Option<SchemaNode<'static>> {
@@ -40,9 +38,7 @@ fn smp_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             "merge list: a new element goes before the object's (as the server orders it)",
             two.clone(),
             containers(json!([{"name": "c", "image": "w"}])),
-            Ok(containers(
-                json!([{"name": "c", "image": "w"}, {"name": "a", "image": "x"}, {"name": "b", "image": "y"}]),
-            )),
+            Ok(containers(json!([{"name": "c", "image": "w"}, {"name": "a", "image": "x"}, {"name": "b", "image": "y"}]))),
         ),
         (
             "merge list: patch order ahead of the object's",
@@ -56,12 +52,7 @@ fn smp_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             containers(json!([{"name": "a", "$patch": "delete"}])),
             Ok(containers(json!([{"name": "b", "image": "y"}]))),
         ),
-        (
-            "$patch: replace replaces the list",
-            two.clone(),
-            containers(json!([{"$patch": "replace"}, {"name": "c"}])),
-            Ok(containers(json!([{"name": "c"}]))),
-        ),
+        ("$patch: replace replaces the list", two.clone(), containers(json!([{"$patch": "replace"}, {"name": "c"}])), Ok(containers(json!([{"name": "c"}])))),
         (
             "$patch: replace replaces a map",
             json!({"metadata": {"labels": {"a": "1"}}}),
@@ -84,10 +75,7 @@ fn smp_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             "$setElementOrder must agree with the patch list",
             two.clone(),
             json!({"spec": {"$setElementOrder/containers": [{"name": "a"}], "containers": [{"name": "b"}]}}),
-            Err((
-                500,
-                "The order in patch list:\n[map[name:b]]\n doesn't match $setElementOrder list:\n[map[name:a]]\n",
-            )),
+            Err((500, "The order in patch list:\n[map[name:b]]\n doesn't match $setElementOrder list:\n[map[name:a]]\n")),
         ),
         (
             "primitive merge list is a set union",
@@ -143,12 +131,7 @@ fn smp_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             containers(json!([{"$patch": "merge"}])),
             Err((500, "merging lists cannot yet be specified in the patch")),
         ),
-        (
-            "merge key required",
-            two.clone(),
-            containers(json!([{"image": "q"}])),
-            Err((500, "map: map[image:q] does not contain declared merge key: name")),
-        ),
+        ("merge key required", two.clone(), containers(json!([{"image": "q"}])), Err((500, "map: map[image:q] does not contain declared merge key: name"))),
         (
             "lists of lists are refused",
             json!({"metadata": {"finalizers": [["a"]]}}),
@@ -195,40 +178,17 @@ fn strategic_merge_patch_needs_a_schema() {
     // Deployment strategy: retainKeys + merge of the rest.
     let doc = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
     let patch = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
-    assert_eq!(
-        strategic_merge_patch(&doc, &patch, deployment()).unwrap(),
-        json!({"spec": {"strategy": {"type": "Recreate"}}})
-    );
+    assert_eq!(strategic_merge_patch(&doc, &patch, deployment()).unwrap(), json!({"spec": {"strategy": {"type": "Recreate"}}}));
 }
 
 /// (rule, object, JSON patch, expected)
 fn json_cases() -> Vec<(&'static str, Value, Value, Expect)> {
     let doc = json!({"a": {"b": [1, 2, 3]}, "n": null});
     vec![
-        (
-            "add to an object",
-            doc.clone(),
-            json!([{"op": "add", "path": "/a/c", "value": 4}]),
-            Ok(json!({"a": {"b": [1, 2, 3], "c": 4}, "n": null})),
-        ),
-        (
-            "add - appends",
-            doc.clone(),
-            json!([{"op": "add", "path": "/a/b/-", "value": 4}]),
-            Ok(json!({"a": {"b": [1, 2, 3, 4]}, "n": null})),
-        ),
-        (
-            "add at an index inserts",
-            doc.clone(),
-            json!([{"op": "add", "path": "/a/b/0", "value": 0}]),
-            Ok(json!({"a": {"b": [0, 1, 2, 3]}, "n": null})),
-        ),
-        (
-            "negative index counts from the end",
-            doc.clone(),
-            json!([{"op": "remove", "path": "/a/b/-1"}]),
-            Ok(json!({"a": {"b": [1, 2]}, "n": null})),
-        ),
+        ("add to an object", doc.clone(), json!([{"op": "add", "path": "/a/c", "value": 4}]), Ok(json!({"a": {"b": [1, 2, 3], "c": 4}, "n": null}))),
+        ("add - appends", doc.clone(), json!([{"op": "add", "path": "/a/b/-", "value": 4}]), Ok(json!({"a": {"b": [1, 2, 3, 4]}, "n": null}))),
+        ("add at an index inserts", doc.clone(), json!([{"op": "add", "path": "/a/b/0", "value": 0}]), Ok(json!({"a": {"b": [0, 1, 2, 3]}, "n": null}))),
+        ("negative index counts from the end", doc.clone(), json!([{"op": "remove", "path": "/a/b/-1"}]), Ok(json!({"a": {"b": [1, 2]}, "n": null}))),
         ("remove", doc.clone(), json!([{"op": "remove", "path": "/a"}]), Ok(json!({"n": null}))),
         (
             "replace of a missing member adds it",
@@ -236,48 +196,18 @@ fn json_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             json!([{"op": "replace", "path": "/z", "value": 1}]),
             Ok(json!({"a": {"b": [1, 2, 3]}, "n": null, "z": 1})),
         ),
-        (
-            "move",
-            doc.clone(),
-            json!([{"op": "move", "from": "/a/b", "path": "/b"}]),
-            Ok(json!({"a": {}, "b": [1, 2, 3], "n": null})),
-        ),
-        (
-            "copy",
-            doc.clone(),
-            json!([{"op": "copy", "from": "/a/b/0", "path": "/c"}]),
-            Ok(json!({"a": {"b": [1, 2, 3]}, "c": 1, "n": null})),
-        ),
-        (
-            "test null passes on a missing path",
-            doc.clone(),
-            json!([{"op": "test", "path": "/zz", "value": null}]),
-            Ok(doc.clone()),
-        ),
-        (
-            "test null passes on a null",
-            doc.clone(),
-            json!([{"op": "test", "path": "/n", "value": null}]),
-            Ok(doc.clone()),
-        ),
+        ("move", doc.clone(), json!([{"op": "move", "from": "/a/b", "path": "/b"}]), Ok(json!({"a": {}, "b": [1, 2, 3], "n": null}))),
+        ("copy", doc.clone(), json!([{"op": "copy", "from": "/a/b/0", "path": "/c"}]), Ok(json!({"a": {"b": [1, 2, 3]}, "c": 1, "n": null}))),
+        ("test null passes on a missing path", doc.clone(), json!([{"op": "test", "path": "/zz", "value": null}]), Ok(doc.clone())),
+        ("test null passes on a null", doc.clone(), json!([{"op": "test", "path": "/n", "value": null}]), Ok(doc.clone())),
         (
             "test null fails on a value",
             doc.clone(),
             json!([{"op": "test", "path": "/a", "value": null}]),
             Err((422, "the server rejected our request due to an error in our request")),
         ),
-        (
-            "test compares values",
-            doc.clone(),
-            json!([{"op": "test", "path": "/a/b", "value": [1, 2, 3]}]),
-            Ok(doc.clone()),
-        ),
-        (
-            "~1 and ~0",
-            json!({"a/b": {"c~d": 1}}),
-            json!([{"op": "remove", "path": "/a~1b/c~0d"}]),
-            Ok(json!({"a/b": {}})),
-        ),
+        ("test compares values", doc.clone(), json!([{"op": "test", "path": "/a/b", "value": [1, 2, 3]}]), Ok(doc.clone())),
+        ("~1 and ~0", json!({"a/b": {"c~d": 1}}), json!([{"op": "remove", "path": "/a~1b/c~0d"}]), Ok(json!({"a/b": {}}))),
         (
             "missing parent",
             doc.clone(),
@@ -288,19 +218,13 @@ fn json_cases() -> Vec<(&'static str, Value, Value, Expect)> {
             "not a list",
             doc.clone(),
             json!({"op": "add"}),
-            Err((
-                400,
-                "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
-            )),
+            Err((400, "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp")),
         ),
         (
             "op of the wrong type",
             doc.clone(),
             json!([{"op": 1}]),
-            Err((
-                400,
-                "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
-            )),
+            Err((400, "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string")),
         ),
         ("null is an empty patch", doc.clone(), json!(null), Ok(doc.clone())),
     ]
@@ -313,10 +237,7 @@ fn json_patch_rules() {
     }
     let too_many = Value::Array(vec![json!({"op": "test", "path": "/a", "value": 1}); 10_001]);
     let e = json_patch(&json!({"a": 1}), &too_many).unwrap_err();
-    assert_eq!(
-        (e.code(), e.status_message().as_str()),
-        (413, "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001")
-    );
+    assert_eq!((e.code(), e.status_message().as_str()), (413, "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"));
     let e = json_patch(&json!({"a": 1}), &json!([{"op": "test", "path": "/a", "value": 2}])).unwrap_err();
     assert_eq!(e.to_string(), "testing value /a failed: test failed");
 }
@@ -324,10 +245,7 @@ fn json_patch_rules() {
 #[test]
 fn merge_patch_rules() {
     let doc = json!({"a": {"b": 1, "c": [1]}, "d": 1});
-    assert_eq!(
-        merge_patch(&doc, &json!({"a": {"b": null, "c": [2]}, "e": {"f": null}})),
-        json!({"a": {"c": [2]}, "d": 1, "e": {}})
-    );
+    assert_eq!(merge_patch(&doc, &json!({"a": {"b": null, "c": [2]}, "e": {"f": null}})), json!({"a": {"c": [2]}, "d": 1, "e": {}}));
 }
 
 #[test]
@@ -339,19 +257,8 @@ fn decoding_by_content_type() {
         (PatchType::Json, "[", Err((400, "invalid JSON patch"))),
         (PatchType::Json, "[]", Ok(())),
         (PatchType::Merge, "null", Err((400, "Invalid JSON Patch"))),
-        (
-            PatchType::Merge,
-            "[1]",
-            Err((
-                400,
-                "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
-            )),
-        ),
-        (
-            PatchType::StrategicMerge,
-            "\"x\"",
-            Err((400, "json: cannot unmarshal string into Go value of type map[string]interface {}")),
-        ),
+        (PatchType::Merge, "[1]", Err((400, "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"))),
+        (PatchType::StrategicMerge, "\"x\"", Err((400, "json: cannot unmarshal string into Go value of type map[string]interface {}"))),
         (PatchType::StrategicMerge, "null", Ok(())),
     ];
     for (t, body, want) in cases {

@@ -19,12 +19,7 @@ fn objects(g: &Value) -> Vec<(String, BTreeMap<String, String>)> {
         .unwrap()
         .iter()
         .map(|o| {
-            let labels = o["labels"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                .collect();
+            let labels = o["labels"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
             (o["name"].as_str().unwrap().to_string(), labels)
         })
         .collect()

@@ -52,10 +52,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("a in b", "unable to parse requirement: found 'b' expected: '('"),
     ("a in (b c)", "unable to parse requirement: found 'c', expected: ',' or ')'"),
     ("!", "unable to parse requirement: found '', expected: identifier"),
-    (
-        "a>x",
-        "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer",
-    ),
+    ("a>x", "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer"),
     ("/b", "unable to parse requirement: <nil>: Invalid value: \"/b\": prefix part must be non-empty"),
     (
         "a=-x",
@@ -127,10 +124,7 @@ fn requirements_are_exposed() {
     let s = LabelSelector::parse("b in (y,x),a").unwrap();
     let r = s.requirements();
     assert_eq!((r[0].key(), r[0].operator()), ("a", Operator::Exists));
-    assert_eq!(
-        (r[1].key(), r[1].operator(), r[1].values()),
-        ("b", Operator::In, &["x".to_string(), "y".to_string()][..])
-    );
+    assert_eq!((r[1].key(), r[1].operator(), r[1].values()), ("b", Operator::In, &["x".to_string(), "y".to_string()][..]));
     assert!(!s.is_empty());
     assert!(LabelSelector::everything().is_empty());
     let built = LabelSelector::from_requirements(vec![
@@ -160,9 +154,7 @@ fn label_selector_objects() {
         ),
         (
             json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
-            Err(
-                "matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            ),
+            Err("matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
         ),
         (
             json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
@@ -170,14 +162,12 @@ fn label_selector_objects() {
         ),
         (
             json!({"matchLabels": {"a": "-"}, "matchExpressions": [{"key": "b c", "operator": "Exists"}]}),
-            Err(
-                "[matchLabels: Invalid value: \"-\": a valid label must be an empty string or consist of alphanumeric \
+            Err("[matchLabels: Invalid value: \"-\": a valid label must be an empty string or consist of alphanumeric \
                  characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  \
                  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), \
                  matchExpressions[0].key: Invalid value: \"b c\": name part must consist of alphanumeric characters, \
                  '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or \
-                 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]",
-            ),
+                 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]"),
         ),
         (json!({"matchLabels": ["a"]}), Err("matchLabels: expected an object, got array")),
     ];
@@ -186,9 +176,7 @@ fn label_selector_objects() {
         let want = want.map(str::to_string).map_err(str::to_string);
         assert_eq!(got, want, "{object}");
     }
-    let s =
-        LabelSelector::from_json(&json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x"]}]}))
-            .unwrap();
+    let s = LabelSelector::from_json(&json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x"]}]})).unwrap();
     assert!(s.matches(&labels(&[])));
     assert!(!s.matches(&labels(&[("a", "x")])));
 }
@@ -239,14 +227,7 @@ fn field_selectors_as_tabled() {
 }
 
 fn label_token() -> impl Strategy<Value = String> {
-    prop_oneof![
-        Just(String::new()),
-        "[a-c]{1,3}",
-        Just("in".to_string()),
-        Just("notin".to_string()),
-        Just("example.com/a".to_string()),
-        "[0-9]{1,2}",
-    ]
+    prop_oneof![Just(String::new()), "[a-c]{1,3}", Just("in".to_string()), Just("notin".to_string()), Just("example.com/a".to_string()), "[0-9]{1,2}",]
 }
 
 /// Selector text assembled from the grammar's pieces, valid or not.

@@ -18,8 +18,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cel::common::ast::{operators, EntryExpr, Expr, LiteralValue};
 use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr, LiteralValue, operators};
 use serde_json::Value;
 
 use crate::structural::Schema;
@@ -544,7 +544,8 @@ impl<'d> Coster<'d, '_> {
         let is_bind = matches!(&comp.iter_range.expr, Expr::List(l) if l.elements.is_empty())
             && matches!(&comp.loop_cond.expr, Expr::Literal(LiteralValue::Boolean(b)) if !*b.inner())
             && comp.accu_var != "@result";
-        let accu = Local { path: self.path(&comp.accu_init), size: self.size(&comp.accu_init), entry: self.entry(&comp.accu_init), ty: self.ty(&comp.accu_init) };
+        let accu =
+            Local { path: self.path(&comp.accu_init), size: self.size(&comp.accu_init), entry: self.entry(&comp.accu_init), ty: self.ty(&comp.accu_init) };
         self.push_local(&comp.accu_var, accu);
         if is_bind {
             sum = sum.add(self.cost(&comp.result));
@@ -719,7 +720,17 @@ impl<'d> Coster<'d, '_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn function_cost(&mut self, e: &IdedExpr, name: &str, overload: Overload, target: Option<&Node>, arg_exprs: &[IdedExpr], args: &[Node], costs: &[Est], arg_sum: Est) -> (Est, Option<Est>) {
+    fn function_cost(
+        &mut self,
+        e: &IdedExpr,
+        name: &str,
+        overload: Overload,
+        target: Option<&Node>,
+        arg_exprs: &[IdedExpr],
+        args: &[Node],
+        costs: &[Est],
+        arg_sum: Est,
+    ) -> (Est, Option<Est>) {
         let size = |i: usize| args.get(i).map_or(Est::UNKNOWN, Node::size);
         // The connectives and the conditional first: their costs are not a plain sum.
         match name {
@@ -781,7 +792,17 @@ impl<'d> Coster<'d, '_> {
 fn result_type<'d>(name: &str, args: &[Node<'d>]) -> Ty<'d> {
     let first = || args.first().map_or(Ty::Dyn, |a| a.ty.clone());
     match name {
-        operators::LOGICAL_AND | operators::LOGICAL_OR | operators::LOGICAL_NOT | operators::EQUALS | operators::NOT_EQUALS | operators::LESS | operators::LESS_EQUALS | operators::GREATER | operators::GREATER_EQUALS | operators::IN | operators::NOT_STRICTLY_FALSE => Ty::Bool,
+        operators::LOGICAL_AND
+        | operators::LOGICAL_OR
+        | operators::LOGICAL_NOT
+        | operators::EQUALS
+        | operators::NOT_EQUALS
+        | operators::LESS
+        | operators::LESS_EQUALS
+        | operators::GREATER
+        | operators::GREATER_EQUALS
+        | operators::IN
+        | operators::NOT_STRICTLY_FALSE => Ty::Bool,
         "startsWith" | "endsWith" | "matches" | "contains" | "isURL" => Ty::Bool,
         "size" | "int" => Ty::Int,
         "uint" => Ty::Uint,
@@ -809,7 +830,9 @@ pub fn exceeds_message(what: &str, cost: u64, limit: u64) -> String {
     } else {
         format!("{factor:.1}x")
     };
-    format!("{what} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")
+    format!(
+        "{what} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ impl std::fmt::Debug for Rule {
 /// replaced by the path failures are reported at); the expressions are compiled only when the
 /// schema here and below has no such problem (a rule may not make sense over a broken schema).
 pub fn compile(rules: &Value, node: &Schema, path: &str, errors: &mut Vec<SchemaError>, node_errors: usize) -> Vec<Rule> {
-    let invalid = |at: String, value: &str, why: &str| SchemaError { path: at, reason: "FieldValueInvalid", message: format!("Invalid value: {value:?}: {why}") };
+    let invalid =
+        |at: String, value: &str, why: &str| SchemaError { path: at, reason: "FieldValueInvalid", message: format!("Invalid value: {value:?}: {why}") };
     let required = |at: String, why: &str| SchemaError { path: at, reason: "FieldValueRequired", message: format!("Required value: {why}") };
     let mut checked = Vec::new();
     for (i, r) in rules.as_array().into_iter().flatten().enumerate() {
@@ -223,8 +224,11 @@ fn unescape_single_quoted(s: &str) -> Result<String, String> {
 fn compile_expression(text: &str) -> Result<cel::Program, String> {
     let program = cel::Program::compile(text).map_err(|e| e.to_string())?;
     let refs = program.references();
-    let unsupported: Vec<&str> =
-        refs.functions().into_iter().filter(|f| !(f.starts_with('_') || f.starts_with('@') || f.starts_with('!') || f.starts_with('-') || SUPPORTED.contains(f))).collect();
+    let unsupported: Vec<&str> = refs
+        .functions()
+        .into_iter()
+        .filter(|f| !(f.starts_with('_') || f.starts_with('@') || f.starts_with('!') || f.starts_with('-') || SUPPORTED.contains(f)))
+        .collect();
     if !unsupported.is_empty() {
         return Err(format!("Flotilla does not support the CEL function(s) {} (supported: {})", unsupported.join(", "), SUPPORTED.join(", ")));
     }
@@ -371,7 +375,10 @@ fn estimate_node(s: &mut Schema, decl: &Decl, path: &str, cardinality: Option<u6
                 // A message is worked out once per failure, so its estimate is not multiplied.
                 let cost = cel_cost::cost(program.expression(), decl, &Sizes::Declared).max;
                 if cost > cel_cost::ESTIMATED_COST_LIMIT {
-                    errors.push(forbidden(format!("{at}.messageExpression"), cel_cost::exceeds_message("estimated messageExpression cost", cost, cel_cost::ESTIMATED_COST_LIMIT)));
+                    errors.push(forbidden(
+                        format!("{at}.messageExpression"),
+                        cel_cost::exceeds_message("estimated messageExpression cost", cost, cel_cost::ESTIMATED_COST_LIMIT),
+                    ));
                 }
                 total.observe(format!("{at}.messageExpression"), cost);
             }
@@ -445,7 +452,12 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
         }
         let cost = charge_of(&r.program, r.decl.as_deref(), new, old);
         let rule_name = || r.message.clone().unwrap_or_else(|| r.rule.trim().to_string());
-        let per_call = || format!("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}", rule_name());
+        let per_call = || {
+            format!(
+                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                rule_name()
+            )
+        };
         if let Err(why) = budget.charge(cost, per_call, OUT_OF_BUDGET) {
             causes.push(Cause::new("FieldValueInvalid", path.to_string(), format!("Invalid value: {}: {why}", type_name(s))));
             return;
@@ -461,7 +473,9 @@ pub fn check(new: &Value, old: Option<&Value>, s: &Schema, path: &str, causes: &
                 let mut message = None;
                 if let Some((program, src)) = &r.message_expression {
                     let cost = charge_of(program, r.decl.as_deref(), new, old);
-                    let per_call = || format!("no further validation rules will be run due to call cost exceeds limit for messageExpression: {}", Value::String(src.clone()));
+                    let per_call = || {
+                        format!("no further validation rules will be run due to call cost exceeds limit for messageExpression: {}", Value::String(src.clone()))
+                    };
                     let out = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
                     if let Err(why) = budget.charge(cost, per_call, out) {
                         causes.push(Cause::new("FieldValueInvalid", field, format!("Invalid value: {}: {why}", type_name(s))));
@@ -615,25 +629,47 @@ mod tests {
             assert!(normalize_field_path(fp, &s).is_err(), "{fp}");
         }
         let mut errs = Vec::new();
-        Schema::parse(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "true"}, {"rule": "true", "fieldPath": " "}]}), "s", &mut errs);
+        Schema::parse(
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "true"}, {"rule": "true", "fieldPath": " "}]}),
+            "s",
+            &mut errs,
+        );
         let got: Vec<_> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
-        assert_eq!(got, [("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be non-empty if specified"), ("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be a valid path")]);
+        assert_eq!(
+            got,
+            [
+                ("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be non-empty if specified"),
+                ("s.x-kubernetes-validations[1].fieldPath", "Invalid value: \" \": must be a valid path")
+            ]
+        );
     }
 
     #[test]
     fn expressions_are_compiled_only_over_a_schema_without_problems() {
         // A fieldPath naming no field: only that is reported, as kube-apiserver reports it.
         let mut errs = Vec::new();
-        Schema::parse(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "self.n <", "fieldPath": ".nope", "messageExpression": "'a' +"}]}), "s", &mut errs);
+        Schema::parse(
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": "self.n <", "fieldPath": ".nope", "messageExpression": "'a' +"}]}),
+            "s",
+            &mut errs,
+        );
         let got: Vec<_> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
         assert_eq!(got, [("s.x-kubernetes-validations[0].fieldPath", "Invalid value: \".nope\": must be a valid path")]);
         // A problem below: the rules above are not compiled either; a child's rule that does not
         // compile does not stop the parent's.
         let mut errs = Vec::new();
-        Schema::parse(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"description": "no type"}}}), "s", &mut errs);
+        Schema::parse(
+            &json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"description": "no type"}}}),
+            "s",
+            &mut errs,
+        );
         assert_eq!(errs.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["s.properties[a].type"], "{errs:?}");
         let mut errs = Vec::new();
-        Schema::parse(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >"}]}}}), "s", &mut errs);
+        Schema::parse(
+            &json!({"type": "object", "x-kubernetes-validations": [{"rule": "self.a <"}], "properties": {"a": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >"}]}}}),
+            "s",
+            &mut errs,
+        );
         let paths: Vec<_> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["s.properties[a].x-kubernetes-validations[0].rule", "s.x-kubernetes-validations[0].rule"], "{errs:?}");
     }

@@ -217,19 +217,24 @@ pub(crate) async fn serve(inner: Arc<Inner>, identity: Identity, p: ResourcePath
     }
 }
 
-async fn serve_inner(inner: Arc<Inner>, identity: Identity, p: ResourcePath, c: Arc<ConnectSubresource>, tail: String, req: Request<Body>) -> ApiResult<Response> {
+async fn serve_inner(
+    inner: Arc<Inner>,
+    identity: Identity,
+    p: ResourcePath,
+    c: Arc<ConnectSubresource>,
+    tail: String,
+    req: Request<Body>,
+) -> ApiResult<Response> {
     if !c.methods.contains(req.method()) {
         return Err(ApiError::method_not_allowed());
     }
     if req.headers().contains_key(header::UPGRADE) {
-        return Err(ApiError::bad_request(format!(
-            "{}/{}: upgrade requests (exec, attach, port-forward) are not supported yet",
-            c.resource, c.subresource
-        )));
+        return Err(ApiError::bad_request(format!("{}/{}: upgrade requests (exec, attach, port-forward) are not supported yet", c.resource, c.subresource)));
     }
     let info = crate::server::resolve(&inner, &p)?;
     let raw_query = req.uri().query().map(String::from);
-    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query: Query::parse(raw_query.as_deref()), identity: identity.clone(), user_agent: None };
+    let ctx =
+        crate::objects::Ctx { inner: inner.clone(), info, path: p, query: Query::parse(raw_query.as_deref()), identity: identity.clone(), user_agent: None };
     let object = crate::objects::read_object(&ctx).await?;
     let method = req.method().clone();
     let mut headers = HeaderMap::new();

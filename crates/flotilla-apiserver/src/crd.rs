@@ -109,7 +109,13 @@ pub fn initial_status(obj: &mut Value) {
 /// What the first delete of a CRD writes: a `Terminating` condition (the worker then deletes its
 /// objects and says so).
 pub fn mark_deletion_pending(obj: &mut Value) {
-    let cond = condition("Terminating", "True", "InstanceDeletionPending", "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", obj);
+    let cond = condition(
+        "Terminating",
+        "True",
+        "InstanceDeletionPending",
+        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+        obj,
+    );
     let conds = obj["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let mut conds: Vec<Value> = conds.into_iter().filter(|c| c["type"] != "Terminating").collect();
     conds.push(cond);
@@ -130,7 +136,11 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     } else if !group.contains('.') {
         c.push(Cause::new("FieldValueInvalid", "spec.group", format!("Invalid value: {group:?}: should be a domain with at least one dot")));
     } else if !meta::is_dns1123_subdomain(group) {
-        c.push(Cause::new("FieldValueInvalid", "spec.group", format!("Invalid value: {group:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'")));
+        c.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.group",
+            format!("Invalid value: {group:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"),
+        ));
     }
     if name != format!("{plural}.{group}") {
         c.push(Cause::new("FieldValueInvalid", "metadata.name", format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group")));
@@ -152,19 +162,31 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     if let Some(shorts) = obj.pointer("/spec/names/shortNames").and_then(Value::as_array) {
         for (i, sn) in shorts.iter().enumerate() {
             if !sn.as_str().is_some_and(is_dns_label) {
-                c.push(Cause::new("FieldValueInvalid", format!("spec.names.shortNames[{i}]"), format!("Invalid value: {sn}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'")));
+                c.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("spec.names.shortNames[{i}]"),
+                    format!("Invalid value: {sn}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"),
+                ));
             }
         }
     }
     match s(obj, "/spec/scope") {
         Some("Namespaced" | "Cluster") => {}
         None | Some("") => c.push(Cause::new("FieldValueRequired", "spec.scope", "Required value")),
-        Some(x) => c.push(Cause::new("FieldValueNotSupported", "spec.scope", format!("Unsupported value: {x:?}: supported values: \"Cluster\", \"Namespaced\""))),
+        Some(x) => {
+            c.push(Cause::new("FieldValueNotSupported", "spec.scope", format!("Unsupported value: {x:?}: supported values: \"Cluster\", \"Namespaced\"")))
+        }
     }
     match s(obj, "/spec/conversion/strategy") {
         None | Some("None") => {}
-        Some("Webhook") => c.push(Cause::new("FieldValueForbidden", "spec.conversion.strategy", "Forbidden: Webhook conversion is not supported by Flotilla yet; use None")),
-        Some(x) => c.push(Cause::new("FieldValueNotSupported", "spec.conversion.strategy", format!("Unsupported value: {x:?}: supported values: \"None\", \"Webhook\""))),
+        Some("Webhook") => {
+            c.push(Cause::new("FieldValueForbidden", "spec.conversion.strategy", "Forbidden: Webhook conversion is not supported by Flotilla yet; use None"))
+        }
+        Some(x) => c.push(Cause::new(
+            "FieldValueNotSupported",
+            "spec.conversion.strategy",
+            format!("Unsupported value: {x:?}: supported values: \"None\", \"Webhook\""),
+        )),
     }
     let versions = obj.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
     if versions.is_empty() {
@@ -172,19 +194,28 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
     if !versions.is_empty() && storage != 1 {
-        c.push(Cause::new("FieldValueInvalid", "spec.versions", format!("Invalid value: must have exactly one version marked as storage version, status.storedVersions[{storage}]")));
+        c.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.versions",
+            format!("Invalid value: must have exactly one version marked as storage version, status.storedVersions[{storage}]"),
+        ));
     }
     // kube-apiserver validates its internal version, where a schema every version shares is
     // hoisted to spec.validation: its errors are reported there.
     // Subresources and printer columns are hoisted the same way.
-    let shared_schema = !versions.is_empty() && versions.iter().all(|v| v.pointer("/schema/openAPIV3Schema").is_some() && v.pointer("/schema") == versions[0].pointer("/schema"));
+    let shared_schema = !versions.is_empty()
+        && versions.iter().all(|v| v.pointer("/schema/openAPIV3Schema").is_some() && v.pointer("/schema") == versions[0].pointer("/schema"));
     let shared = |pointer: &str| versions.iter().all(|v| v.pointer(pointer) == versions[0].pointer(pointer));
     let (shared_subresources, shared_columns) = (shared("/subresources"), shared("/additionalPrinterColumns"));
     let mut seen = HashSet::new();
     for (i, v) in versions.iter().enumerate() {
         let vn = v.get("name").and_then(Value::as_str).unwrap_or("");
         if vn.is_empty() || !is_dns_label(vn) {
-            c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].name"), format!("Invalid value: {vn:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-'")));
+            c.push(Cause::new(
+                "FieldValueInvalid",
+                format!("spec.versions[{i}].name"),
+                format!("Invalid value: {vn:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-'"),
+            ));
         }
         if !seen.insert(vn.to_string()) {
             c.push(Cause::new("FieldValueInvalid", format!("spec.versions[{i}].name"), format!("Invalid value: {vn:?}: must be unique")));
@@ -196,7 +227,11 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                 let mut errs = Vec::new();
                 let base = if shared_schema { "spec.validation.openAPIV3Schema".to_string() } else { format!("spec.versions[{i}].schema.openAPIV3Schema") };
                 Schema::parse(schema, &base, &mut errs);
-                let old_schema = old.and_then(|o| o.pointer("/spec/versions")).and_then(Value::as_array).and_then(|vs| vs.iter().find(|ov| ov.get("name") == v.get("name"))).and_then(|ov| ov.pointer("/schema/openAPIV3Schema"));
+                let old_schema = old
+                    .and_then(|o| o.pointer("/spec/versions"))
+                    .and_then(Value::as_array)
+                    .and_then(|vs| vs.iter().find(|ov| ov.get("name") == v.get("name")))
+                    .and_then(|ov| ov.pointer("/schema/openAPIV3Schema"));
                 if old_schema == Some(schema) {
                     errs.retain(|e| !crate::cel_rules::is_per_expression_cost_error(&e.message));
                 }
@@ -211,7 +246,11 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             for (f, req) in [("specReplicasPath", true), ("statusReplicasPath", true), ("labelSelectorPath", false)] {
                 match scale.get(f).and_then(Value::as_str) {
                     None if req => c.push(Cause::new("FieldValueRequired", format!("{base}.{f}"), "Required value")),
-                    Some(p) if !p.starts_with('.') => c.push(Cause::new("FieldValueInvalid", format!("{base}.{f}"), format!("Invalid value: {p:?}: must be a simple json path starting with ."))),
+                    Some(p) if !p.starts_with('.') => c.push(Cause::new(
+                        "FieldValueInvalid",
+                        format!("{base}.{f}"),
+                        format!("Invalid value: {p:?}: must be a simple json path starting with ."),
+                    )),
                     _ => {}
                 }
             }
@@ -226,7 +265,11 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             }
             if let Some(t) = col.get("type").and_then(Value::as_str) {
                 if !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
-                    c.push(Cause::new("FieldValueInvalid", format!("{base}.type"), format!("Invalid value: {t:?}: must be one of boolean,date,integer,number,string")));
+                    c.push(Cause::new(
+                        "FieldValueInvalid",
+                        format!("{base}.type"),
+                        format!("Invalid value: {t:?}: must be one of boolean,date,integer,number,string"),
+                    ));
                 }
             }
         }
@@ -245,7 +288,11 @@ fn top_level_metadata(schema: &Value, base: &str, c: &mut Vec<Cause>) {
         _ => false,
     });
     if !only_names {
-        c.push(Cause::new("FieldValueForbidden", path.clone(), "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"));
+        c.push(Cause::new(
+            "FieldValueForbidden",
+            path.clone(),
+            "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified",
+        ));
     }
     if meta.contains_key("default") {
         c.push(Cause::new("FieldValueForbidden", format!("{path}.default"), "Forbidden: must not be set in top-level metadata"));
@@ -280,10 +327,8 @@ fn invalid_defaults(node: &Value, path: &str, c: &mut Vec<Cause>) {
 
 /// What may not change once a CRD is established: its scope and kind (they shape storage).
 pub fn validate_crd_update(new: &Value, old: &Value) -> Vec<Cause> {
-    let established = old
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
+    let established =
+        old.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
     if !established {
         return Vec::new();
     }
@@ -390,8 +435,12 @@ fn accept_names(crd: &Value, taken: &HashMap<String, HashSet<String>>) -> (Value
         }
     }
     let mut conflict = None;
-    let checks: [(&str, &str, Option<&str>); 4] =
-        [("plural", "PluralConflict", None), ("singular", "SingularConflict", None), ("kind", "KindConflict", Some("kind:")), ("listKind", "ListKindConflict", Some("kind:"))];
+    let checks: [(&str, &str, Option<&str>); 4] = [
+        ("plural", "PluralConflict", None),
+        ("singular", "SingularConflict", None),
+        ("kind", "KindConflict", Some("kind:")),
+        ("listKind", "ListKindConflict", Some("kind:")),
+    ];
     for (i, (field, reason, prefix)) in checks.into_iter().enumerate() {
         if i == 2 {
             // Short names are checked between singular and kind.
@@ -436,11 +485,7 @@ fn names_of(crd: &Value) -> HashSet<String> {
 /// Every CRD in the store, oldest first, with its revision.
 pub(crate) async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
     let resp = store.range(RangeRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))).await?;
-    let mut out: Vec<(Value, i64)> = resp
-        .kvs
-        .iter()
-        .filter_map(|kv| storage::decode(kv).ok().map(|v| (v, kv.mod_revision)))
-        .collect();
+    let mut out: Vec<(Value, i64)> = resp.kvs.iter().filter_map(|kv| storage::decode(kv).ok().map(|v| (v, kv.mod_revision))).collect();
     // CRDs whose names were accepted keep them: they come first, then the oldest.
     let fresh = |v: &Value| {
         !v.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "NamesAccepted" && c["status"] == "True"))

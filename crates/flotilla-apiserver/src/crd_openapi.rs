@@ -127,8 +127,7 @@ fn structural(s: &mut Value) {
     }
     if m.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
         let int_or_string = json!([{"type": "integer"}, {"type": "string"}]);
-        let unfolded = m.get("anyOf") == Some(&int_or_string)
-            || m.get("allOf").and_then(|a| a.get(0)).is_some_and(|a| a.get("anyOf") == Some(&int_or_string));
+        let unfolded = m.get("anyOf") == Some(&int_or_string) || m.get("allOf").and_then(|a| a.get(0)).is_some_and(|a| a.get("anyOf") == Some(&int_or_string));
         if !unfolded {
             if m.contains_key("anyOf") {
                 let rest = m.remove("allOf").and_then(|a| a.as_array().cloned()).unwrap_or_default();
@@ -179,14 +178,8 @@ fn to_v2(s: &mut Value) {
     if preserve && m.get("type").and_then(Value::as_str) == Some("object") {
         m.remove("type");
     }
-    let nullable: Vec<String> = m
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter(|(_, p)| p["nullable"] == true)
-        .map(|(n, _)| n.clone())
-        .collect();
+    let nullable: Vec<String> =
+        m.get("properties").and_then(Value::as_object).into_iter().flatten().filter(|(_, p)| p["nullable"] == true).map(|(n, _)| n.clone()).collect();
     let additional_nullable = m.get("additionalProperties").is_some_and(|a| a["nullable"] == true);
     if let Some(Value::Array(req)) = m.get_mut("required") {
         req.retain(|r| !additional_nullable && !r.as_str().is_some_and(|r| nullable.iter().any(|n| n == r)));
@@ -272,10 +265,7 @@ mod tests {
         assert_eq!(spec["required"], json!(["a", "n"]));
         assert_eq!(spec["properties"]["a"]["default"], "x");
         assert_eq!(spec["properties"]["n"]["nullable"], true);
-        assert_eq!(
-            spec["properties"]["port"],
-            json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]})
-        );
+        assert_eq!(spec["properties"]["port"], json!({"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}));
         assert_eq!(
             spec["properties"]["e"]["properties"]["metadata"]["allOf"],
             json!([{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}])

@@ -100,7 +100,9 @@ fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> V
         out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
     }
     for c in connects {
-        out.push(json!({"name": format!("{}/{}", r.plural, c.subresource), "singularName": "", "namespaced": r.namespaced, "kind": c.kind, "verbs": c.verbs()}));
+        out.push(
+            json!({"name": format!("{}/{}", r.plural, c.subresource), "singularName": "", "namespaced": r.namespaced, "kind": c.kind, "verbs": c.verbs()}),
+        );
     }
     out
 }
@@ -118,7 +120,14 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
         resources.sort_by_key(|v| {
             let name = v["name"].as_str().unwrap_or("");
             let (base, sub) = name.split_once('/').unwrap_or((name, ""));
-            (base.to_string(), match sub { "" => 0, "status" => 1, _ => 2 })
+            (
+                base.to_string(),
+                match sub {
+                    "" => 0,
+                    "status" => 1,
+                    _ => 2,
+                },
+            )
         });
     } else {
         resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -162,7 +171,9 @@ fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -
         subs.push(json!({"subresource": "status", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["get", "patch", "update"]}));
     }
     if r.scale.is_some() {
-        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+        subs.push(
+            json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}),
+        );
     }
     for c in connects {
         subs.push(json!({"subresource": c.subresource, "responseKind": response_kind(r, &r.group, &r.version, &c.kind), "verbs": c.verbs()}));

@@ -58,7 +58,10 @@ fn keys(provider: &str, v: &Value) -> Result<Vec<Key>, ConfigError> {
 fn provider(v: &Value) -> Result<Provider, ConfigError> {
     let Some(m) = v.as_object() else { return Err(err("providers[]: expected an object")) };
     if m.len() != 1 {
-        return Err(err(format!("providers[]: exactly one of aesgcm, aescbc, secretbox, identity, kms per entry (got {})", m.keys().cloned().collect::<Vec<_>>().join(", "))));
+        return Err(err(format!(
+            "providers[]: exactly one of aesgcm, aescbc, secretbox, identity, kms per entry (got {})",
+            m.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
     }
     let (kind, body) = m.iter().next().expect("one entry");
     let p = match kind.as_str() {

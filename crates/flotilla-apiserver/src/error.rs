@@ -100,11 +100,8 @@ impl ApiError {
 
     pub fn forbidden(s: &Subject<'_>, message: impl Into<String>) -> Self {
         let q = s.qualified();
-        let msg = if s.name.is_empty() {
-            format!("{q} is forbidden: {}", message.into())
-        } else {
-            format!("{q} \"{}\" is forbidden: {}", s.name, message.into())
-        };
+        let msg =
+            if s.name.is_empty() { format!("{q} is forbidden: {}", message.into()) } else { format!("{q} \"{}\" is forbidden: {}", s.name, message.into()) };
         ApiError::new(403, "Forbidden", msg).about(s)
     }
 
@@ -153,8 +150,7 @@ impl ApiError {
     }
 
     pub fn conflict_with(s: &Subject<'_>, detail: impl std::fmt::Display) -> Self {
-        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": {detail}", s.qualified(), s.name))
-            .about(s)
+        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": {detail}", s.qualified(), s.name)).about(s)
     }
 
     pub fn expired(message: impl Into<String>) -> Self {
@@ -189,11 +185,8 @@ impl ApiError {
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let qualified = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         let detail = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>().join(", ");
-        let message = if causes.len() == 1 {
-            format!("{qualified} \"{name}\" is invalid: {detail}")
-        } else {
-            format!("{qualified} \"{name}\" is invalid: [{detail}]")
-        };
+        let message =
+            if causes.len() == 1 { format!("{qualified} \"{name}\" is invalid: {detail}") } else { format!("{qualified} \"{name}\" is invalid: [{detail}]") };
         let mut e = ApiError::new(422, "Invalid", message);
         // kube-apiserver leaves details.name out when there is none (options, a nameless object).
         e.name = (!name.is_empty()).then(|| name.to_string());
@@ -213,8 +206,11 @@ impl ApiError {
 
     pub fn internal(message: impl std::fmt::Display) -> Self {
         let message = message.to_string();
-        ApiError::new(500, "InternalError", format!("Internal error occurred: {message}"))
-            .with_cause(Cause { reason: String::new(), message, field: String::new() })
+        ApiError::new(500, "InternalError", format!("Internal error occurred: {message}")).with_cause(Cause {
+            reason: String::new(),
+            message,
+            field: String::new(),
+        })
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {

@@ -411,10 +411,7 @@ mod tests {
     #[test]
     fn yaml_reads_back_as_the_value() {
         assert_eq!(yaml(&json!("atomic")), "atomic\n");
-        assert_eq!(
-            yaml(&json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])),
-            "- group: apps\n  kind: Deployment\n  version: v1\n"
-        );
+        assert_eq!(yaml(&json!([{"group": "apps", "kind": "Deployment", "version": "v1"}])), "- group: apps\n  kind: Deployment\n  version: v1\n");
         assert_eq!(yaml(&json!({"a": {"b": [1, "true", "x: y"]}, "c": []})), "a:\n  b:\n    - 1\n    - \"true\"\n    - \"x: y\"\nc: []\n");
         assert_eq!(yaml(&json!([[1, 2], {}])), "- [1,2]\n- {}\n");
         assert_eq!(yaml(&json!("")), "\"\"\n");

@@ -214,13 +214,7 @@ impl LastModes {
 /// The identity `who` acts as for this request: itself when `headers` ask for nothing, the
 /// impersonated user when a mode allows it, or kube-apiserver's 400/403. `request` is what the
 /// request itself touches (the constrained modes check it).
-pub(crate) fn impersonate(
-    authz: &dyn Authorizer,
-    last: &LastModes,
-    who: &Identity,
-    headers: &HeaderMap,
-    request: &Attributes,
-) -> Result<Identity, ApiError> {
+pub(crate) fn impersonate(authz: &dyn Authorizer, last: &LastModes, who: &Identity, headers: &HeaderMap, request: &Attributes) -> Result<Identity, ApiError> {
     let asked = Request::from_headers(headers);
     if asked.is_empty() {
         return Ok(who.clone());
@@ -384,10 +378,7 @@ fn refusal(who: &Identity, a: &Attributes, reason: Option<&str>) -> ApiError {
     let suffix = reason.map(|r| format!(": {r}")).unwrap_or_default();
     match &a.path {
         Some(path) => ApiError::new(403, "Forbidden", format!("forbidden: User \"{}\" cannot {} path \"{path}\"{suffix}", who.user, a.verb)),
-        None => ApiError::forbidden(
-            &Subject { group: &a.group, resource: &a.resource, name: &a.name },
-            format!("{}{suffix}", crate::rbac::denial(who, a)),
-        ),
+        None => ApiError::forbidden(&Subject { group: &a.group, resource: &a.resource, name: &a.name }, format!("{}{suffix}", crate::rbac::denial(who, a))),
     }
 }
 
@@ -435,12 +426,21 @@ mod tests {
         let h = headers(&[("Impersonate-User", "system:admin"), ("Impersonate-Group", "system:masters")]);
         let err = impersonate(&nobody, &LastModes::default(), &bob, &h, &list_pods()).unwrap_err();
         assert_eq!(err.code, 403);
-        assert_eq!(err.message, "pods is forbidden: User \"bob\" cannot impersonate-on:user-info:list resource \"pods\" in API group \"\" in the namespace \"default\"");
+        assert_eq!(
+            err.message,
+            "pods is forbidden: User \"bob\" cannot impersonate-on:user-info:list resource \"pods\" in API group \"\" in the namespace \"default\""
+        );
         let h = headers(&[("Impersonate-User", "system:serviceaccount:ns1:sa1")]);
         assert!(impersonate(&nobody, &LastModes::default(), &bob, &h, &list_pods()).unwrap_err().message.contains("impersonate-on:serviceaccount:list"));
         let h = headers(&[("Impersonate-Group", "g1")]);
         let err = impersonate(&nobody, &LastModes::default(), &bob, &h, &list_pods()).unwrap_err();
-        assert_eq!((err.code, err.message.as_str()), (400, "requested &user.DefaultInfo{Name:\"\", UID:\"\", Groups:[]string{\"g1\"}, Extra:map[string][]string(nil)} without impersonating a user name"));
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                400,
+                "requested &user.DefaultInfo{Name:\"\", UID:\"\", Groups:[]string{\"g1\"}, Extra:map[string][]string(nil)} without impersonating a user name"
+            )
+        );
     }
 
     #[test]
@@ -457,7 +457,8 @@ mod tests {
 
     #[test]
     fn constrained_grants_impersonate_too_but_never_system_masters() {
-        let grants = Grants(vec![("impersonate-on:user-info:list", "pods", ""), ("impersonate:user-info", "users", "bob"), ("impersonate:user-info", "groups", "")]);
+        let grants =
+            Grants(vec![("impersonate-on:user-info:list", "pods", ""), ("impersonate:user-info", "users", "bob"), ("impersonate:user-info", "groups", "")]);
         let admin = Identity::user("admin", &[]);
         let h = headers(&[("Impersonate-User", "bob"), ("Impersonate-Group", "dev")]);
         assert_eq!(impersonate(&grants, &LastModes::default(), &admin, &h, &list_pods()).unwrap().user, "bob");
@@ -488,14 +489,21 @@ mod tests {
     fn constrained_refusals_say_why_groups_and_extras_are_not_allowed() {
         let grants = Grants(vec![("impersonate-on:user-info:list", "pods", ""), ("impersonate:user-info", "users", "bob")]);
         let admin = Identity::user("admin", &[]);
-        let err = impersonate(&grants, &LastModes::default(), &admin, &headers(&[("Impersonate-User", "bob"), ("Impersonate-Group", "system:masters")]), &list_pods())
-            .unwrap_err();
+        let err = impersonate(
+            &grants,
+            &LastModes::default(),
+            &admin,
+            &headers(&[("Impersonate-User", "bob"), ("Impersonate-Group", "system:masters")]),
+            &list_pods(),
+        )
+        .unwrap_err();
         assert_eq!(
             err.message,
             "groups.authentication.k8s.io \"system:masters\" is forbidden: User \"admin\" cannot impersonate:user-info resource \"groups\" in API group \"authentication.k8s.io\" at the cluster scope: impersonating the system:masters group is not allowed"
         );
-        let err = impersonate(&grants, &LastModes::default(), &admin, &headers(&[("Impersonate-User", "bob"), ("Impersonate-Extra-Scopes", "a")]), &list_pods())
-            .unwrap_err();
+        let err =
+            impersonate(&grants, &LastModes::default(), &admin, &headers(&[("Impersonate-User", "bob"), ("Impersonate-Extra-Scopes", "a")]), &list_pods())
+                .unwrap_err();
         assert!(
             err.message.ends_with(": impersonating an invalid key in extra is not allowed: extra.key: Invalid value: \"scopes\": must be a domain-prefixed path (such as \"acme.io/foo\")"),
             "{}",

@@ -313,7 +313,11 @@ mod tests {
 
     #[test]
     fn a_stopped_server_leaves_no_endpoints() {
-        let cfg = KubernetesServiceConfig { advertise: "10.1.2.3:6443".parse().unwrap(), cluster_ip: "10.96.0.1".parse().unwrap(), interval: Duration::from_secs(10) };
+        let cfg = KubernetesServiceConfig {
+            advertise: "10.1.2.3:6443".parse().unwrap(),
+            cluster_ip: "10.96.0.1".parse().unwrap(),
+            interval: Duration::from_secs(10),
+        };
         assert_eq!(endpoints(&cfg, true)["subsets"][0]["ports"][0], json!({"name": "https", "port": 6443, "protocol": "TCP"}));
         assert!(endpoints(&cfg, false).get("subsets").is_none());
         let stopped = endpoint_slice(&cfg, false);

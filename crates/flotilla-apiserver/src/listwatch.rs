@@ -135,8 +135,11 @@ async fn await_revision(ctx: &Ctx, want: Revision) -> ApiResult<()> {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(ApiError::timeout(format!("Timeout: Too large resource version: {want}, current: {current}"))
-                .with_cause(Cause::new("ResourceVersionTooLarge", "", "Too large resource version")));
+            return Err(ApiError::timeout(format!("Timeout: Too large resource version: {want}, current: {current}")).with_cause(Cause::new(
+                "ResourceVersionTooLarge",
+                "",
+                "Too large resource version",
+            )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -236,17 +239,19 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
                 "meta.k8s.io",
                 "ListOptions",
                 "",
-                vec![Cause::new("FieldValueNotSupported", "resourceVersionMatch", format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""))],
+                vec![Cause::new(
+                    "FieldValueNotSupported",
+                    "resourceVersionMatch",
+                    format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""),
+                )],
             ));
         }
     }
     let parsed_rv = match rv {
         None | Some("0") => None,
-        Some(r) => Some(
-            r.parse::<Revision>().map_err(|_| {
-                ApiError::bad_request(format!("invalid resource version: resourceVersion: Invalid value: {r:?}: strconv.ParseUint: parsing {r:?}: invalid syntax"))
-            })?,
-        ),
+        Some(r) => Some(r.parse::<Revision>().map_err(|_| {
+            ApiError::bad_request(format!("invalid resource version: resourceVersion: Invalid value: {r:?}: strconv.ParseUint: parsing {r:?}: invalid syntax"))
+        })?),
     };
     if rvm == Some("Exact") && parsed_rv.is_none() {
         return Err(invalid_list_options("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"", "resourceVersionMatch"));
@@ -379,7 +384,11 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
     if send_initial.is_some() && (rvm != Some("NotOlderThan") || !bookmarks) {
         let mut causes = Vec::new();
         if rvm != Some("NotOlderThan") {
-            causes.push(Cause::new("FieldValueForbidden", "resourceVersionMatch", "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+            causes.push(Cause::new(
+                "FieldValueForbidden",
+                "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
         }
         if !bookmarks {
             causes.push(Cause::new("FieldValueForbidden", "allowWatchBookmarks", "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true"));

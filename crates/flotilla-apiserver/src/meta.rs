@@ -213,7 +213,11 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Ve
     if let Some(fins) = m.get("finalizers").and_then(Value::as_array) {
         for (i, f) in fins.iter().enumerate() {
             let Some(name) = f.as_str() else {
-                causes.push(Cause::new("FieldValueInvalid", format!("metadata.finalizers[{i}]"), format!("Invalid value: {f}: name is neither a standard finalizer name nor is it fully qualified")));
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("metadata.finalizers[{i}]"),
+                    format!("Invalid value: {f}: name is neither a standard finalizer name nor is it fully qualified"),
+                ));
                 continue;
             };
             // The qualified-name rule names the list, the finalizer rule the item.

@@ -56,7 +56,11 @@ impl Metrics {
         registry.register("flotilla_store_revision", "The store's current revision", store_revision.clone());
         registry.register("flotilla_store_commit_duration_seconds", "Time to commit one write to the store, as the API server sees it", store_commit.clone());
         registry.register("flotilla_apiserver_rejected_overload", "Requests answered 429 because too many were in flight", rejected_overload.clone());
-        registry.register("flotilla_apiserver_heavy_requests_in_flight", "Requests whose expensive part (a JSON or strategic merge patch) runs on the blocking pool now", heavy_in_flight.clone());
+        registry.register(
+            "flotilla_apiserver_heavy_requests_in_flight",
+            "Requests whose expensive part (a JSON or strategic merge patch) runs on the blocking pool now",
+            heavy_in_flight.clone(),
+        );
         Metrics { registry, requests, latency, open_watches, store_revision, store_commit, rejected_overload, heavy_in_flight }
     }
 

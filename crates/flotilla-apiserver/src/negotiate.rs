@@ -69,11 +69,7 @@ pub fn output(accept: Option<&str>) -> ApiResult<Output> {
             json_ok = true;
         }
     }
-    if json_ok {
-        Ok(Output::Json)
-    } else {
-        Err(ApiError::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf"))
-    }
+    if json_ok { Ok(Output::Json) } else { Err(ApiError::not_acceptable("application/json, application/yaml, application/vnd.kubernetes.protobuf")) }
 }
 
 /// Which discovery document `/api` and `/apis` should return.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use flotilla_store::{Revision, StoreError};
 use flotilla_api::managed;
+use flotilla_store::{Revision, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Identity;
@@ -72,8 +72,9 @@ impl Ctx {
             strip_managed_fields(o);
         }
         let base = storage::managed_fields_as(&self.info, base, true);
-        let entries = managed::record_update(old_plain.as_ref(), obj, &self.zero_value(), self.object_type(), base, &self.writer(&manager, &api_version, &now), &reset)
-            .map_err(|e| ApiError::invalid(&self.info.group, &self.info.kind, meta::name(obj), vec![Cause::new("FieldValueInvalid", "", e)]))?;
+        let entries =
+            managed::record_update(old_plain.as_ref(), obj, &self.zero_value(), self.object_type(), base, &self.writer(&manager, &api_version, &now), &reset)
+                .map_err(|e| ApiError::invalid(&self.info.group, &self.info.kind, meta::name(obj), vec![Cause::new("FieldValueInvalid", "", e)]))?;
         set_managed_fields(obj, &storage::managed_fields_as(&self.info, entries, false));
         Ok(())
     }
@@ -101,7 +102,8 @@ pub(crate) fn created_managed_fields(query: &Query, user_agent: Option<&str>, gr
     let mut plain = body.clone();
     strip_managed_fields(&mut plain);
     let zero = managed::zero_value(group, version, kind);
-    let entries = managed::record_update(None, &plain, &zero, managed::object_type(group, version, kind), Vec::new(), &writer, &managed::FieldSet::default()).ok()?;
+    let entries =
+        managed::record_update(None, &plain, &zero, managed::object_type(group, version, kind), Vec::new(), &writer, &managed::FieldSet::default()).ok()?;
     managed::encode(&entries)
 }
 
@@ -218,12 +220,9 @@ pub(crate) fn render_object(ctx: &Ctx, headers: &HeaderMap, code: StatusCode, ob
     let obj = with_type(&ctx.info, obj);
     match negotiate::output(accept)? {
         Output::Json => Ok(json_response(code, &obj, "application/json", warnings)),
-        Output::PartialMetadata => Ok(json_response(
-            code,
-            &crate::table::partial_metadata(&obj),
-            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-            warnings,
-        )),
+        Output::PartialMetadata => {
+            Ok(json_response(code, &crate::table::partial_metadata(&obj), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", warnings))
+        }
         Output::Table(v) => {
             let include = ctx.query.get("includeObject").unwrap_or("Metadata");
             let rv = meta::meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
@@ -309,9 +308,8 @@ fn typed_kind_matches(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
         return Ok(());
     }
     let (group, version) = data_version.rsplit_once('/').unwrap_or(("", data_version));
-    let registered = crate::resources::builtin_resources()
-        .iter()
-        .any(|r| r.group == group && r.version == version && (r.kind == data_kind || r.list_kind == data_kind));
+    let registered =
+        crate::resources::builtin_resources().iter().any(|r| r.group == group && r.version == version && (r.kind == data_kind || r.list_kind == data_kind));
     let internal = if info.group.is_empty() { "core" } else { info.group.split('.').next().unwrap_or("") };
     let why = if registered {
         format!("converting ({version}.{data_kind}) to ({internal}.{}): unknown conversion", info.kind)
@@ -332,9 +330,7 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
         None | Some("") => {}
         Some(v) if v == api_version => {}
         Some(v) => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({api_version})"
-            )));
+            return Err(ApiError::bad_request(format!("the API version in the data ({v}) does not match the expected API version ({api_version})")));
         }
     }
     match obj.get("kind").and_then(Value::as_str) {
@@ -552,7 +548,8 @@ async fn crds_changed(ctx: &Ctx) {
             tracing::warn!(error = %e, "refreshing the served custom resources failed");
         }
     }
-    let rbac_related = ctx.info.group == "rbac.authorization.k8s.io" || (ctx.info.group.is_empty() && matches!(ctx.info.plural.as_str(), "serviceaccounts" | "secrets"));
+    let rbac_related =
+        ctx.info.group == "rbac.authorization.k8s.io" || (ctx.info.group.is_empty() && matches!(ctx.info.plural.as_str(), "serviceaccounts" | "secrets"));
     if rbac_related {
         if let Err(e) = ctx.inner.rbac.reload(ctx.inner.store.as_ref()).await {
             tracing::warn!(error = %e, "reloading RBAC failed");
@@ -572,7 +569,12 @@ async fn fill_service_account_token(ctx: &Ctx, obj: &mut Value) -> ApiResult<()>
     }
     let ns = ctx.namespace().unwrap_or("").to_string();
     let Some(account) = obj.pointer("/metadata/annotations").and_then(|a| a.get(SA_NAME_ANNOTATION)).and_then(Value::as_str).map(String::from) else {
-        return Err(ApiError::invalid("", "Secret", meta::name(obj), vec![Cause::new("FieldValueRequired", format!("metadata.annotations[{SA_NAME_ANNOTATION}]"), "Required value")]));
+        return Err(ApiError::invalid(
+            "",
+            "Secret",
+            meta::name(obj),
+            vec![Cause::new("FieldValueRequired", format!("metadata.annotations[{SA_NAME_ANNOTATION}]"), "Required value")],
+        ));
     };
     let key = Bytes::from(format!("/registry/core/serviceaccounts/{ns}/{account}"));
     let Some(kv) = ctx.inner.store.get(&key).await? else {
@@ -633,7 +635,9 @@ pub(crate) async fn token_request(inner: &Arc<Inner>, ns: &str, account: &str, b
         if !want.is_empty() && want != uid {
             return Err(ApiError::conflict_with(
                 &Subject { group: "", resource: kind, name },
-                format!("the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"),
+                format!(
+                    "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+                ),
             ));
         }
         subject.bound.push(Bound { kind: claim, name: name.to_string(), uid });
@@ -752,7 +756,12 @@ pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, versio
 }
 
 /// The object `name` as stored, or None (internal callers: the bootstrap policy).
-pub(crate) async fn get_internal(inner: &Arc<Inner>, (group, version, plural): (&str, &str, &str), namespace: Option<&str>, name: &str) -> ApiResult<Option<Value>> {
+pub(crate) async fn get_internal(
+    inner: &Arc<Inner>,
+    (group, version, plural): (&str, &str, &str),
+    namespace: Option<&str>,
+    name: &str,
+) -> ApiResult<Option<Value>> {
     let ctx = internal_ctx(inner, (group, version, plural), namespace, name)?;
     match read(&ctx, name).await {
         Ok((v, _)) => Ok(Some(v)),
@@ -842,9 +851,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
         let m = meta::meta_mut(&mut obj);
         match (info.namespaced, url_ns.as_deref(), m.get("namespace").and_then(Value::as_str).filter(|s| !s.is_empty())) {
             (true, Some(u), Some(b)) if u != b => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
             }
             (true, Some(u), _) => {
                 m.insert("namespace".into(), json!(u));
@@ -872,8 +879,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
             o.remove("status");
         }
     }
-    let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty)
-        && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
+    let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty) && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
     if generate {
         let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
         meta::meta_mut(&mut obj).insert("name".into(), json!(format!("{base}{}", random_suffix())));
@@ -1097,8 +1103,8 @@ async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut V
         }
     }
     let noop = cmp_old == cmp_new;
-    let spec_finalizers_empty = !(info.group.is_empty() && info.plural == "namespaces")
-        || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
+    let spec_finalizers_empty =
+        !(info.group.is_empty() && info.plural == "namespaces") || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
     let remove = terminating && meta::finalizers(&obj).is_empty() && spec_finalizers_empty;
     Ok(Prepared { obj, noop, remove })
 }
@@ -1171,12 +1177,8 @@ pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
 // ---------------------------------------------------------------------------------------------
 // Patch
 
-const PATCH_TYPES_BUILTIN: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/apply-patch+yaml",
-    "application/strategic-merge-patch+json",
-];
+const PATCH_TYPES_BUILTIN: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"];
 const PATCH_TYPES_CUSTOM: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
 pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
@@ -1194,7 +1196,12 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
     let dry_run = ctx.query.dry_run()?;
     if kind == BodyType::ApplyYaml && ctx.query.get("fieldManager").is_none_or(str::is_empty) {
         // The options are what is invalid (PatchOptions, no name), as on kube-apiserver.
-        let mut e = ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![Cause::new("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")]);
+        let mut e = ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![Cause::new("FieldValueRequired", "fieldManager", "Required value: is required for apply patch")],
+        );
         e.name = None;
         return Err(e);
     }
@@ -1475,7 +1482,11 @@ fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<Delete
                 "meta.k8s.io",
                 "DeleteOptions",
                 "",
-                vec![Cause::new("FieldValueNotSupported", "propagationPolicy", format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""))],
+                vec![Cause::new(
+                    "FieldValueNotSupported",
+                    "propagationPolicy",
+                    format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+                )],
             ));
         }
     }
@@ -1610,10 +1621,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
         if !info.group.is_empty() {
             details["group"] = json!(info.group);
         }
-        return Ok((
-            StatusCode::OK,
-            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-        ));
+        return Ok((StatusCode::OK, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})));
     }
     Err(ApiError::conflict(&ctx.subject(name)))
 }

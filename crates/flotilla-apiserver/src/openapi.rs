@@ -192,8 +192,7 @@ impl ServedKind {
             (_, None) => json!({"description": "OK"}),
         };
         let root = if self.group.is_empty() { format!("/api/{}", self.version) } else { format!("/apis/{}/{}", self.group, self.version) };
-        let collection =
-            if self.namespaced { format!("{root}/namespaces/{{namespace}}/{}", self.plural) } else { format!("{root}/{}", self.plural) };
+        let collection = if self.namespaced { format!("{root}/namespaces/{{namespace}}/{}", self.plural) } else { format!("{root}/{}", self.plural) };
         let gvk = json!({"group": self.group, "kind": self.kind, "version": self.version});
         let list = json!({"description": format!("list or watch objects of kind {}", self.kind), "responses": {"200": ok(list_model)}, "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk});
         let mut out = vec![(collection.clone(), json!({"get": list}))];

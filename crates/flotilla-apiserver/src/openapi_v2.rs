@@ -102,13 +102,7 @@ fn negotiate(headers: &HeaderMap) -> Option<bool> {
 }
 
 /// `GET /openapi/v2`.
-pub async fn serve(
-    cache: &Cache,
-    catalog: &Catalog,
-    store: &dyn flotilla_store::Store,
-    version: &crate::server::VersionInfo,
-    headers: &HeaderMap,
-) -> Response {
+pub async fn serve(cache: &Cache, catalog: &Catalog, store: &dyn flotilla_store::Store, version: &crate::server::VersionInfo, headers: &HeaderMap) -> Response {
     let Some(protobuf) = negotiate(headers) else {
         return StatusCode::NOT_ACCEPTABLE.into_response();
     };
@@ -132,9 +126,10 @@ pub async fn serve(
         }
     };
     drop(slot);
-    let matches = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-        v.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == "*" || t.as_bytes() == rendered.etag.as_bytes())
-    });
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == "*" || t.as_bytes() == rendered.etag.as_bytes()));
     let mut resp = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else if protobuf {
@@ -162,19 +157,10 @@ fn render(key: Key, crds: &[(Value, i64)]) -> Rendered {
             let spec = &crd["spec"];
             let served = |v: &str| {
                 key.served.iter().any(|s| {
-                    s.custom
-                        && s.group == spec["group"].as_str().unwrap_or("")
-                        && s.version == v
-                        && s.kind == spec["names"]["kind"].as_str().unwrap_or("")
+                    s.custom && s.group == spec["group"].as_str().unwrap_or("") && s.version == v && s.kind == spec["names"]["kind"].as_str().unwrap_or("")
                 })
             };
-            spec["versions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v["name"].as_str())
-                .filter(move |v| served(v))
-                .map(move |v| (crd, v))
+            spec["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).filter(move |v| served(v)).map(move |v| (crd, v))
         })
         .collect();
     let doc = document(&key.info_version, &custom, &key.served);
@@ -242,10 +228,7 @@ fn builtin_v2(s: &Value) -> Value {
                 out.insert(k.clone(), json!(v.as_str().unwrap_or("").replace("#/components/schemas/", DEFINITION)));
             }
             // A referencing property with siblings (a description): v3 wraps the reference.
-            "allOf"
-                if v.as_array()
-                    .is_some_and(|a| a.len() == 1 && a[0].as_object().is_some_and(|r| r.len() == 1 && r.contains_key("$ref"))) =>
-            {
+            "allOf" if v.as_array().is_some_and(|a| a.len() == 1 && a[0].as_object().is_some_and(|r| r.len() == 1 && r.contains_key("$ref"))) => {
                 out.insert("$ref".into(), json!(v[0]["$ref"].as_str().unwrap_or("").replace("#/components/schemas/", DEFINITION)));
             }
             "default" => {}

@@ -136,13 +136,11 @@ fn write_private(path: &Path, text: &str, mode: u32) -> Result<(), PkiError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(|source| PkiError::Io { what: "write", path: tmp.display().to_string(), source })?;
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(mode).open(&tmp).map_err(|source| PkiError::Io {
+        what: "write",
+        path: tmp.display().to_string(),
+        source,
+    })?;
     f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(|source| PkiError::Io { what: "write", path: tmp.display().to_string(), source })?;
     std::fs::rename(&tmp, path).map_err(|source| PkiError::Io { what: "write", path: path.display().to_string(), source })
 }
@@ -184,11 +182,11 @@ impl Bundle {
         let pki = dir.join("pki");
         {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&pki)
-                .map_err(|source| PkiError::Io { what: "create", path: pki.display().to_string(), source })?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&pki).map_err(|source| PkiError::Io {
+                what: "create",
+                path: pki.display().to_string(),
+                source,
+            })?;
         }
         let ca = match (read(&pki.join("ca.crt"))?, read(&pki.join("ca.key"))?) {
             (Some(c), Some(k)) => Authority::load(&c, &k)?,

@@ -69,9 +69,7 @@ impl Rule {
             return false;
         }
         let combined = if a.subresource.is_empty() { a.resource.clone() } else { format!("{}/{}", a.resource, a.subresource) };
-        let resource_ok = self.resources.iter().any(|r| {
-            r == "*" || *r == combined || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
-        });
+        let resource_ok = self.resources.iter().any(|r| r == "*" || *r == combined || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource)));
         if !resource_ok {
             return false;
         }
@@ -192,7 +190,12 @@ fn always_allowed(a: &Attributes) -> bool {
     if let Some(path) = &a.path {
         let p = path.trim_end_matches('/');
         return a.verb == "get"
-            && (p == "/api" || p.starts_with("/api/") || p == "/apis" || p.starts_with("/apis/") || p.starts_with("/openapi") || matches!(p, "/version" | "/healthz" | "/livez" | "/readyz"));
+            && (p == "/api"
+                || p.starts_with("/api/")
+                || p == "/apis"
+                || p.starts_with("/apis/")
+                || p.starts_with("/openapi")
+                || matches!(p, "/version" | "/healthz" | "/livez" | "/readyz"));
     }
     a.verb == "create"
         && matches!(
@@ -245,13 +248,16 @@ impl Rbac {
         for kv in &tokens.kvs {
             let Ok(v) = serde_json::from_slice::<Value>(&kv.value) else { continue };
             let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            let record = SecretToken { namespace: s("namespace"), account: s("serviceAccount"), account_uid: s("uid"), secret: s("secret"), secret_uid: s("secretUid") };
+            let record =
+                SecretToken { namespace: s("namespace"), account: s("serviceAccount"), account_uid: s("uid"), secret: s("secret"), secret_uid: s("secretUid") };
             t.tokens.insert(s("token"), record);
         }
         let secrets = store.range(RangeRequest::prefix(Bytes::from_static(SECRET_PREFIX.as_bytes()))).await?;
         for kv in &secrets.kvs {
             let Ok(v) = storage::decode(kv) else { continue };
-            if v.get("type").and_then(Value::as_str) != Some("kubernetes.io/service-account-token") || crate::meta::meta(&v).is_some_and(|m| m.contains_key("deletionTimestamp")) {
+            if v.get("type").and_then(Value::as_str) != Some("kubernetes.io/service-account-token")
+                || crate::meta::meta(&v).is_some_and(|m| m.contains_key("deletionTimestamp"))
+            {
                 continue;
             }
             let ns = crate::meta::namespace(&v).unwrap_or("").to_string();
@@ -360,13 +366,17 @@ impl Rule {
         let verbs = self.verbs.iter().any(|v| v == "*") || has_all(&self.verbs, &sub.verbs);
         let groups = self.api_groups.iter().any(|g| g == "*") || has_all(&self.api_groups, &sub.api_groups);
         let resources = self.resources.iter().any(|r| r == "*")
-            || sub.resources.iter().all(|r| {
-                self.resources.contains(r) || r.split_once('/').is_some_and(|(_, sub)| self.resources.contains(&format!("*/{sub}")))
-            });
-        let urls = sub.non_resource_urls.iter().all(|u| {
-            self.non_resource_urls.iter().any(|o| o == u || (o.ends_with('*') && u.starts_with(o.trim_end_matches('*'))))
-        });
-        let names = if sub.resource_names.is_empty() { self.resource_names.is_empty() } else { self.resource_names.is_empty() || has_all(&self.resource_names, &sub.resource_names) };
+            || sub
+                .resources
+                .iter()
+                .all(|r| self.resources.contains(r) || r.split_once('/').is_some_and(|(_, sub)| self.resources.contains(&format!("*/{sub}"))));
+        let urls =
+            sub.non_resource_urls.iter().all(|u| self.non_resource_urls.iter().any(|o| o == u || (o.ends_with('*') && u.starts_with(o.trim_end_matches('*')))));
+        let names = if sub.resource_names.is_empty() {
+            self.resource_names.is_empty()
+        } else {
+            self.resource_names.is_empty() || has_all(&self.resource_names, &sub.resource_names)
+        };
         verbs && groups && resources && urls && names
     }
 
@@ -530,7 +540,11 @@ impl Rbac {
         let idx = self.index.read().clone();
         let mut out: Vec<Rule> = self.built_in().into_iter().flat_map(|(_, r)| r).collect();
         if who.groups.iter().any(|g| g == "system:serviceaccounts") && !self.policy_stored.load(std::sync::atomic::Ordering::Acquire) {
-            out.push(Rule { verbs: vec!["get".into()], non_resource_urls: vec!["/.well-known/openid-configuration".into(), "/openid/v1/jwks".into()], ..Rule::default() });
+            out.push(Rule {
+                verbs: vec!["get".into()],
+                non_resource_urls: vec!["/.well-known/openid-configuration".into(), "/openid/v1/jwks".into()],
+                ..Rule::default()
+            });
         }
         for b in &idx.cluster_bindings {
             if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) {
@@ -738,7 +752,15 @@ mod tests {
     use serde_json::json;
 
     fn attrs(verb: &str, group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> Attributes {
-        Attributes { verb: verb.into(), group: group.into(), resource: resource.into(), subresource: sub.into(), namespace: ns.into(), name: name.into(), path: None }
+        Attributes {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            path: None,
+        }
     }
 
     #[test]
@@ -786,8 +808,17 @@ mod tests {
     fn missing_rules_are_described_as_kube_apiserver_describes_them() {
         let missing = uncovered(&[], &[rule(json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}))]);
         assert_eq!(describe_missing(missing), "{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}");
-        let missing = uncovered(&[], &[rule(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]})), rule(json!({"verbs": ["get"], "nonResourceURLs": ["/healthz"]}))]);
-        assert_eq!(describe_missing(missing), "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"list\"]}\n{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}");
+        let missing = uncovered(
+            &[],
+            &[
+                rule(json!({"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]})),
+                rule(json!({"verbs": ["get"], "nonResourceURLs": ["/healthz"]})),
+            ],
+        );
+        assert_eq!(
+            describe_missing(missing),
+            "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"list\"]}\n{NonResourceURLs:[\"/healthz\"], Verbs:[\"get\"]}"
+        );
     }
 
     #[test]

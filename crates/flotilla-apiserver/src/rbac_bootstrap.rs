@@ -94,7 +94,9 @@ pub(crate) fn reconciled(expected: &Value, existing: &Value) -> Value {
             }
         }
         _ => {
-            let same = |a: &Value, b: &Value| ["kind", "name", "namespace"].iter().all(|k| a.get(*k).and_then(Value::as_str).unwrap_or("") == b.get(*k).and_then(Value::as_str).unwrap_or(""));
+            let same = |a: &Value, b: &Value| {
+                ["kind", "name", "namespace"].iter().all(|k| a.get(*k).and_then(Value::as_str).unwrap_or("") == b.get(*k).and_then(Value::as_str).unwrap_or(""))
+            };
             add_missing_items(&mut out, "subjects", &list(expected, "subjects"), |have, s| have.iter().any(|h| same(h, s)));
         }
     }

@@ -15,7 +15,10 @@ pub enum Route {
     /// `/apis/{group}`
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
     /// Everything else (`/healthz`, `/version`, `/openapi/v2`, `/metrics`, …).
     NonResource(String),
@@ -172,7 +175,11 @@ impl Query {
                 .map(Some)
                 // Go's query decoder says only what strconv says.
                 .map_err(|e| {
-                    let why = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow) { "value out of range" } else { "invalid syntax" };
+                    let why = if matches!(e.kind(), std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow) {
+                        "value out of range"
+                    } else {
+                        "invalid syntax"
+                    };
                     ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
                 }),
         }
@@ -272,7 +279,12 @@ mod tests {
 
     #[test]
     fn path_tricks_are_refused() {
-        for p in ["/api/v1/namespaces/d/configmaps/..", "/api/v1/namespaces/d/configmaps/%2e%2e", "/api/v1/namespaces/%2E/configmaps", "/api/v1/namespaces/d/configmaps/a%25b"] {
+        for p in [
+            "/api/v1/namespaces/d/configmaps/..",
+            "/api/v1/namespaces/d/configmaps/%2e%2e",
+            "/api/v1/namespaces/%2E/configmaps",
+            "/api/v1/namespaces/d/configmaps/a%25b",
+        ] {
             let e = parse_path(p).unwrap_err();
             assert_eq!(e.code, 400, "{p}");
         }

@@ -162,11 +162,8 @@ impl Row {
         self
     }
     fn scale(mut self) -> Self {
-        self.0.scale = Some(ScaleSpec {
-            spec_replicas: "/spec/replicas".into(),
-            status_replicas: "/status/replicas".into(),
-            selector: Some("/spec/selector".into()),
-        });
+        self.0.scale =
+            Some(ScaleSpec { spec_replicas: "/spec/replicas".into(), status_replicas: "/status/replicas".into(), selector: Some("/spec/selector".into()) });
         self
     }
     fn generation(mut self) -> Self {
@@ -192,11 +189,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     use crate::table::Printer as P;
     use k8s_openapi::api::*;
     let rows = vec![
-        builtin::<core::v1::Namespace>()
-            .short(&["ns"])
-            .status()
-            .verbs(&["create", "delete", "get", "list", "patch", "update", "watch"])
-            .printer(P::Namespace),
+        builtin::<core::v1::Namespace>().short(&["ns"]).status().verbs(&["create", "delete", "get", "list", "patch", "update", "watch"]).printer(P::Namespace),
         builtin::<core::v1::ConfigMap>().short(&["cm"]).printer(P::ConfigMap),
         builtin::<core::v1::Secret>().printer(P::Secret),
         builtin::<core::v1::Service>().short(&["svc"]).all().status().returns_deleted().printer(P::Service),
@@ -497,9 +490,7 @@ mod tests {
             let gv = if r.group.is_empty() { "api/v1".to_string() } else { format!("apis/{}/{}", r.group, r.version) };
             let list = recorded[&gv]["resources"].as_array().unwrap_or_else(|| panic!("no recorded discovery for {gv}"));
             let entry = list.iter().find(|e| e["name"] == r.plural.as_str()).unwrap_or_else(|| panic!("{gv} {} not served by the real server", r.plural));
-            let strs = |v: &Value| -> Vec<String> {
-                v.as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default()
-            };
+            let strs = |v: &Value| -> Vec<String> { v.as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default() };
             assert_eq!(entry["kind"], r.kind.as_str(), "{}", r.plural);
             assert_eq!(entry["namespaced"], r.namespaced, "{}", r.plural);
             assert_eq!(entry["singularName"], r.singular.as_str(), "{}", r.plural);

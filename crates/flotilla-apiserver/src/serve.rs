@@ -87,9 +87,8 @@ pub fn install_crypto_provider() {
 
 fn tls_config(cfg: &ServeConfig) -> Result<rustls::ServerConfig, ServeError> {
     install_crypto_provider();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cfg.cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| ServeError::Tls(format!("serving certificate: {e}")))?;
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cfg.cert_pem.as_bytes()).collect::<Result<_, _>>().map_err(|e| ServeError::Tls(format!("serving certificate: {e}")))?;
     let key = PrivateKeyDer::from_pem_slice(cfg.key_pem.as_bytes()).map_err(|e| ServeError::Tls(format!("serving key: {e}")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
@@ -192,14 +191,10 @@ pub async fn serve_on(listener: std::net::TcpListener, router: axum::Router, cfg
     let local_addr = listener.local_addr().map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
     let handle = axum_server::Handle::new();
     // TCP_NODELAY: small responses must not wait for Nagle's algorithm and delayed ACKs.
-    let tls = axum_server::tls_rustls::RustlsAcceptor::new(tls)
-        .handshake_timeout(cfg.tls_handshake_timeout)
-        .acceptor(axum_server::accept::NoDelayAcceptor::new());
+    let tls =
+        axum_server::tls_rustls::RustlsAcceptor::new(tls).handshake_timeout(cfg.tls_handshake_timeout).acceptor(axum_server::accept::NoDelayAcceptor::new());
     let acceptor = connection::ConnectionAcceptor { tls, http2_idle_timeout: cfg.http2_idle_timeout };
-    let mut server = axum_server::from_tcp(listener)
-        .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?
-        .acceptor(acceptor)
-        .handle(handle.clone());
+    let mut server = axum_server::from_tcp(listener).map_err(|source| ServeError::Bind { addr: cfg.listen, source })?.acceptor(acceptor).handle(handle.clone());
     server
         .http_builder()
         .http1()

@@ -371,7 +371,13 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
             && !identity.is_anonymous()
         {
             let verb = verb_of(req.method(), &p, &query);
-            match crate::impersonation::impersonate(inner.authz.as_ref(), &inner.impersonation_modes, &identity, asked, &attributes(&Route::Resource(p.clone()), verb, req.method())) {
+            match crate::impersonation::impersonate(
+                inner.authz.as_ref(),
+                &inner.impersonation_modes,
+                &identity,
+                asked,
+                &attributes(&Route::Resource(p.clone()), verb, req.method()),
+            ) {
                 Ok(id) => identity = id,
                 Err(e) => return finish(&inner, verb, &p.resource, started, e.into_response()),
             }
@@ -432,11 +438,10 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
     } else {
         match tokio::time::timeout(inner.config.request_timeout, work).await {
             Ok(r) => r,
-            Err(_) => ApiError::timeout(format!(
-                "Timeout: request did not complete within the allotted timeout of {}s",
-                inner.config.request_timeout.as_secs()
-            ))
-            .into_response(),
+            Err(_) => {
+                ApiError::timeout(format!("Timeout: request did not complete within the allotted timeout of {}s", inner.config.request_timeout.as_secs()))
+                    .into_response()
+            }
         }
     };
     finish(&inner, verb, &resource, started, resp)
@@ -507,11 +512,7 @@ fn attributes(route: &Route, verb: &str, method: &Method) -> Attributes {
 fn finish(inner: &Inner, verb: &str, resource: &str, started: Instant, resp: Response) -> Response {
     let code = resp.status().as_u16().to_string();
     inner.metrics.requests.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into(), code }).inc();
-    inner
-        .metrics
-        .latency
-        .get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() })
-        .observe(started.elapsed().as_secs_f64());
+    inner.metrics.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() }).observe(started.elapsed().as_secs_f64());
     resp
 }
 
@@ -555,14 +556,12 @@ async fn route_request(inner: Arc<Inner>, identity: Identity, route: Route, quer
 fn discovery_root(inner: &Inner, core: bool, accept: Option<&str>) -> ApiResult<Response> {
     let catalog = inner.registry.catalog();
     let (body, ct) = match negotiate::discovery_format(accept) {
-        DiscoveryFormat::AggregatedV2 => (
-            discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2"),
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-        ),
-        DiscoveryFormat::AggregatedV2Beta1 => (
-            discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2beta1"),
-            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
-        ),
+        DiscoveryFormat::AggregatedV2 => {
+            (discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2"), "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+        }
+        DiscoveryFormat::AggregatedV2Beta1 => {
+            (discovery::aggregated(&catalog, core, "apidiscovery.k8s.io/v2beta1"), "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+        }
         DiscoveryFormat::Legacy if core => (discovery::core_versions(&inner.config.advertise.to_string()), "application/json"),
         DiscoveryFormat::Legacy => (discovery::groups(&catalog), "application/json"),
     };
@@ -611,13 +610,10 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
                 inner.metrics.store_revision.set(r);
             }
             let mut resp = (StatusCode::OK, inner.metrics.render()).into_response();
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
             Ok(resp)
         }
-        "/openapi/v2" => {
-            Ok(crate::openapi_v2::serve(&inner.openapi_v2, &inner.registry.catalog(), inner.store.as_ref(), &inner.config.version, headers).await)
-        }
+        "/openapi/v2" => Ok(crate::openapi_v2::serve(&inner.openapi_v2, &inner.registry.catalog(), inner.store.as_ref(), &inner.config.version, headers).await),
         "/openid/v1/jwks" => Ok(json_response(StatusCode::OK, &inner.service_account_key().await?.jwks(), "application/jwk-set+json", &[])),
         "/.well-known/openid-configuration" => {
             let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
@@ -639,11 +635,7 @@ pub(crate) fn resolve(inner: &Inner, p: &ResourcePath) -> ApiResult<Arc<Resource
 /// handlers answer), Go's plain-text 404 elsewhere (kube-apiserver hands such paths to
 /// apiextensions, which falls through to its not-found handler).
 fn unrouted(inner: &Inner, group: &str) -> ApiError {
-    if group.is_empty() || inner.registry.builtin_resources().iter().any(|r| r.group == group) {
-        ApiError::no_route()
-    } else {
-        ApiError::page_not_found()
-    }
+    if group.is_empty() || inner.registry.builtin_resources().iter().any(|r| r.group == group) { ApiError::no_route() } else { ApiError::page_not_found() }
 }
 
 async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
@@ -663,7 +655,12 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
             let body = read_json_body(&inner, req, "SelfSubjectRulesReview").await?;
-            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?, "application/json", &[]));
+            return Ok(json_response(
+                StatusCode::CREATED,
+                &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?,
+                "application/json",
+                &[],
+            ));
         }
         ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
             let _ = read_json_body(&inner, req, "SelfSubjectReview").await?;

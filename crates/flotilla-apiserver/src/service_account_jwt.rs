@@ -50,7 +50,9 @@ impl std::fmt::Debug for SigningKey {
 }
 
 /// DER prefix of a P-256 SubjectPublicKeyInfo, before the 65-byte point.
-const P256_SPKI_PREFIX: [u8; 26] = [0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00];
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
 
 impl SigningKey {
     fn from_pkcs8(der: &[u8]) -> Result<SigningKey, JwtError> {
@@ -264,7 +266,12 @@ mod tests {
     }
 
     fn bot() -> Subject {
-        Subject { namespace: "ns".into(), account: "bot".into(), account_uid: "u1".into(), bound: vec![Bound { kind: "pod", name: "p".into(), uid: "u2".into() }] }
+        Subject {
+            namespace: "ns".into(),
+            account: "bot".into(),
+            account_uid: "u1".into(),
+            bound: vec![Bound { kind: "pod", name: "p".into(), uid: "u2".into() }],
+        }
     }
 
     #[test]

@@ -209,10 +209,8 @@ impl Continue {
 
     pub fn decode(token: &str, prefix: &str) -> ApiResult<Continue> {
         let bad = || ApiError::bad_request("continue key is not valid: the continue token could not be decoded");
-        let raw = base64::engine::general_purpose::URL_SAFE
-            .decode(token)
-            .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
-            .map_err(|_| bad())?;
+        let raw =
+            base64::engine::general_purpose::URL_SAFE.decode(token).or_else(|_| base64::engine::general_purpose::STANDARD.decode(token)).map_err(|_| bad())?;
         let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
         if v["v"] != "meta.k8s.io/v1" {
             return Err(bad());

@@ -136,7 +136,11 @@ impl Schema {
         };
         for k in o.keys() {
             if !ALLOWED_KEYS.contains(&k.as_str()) {
-                errors.push(SchemaError { path: format!("{path}.{k}"), reason: "FieldValueForbidden", message: "Forbidden: unknown or unsupported schema keyword".into() });
+                errors.push(SchemaError {
+                    path: format!("{path}.{k}"),
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: unknown or unsupported schema keyword".into(),
+                });
             }
         }
         let get_str = |k: &str| o.get(k).and_then(Value::as_str).map(String::from);
@@ -147,7 +151,11 @@ impl Schema {
         s.int_or_string = o.get("x-kubernetes-int-or-string").and_then(Value::as_bool).unwrap_or(false);
         s.embedded_resource = o.get("x-kubernetes-embedded-resource").and_then(Value::as_bool).unwrap_or(false);
         s.list_type = get_str("x-kubernetes-list-type");
-        s.list_map_keys = o.get("x-kubernetes-list-map-keys").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
+        s.list_map_keys = o
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect())
+            .unwrap_or_default();
         s.required = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(|k| k.as_str().map(String::from)).collect()).unwrap_or_default();
         s.enum_ = o.get("enum").and_then(Value::as_array).cloned().unwrap_or_default();
         s.default = o.get("default").cloned();
@@ -169,11 +177,17 @@ impl Schema {
                     s.pattern = Some(r);
                     s.pattern_src = Some(p);
                 }
-                Err(e) => errors.push(SchemaError { path: format!("{path}.pattern"), reason: "FieldValueInvalid", message: format!("Invalid value: {p:?}: {e}") }),
+                Err(e) => {
+                    errors.push(SchemaError { path: format!("{path}.pattern"), reason: "FieldValueInvalid", message: format!("Invalid value: {p:?}: {e}") })
+                }
             }
         }
         if o.get("uniqueItems").and_then(Value::as_bool) == Some(true) {
-            errors.push(SchemaError { path: format!("{path}.uniqueItems"), reason: "FieldValueForbidden", message: "Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic".into() });
+            errors.push(SchemaError {
+                path: format!("{path}.uniqueItems"),
+                reason: "FieldValueForbidden",
+                message: "Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic".into(),
+            });
         }
         if let Some(props) = o.get("properties").and_then(Value::as_object) {
             for (k, pv) in props {
@@ -186,11 +200,19 @@ impl Schema {
             Some(ap) => s.additional_properties = Some(Box::new(Self::parse_node(ap, &format!("{path}.additionalProperties"), false, in_logic, errors))),
         }
         if s.additional_properties.is_some() && !s.properties.is_empty() {
-            errors.push(SchemaError { path: format!("{path}.additionalProperties"), reason: "FieldValueForbidden", message: "Forbidden: additionalProperties and properties are mutual exclusive".into() });
+            errors.push(SchemaError {
+                path: format!("{path}.additionalProperties"),
+                reason: "FieldValueForbidden",
+                message: "Forbidden: additionalProperties and properties are mutual exclusive".into(),
+            });
         }
         if let Some(items) = o.get("items") {
             if items.is_array() {
-                errors.push(SchemaError { path: format!("{path}.items"), reason: "FieldValueForbidden", message: "Forbidden: items must be a schema object and not an array".into() });
+                errors.push(SchemaError {
+                    path: format!("{path}.items"),
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: items must be a schema object and not an array".into(),
+                });
             } else {
                 s.items = Some(Box::new(Self::parse_node(items, &format!("{path}.items"), false, in_logic, errors)));
             }
@@ -208,7 +230,8 @@ impl Schema {
         for (key, dst) in [("allOf", 0), ("anyOf", 1), ("oneOf", 2)] {
             if let Some(arr) = o.get(key).and_then(Value::as_array) {
                 let before = errors.len();
-                let parsed: Vec<Schema> = arr.iter().enumerate().map(|(i, x)| Self::parse_node(x, &format!("{path}.{key}[{i}]"), false, true, errors)).collect();
+                let parsed: Vec<Schema> =
+                    arr.iter().enumerate().map(|(i, x)| Self::parse_node(x, &format!("{path}.{key}[{i}]"), false, true, errors)).collect();
                 if let Some(prefix) = &exempt {
                     let found = errors.split_off(before);
                     errors.extend(found.into_iter().filter(|e| !e.path.starts_with(prefix.as_str())));
@@ -225,7 +248,11 @@ impl Schema {
         }
         // Structural rules: every node outside value validations names its type.
         if !in_logic && s.type_.is_none() && !s.int_or_string && !s.preserve_unknown {
-            errors.push(SchemaError { path: format!("{path}.type"), reason: "FieldValueRequired", message: "Required value: must not be empty for specified object fields".into() });
+            errors.push(SchemaError {
+                path: format!("{path}.type"),
+                reason: "FieldValueRequired",
+                message: "Required value: must not be empty for specified object fields".into(),
+            });
         }
         if in_logic && (s.type_.is_some() || s.default.is_some() || s.nullable) {
             errors.push(SchemaError {
@@ -237,15 +264,27 @@ impl Schema {
         if root {
             if s.type_.as_deref() != Some("object") {
                 let t = s.type_.as_deref().unwrap_or("");
-                errors.push(SchemaError { path: format!("{path}.type"), reason: "FieldValueInvalid", message: format!("Invalid value: {t:?}: must be object at the root") });
+                errors.push(SchemaError {
+                    path: format!("{path}.type"),
+                    reason: "FieldValueInvalid",
+                    message: format!("Invalid value: {t:?}: must be object at the root"),
+                });
             }
             if s.nullable {
-                errors.push(SchemaError { path: format!("{path}.nullable"), reason: "FieldValueForbidden", message: "Forbidden: must be false at the root".into() });
+                errors.push(SchemaError {
+                    path: format!("{path}.nullable"),
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: must be false at the root".into(),
+                });
             }
         }
         if let Some(t) = &s.type_ {
             if !matches!(t.as_str(), "object" | "array" | "string" | "integer" | "number" | "boolean") {
-                errors.push(SchemaError { path: format!("{path}.type"), reason: "FieldValueNotSupported", message: format!("Unsupported value: {t:?}: supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\"") });
+                errors.push(SchemaError {
+                    path: format!("{path}.type"),
+                    reason: "FieldValueNotSupported",
+                    message: format!("Unsupported value: {t:?}: supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""),
+                });
             }
             if t == "array" && s.items.is_none() && !in_logic {
                 errors.push(SchemaError { path: format!("{path}.items"), reason: "FieldValueRequired", message: "Required value: must be specified".into() });
@@ -384,13 +423,21 @@ fn type_name(v: &Value) -> &'static str {
 pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
     if v.is_null() {
         if !s.nullable && !path.is_empty() {
-            causes.push(Cause::new("FieldValueTypeInvalid", path, format!("Invalid value: \"null\": {path} in body must be of type {}: \"null\"", s.type_.as_deref().unwrap_or("object"))));
+            causes.push(Cause::new(
+                "FieldValueTypeInvalid",
+                path,
+                format!("Invalid value: \"null\": {path} in body must be of type {}: \"null\"", s.type_.as_deref().unwrap_or("object")),
+            ));
         }
         return;
     }
     if !s.type_matches(v) {
         let want = if s.int_or_string { "integer,string" } else { s.type_.as_deref().unwrap_or("") };
-        causes.push(Cause::new("FieldValueTypeInvalid", path, format!("Invalid value: \"{}\": {path} in body must be of type {want}: \"{}\"", type_name(v), type_name(v))));
+        causes.push(Cause::new(
+            "FieldValueTypeInvalid",
+            path,
+            format!("Invalid value: \"{}\": {path} in body must be of type {want}: \"{}\"", type_name(v), type_name(v)),
+        ));
         return;
     }
     if !s.enum_.is_empty() && !s.enum_.contains(v) {
@@ -413,7 +460,11 @@ pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
             }
             if let Some(f) = &s.format {
                 if !format_ok(f, st) {
-                    causes.push(Cause::new("FieldValueTypeInvalid", path, format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v))));
+                    causes.push(Cause::new(
+                        "FieldValueTypeInvalid",
+                        path,
+                        format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v)),
+                    ));
                 }
             }
         }
@@ -734,7 +785,11 @@ mod tests {
     fn uri_and_mac_formats_are_checked_as_kube_apiserver_checks_them() {
         for (format, ok, bad) in [
             ("uri", &["https://example.com/a", "/p", "mailto:a"][..], &["not a uri", "example.com", "http://x y", "http://[::1"][..]),
-            ("mac", &["01:23:45:67:89:ab", "01-23-45-67-89-AB", "0123.4567.89ab", "01:23:45:67:89:ab:cd:ef"][..], &["nope", "01:23:45:67:89", "01:23-45:67:89:ab", "0123.4567.89a"][..]),
+            (
+                "mac",
+                &["01:23:45:67:89:ab", "01-23-45-67-89-AB", "0123.4567.89ab", "01:23:45:67:89:ab:cd:ef"][..],
+                &["nope", "01:23:45:67:89", "01:23-45:67:89:ab", "0123.4567.89a"][..],
+            ),
         ] {
             for v in ok {
                 assert!(format_ok(format, v), "{format} {v}");

@@ -38,11 +38,23 @@ fn col(name: &str, type_: &str, format: &str, priority: i64, description: &str) 
 }
 
 fn name_col() -> Value {
-    col("Name", "string", "name", 0, "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names")
+    col(
+        "Name",
+        "string",
+        "name",
+        0,
+        "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    )
 }
 
 fn age_col() -> Value {
-    col("Age", "string", "", 0, "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+    col(
+        "Age",
+        "string",
+        "",
+        0,
+        "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    )
 }
 
 /// A pod template's container names and images (wide columns of Deployments and ReplicaSets).
@@ -212,13 +224,25 @@ impl Printer {
                 age_col(),
                 containers_col(),
                 images_col(),
-                col("Selector", "string", "", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+                col(
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+                ),
             ],
             Printer::Pod => vec![
                 name_col(),
                 col("Ready", "string", "", 0, "The aggregate readiness state of this pod for accepting traffic."),
                 col("Status", "string", "", 0, "The aggregate status of the containers in this pod."),
-                col("Restarts", "string", "", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+                col(
+                    "Restarts",
+                    "string",
+                    "",
+                    0,
+                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                ),
                 age_col(),
                 col("IP", "string", "", 1, "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
                 col("Node", "string", "", 1, "NodeName is a request to schedule this pod onto a specific node."),
@@ -351,7 +375,16 @@ impl Printer {
                 let (names, images) = template_containers(obj);
                 let num = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
                 let desired = obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-                vec![name, json!(desired), json!(num("/status/replicas")), json!(num("/status/readyReplicas")), age(obj), json!(names), json!(images), json!(match_labels(obj))]
+                vec![
+                    name,
+                    json!(desired),
+                    json!(num("/status/replicas")),
+                    json!(num("/status/readyReplicas")),
+                    age(obj),
+                    json!(names),
+                    json!(images),
+                    json!(match_labels(obj)),
+                ]
             }
             Printer::EndpointSlice => {
                 let (ports, endpoints) = slice_ports_and_endpoints(obj);
@@ -380,12 +413,16 @@ impl Printer {
 /// `<none>` without readiness gates, else how many of them the pod's conditions say are true
 /// (`1/2`).
 fn readiness_gates(pod: &Value) -> String {
-    let gates: Vec<&str> = pod.pointer("/spec/readinessGates").and_then(Value::as_array).into_iter().flatten().filter_map(|g| g.get("conditionType")?.as_str()).collect();
+    let gates: Vec<&str> =
+        pod.pointer("/spec/readinessGates").and_then(Value::as_array).into_iter().flatten().filter_map(|g| g.get("conditionType")?.as_str()).collect();
     if gates.is_empty() {
         return "<none>".into();
     }
     let conditions = pod.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-    let true_ = gates.iter().filter(|g| conditions.iter().any(|c| c.get("type").and_then(Value::as_str) == Some(**g) && c.get("status").and_then(Value::as_str) == Some("True"))).count();
+    let true_ = gates
+        .iter()
+        .filter(|g| conditions.iter().any(|c| c.get("type").and_then(Value::as_str) == Some(**g) && c.get("status").and_then(Value::as_str) == Some("True")))
+        .count();
     format!("{true_}/{}", gates.len())
 }
 

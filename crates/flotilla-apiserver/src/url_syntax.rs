@@ -54,20 +54,11 @@ fn authority_ok(authority: &str) -> bool {
         Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
         None => (None, authority),
     };
-    host_ok(host)
-        && userinfo.is_none_or(|u| {
-            u.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b"-._:~!$&'()*+,;=%@".contains(&c))
-                && escapes_ok(u)
-        })
+    host_ok(host) && userinfo.is_none_or(|u| u.bytes().all(|c| c.is_ascii_alphanumeric() || b"-._:~!$&'()*+,;=%@".contains(&c)) && escapes_ok(u))
 }
 
 fn host_ok(host: &str) -> bool {
-    let port_ok = |p: &str| {
-        p.is_empty()
-            || p.strip_prefix(':')
-                .is_some_and(|d| d.bytes().all(|c| c.is_ascii_digit()))
-    };
+    let port_ok = |p: &str| p.is_empty() || p.strip_prefix(':').is_some_and(|d| d.bytes().all(|c| c.is_ascii_digit()));
     // A port after the host or after a bracketed IPv6 literal is digits.
     let port = if host.starts_with('[') {
         let Some(i) = host.rfind(']') else { return false };
@@ -90,9 +81,7 @@ fn host_ok(host: &str) -> bool {
                 }
                 i += 3;
             }
-            c if c < 0x80
-                && !(c.is_ascii_alphanumeric() || b"!$&'()*+,;=:[]<>\"-_.~".contains(&c)) =>
-            {
+            c if c < 0x80 && !(c.is_ascii_alphanumeric() || b"!$&'()*+,;=:[]<>\"-_.~".contains(&c)) => {
                 return false;
             }
             _ => i += 1,

@@ -80,7 +80,8 @@ const HINT: &str = "(try simplifying the rule, or adding maxItems, maxProperties
 #[tokio::test]
 async fn the_reviews_rule_is_refused_with_its_crd_for_its_estimated_cost() {
     let api = server().await;
-    let unbounded = json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string"}}}, "x-kubernetes-validations": [{"rule": NESTED}]});
+    let unbounded =
+        json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string"}}}, "x-kubernetes-validations": [{"rule": NESTED}]});
     let (code, _, body) = call(&api, "POST", CRDS, Some(admin()), Some(crd(unbounded)), &[]).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let rule = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
@@ -89,7 +90,11 @@ async fn the_reviews_rule_is_refused_with_its_crd_for_its_estimated_cost() {
         causes.contains(&json!({"reason": "FieldValueForbidden", "field": rule, "message": format!("Forbidden: estimated rule cost exceeds budget by factor of more than 100x {HINT}")})),
         "{body}"
     );
-    assert!(causes.iter().any(|c| c["field"] == "spec.validation.openAPIV3Schema" && c["message"].as_str().unwrap_or("").contains("estimated rule cost total for entire OpenAPIv3 schema")), "{body}");
+    assert!(
+        causes.iter().any(|c| c["field"] == "spec.validation.openAPIV3Schema"
+            && c["message"].as_str().unwrap_or("").contains("estimated rule cost total for entire OpenAPIv3 schema")),
+        "{body}"
+    );
     // Bounded, the same rule is within the limit; a few times over it, the factor is named.
     let (code, _, body) = call(&api, "POST", &format!("{CRDS}?dryRun=All"), Some(admin()), Some(crd(bounded_list(&[NESTED]))), &[]).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
@@ -108,7 +113,9 @@ async fn a_call_over_its_limit_is_refused_before_it_runs() {
     let (code, _, body) = call(&api, "POST", GIZMOS, Some(admin()), Some(gizmo("large", 1000)), &[]).await;
     let grown = resident_bytes().saturating_sub(before);
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let message = format!("Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {NESTED}");
+    let message = format!(
+        "Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {NESTED}"
+    );
     assert_eq!(body["details"]["causes"], json!([{"reason": "FieldValueInvalid", "field": "spec", "message": message}]), "{body}");
     assert!(grown < 64 << 20, "the refusal cost {} MiB", grown >> 20);
     let (code, _, body) = call(&api, "POST", GIZMOS, Some(admin()), Some(gizmo("small", 10)), &[]).await;

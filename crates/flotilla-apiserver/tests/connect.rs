@@ -77,7 +77,13 @@ fn admin() -> Identity {
 #[tokio::test]
 async fn the_handler_gets_the_object_the_rest_of_the_path_and_no_credentials() {
     let api = server().await;
-    let headers = [("accept", "application/json;as=Table;g=meta.k8s.io;v=v1"), ("authorization", "Bearer caller"), ("impersonate-user", "mallory"), ("impersonate-group", "system:masters"), ("x-custom", "1")];
+    let headers = [
+        ("accept", "application/json;as=Table;g=meta.k8s.io;v=v1"),
+        ("authorization", "Bearer caller"),
+        ("impersonate-user", "mallory"),
+        ("impersonate-group", "system:masters"),
+        ("x-custom", "1"),
+    ];
     let (code, h, echo) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api/v1/pods%2Fx?watch=1&limit=5", Some(admin()), None, &headers).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{echo}");
     assert_eq!(h["x-echo"], "yes", "the handler's headers come back");
@@ -89,7 +95,9 @@ async fn the_handler_gets_the_object_the_rest_of_the_path_and_no_credentials() {
     assert!(sent.contains(&"accept") && sent.contains(&"x-custom"), "{sent:?}");
     assert!(!sent.contains(&"authorization") && !sent.iter().any(|h| h.starts_with("impersonate-")), "credentials stay here: {sent:?}");
 
-    let (code, _, echo) = support::call(&api, "POST", "/api/v1/namespaces/default/proxy/apis", Some(admin()), Some(json!({"a": 1})), &[("content-type", "application/json")]).await;
+    let (code, _, echo) =
+        support::call(&api, "POST", "/api/v1/namespaces/default/proxy/apis", Some(admin()), Some(json!({"a": 1})), &[("content-type", "application/json")])
+            .await;
     assert_eq!(code, StatusCode::ACCEPTED);
     assert_eq!((echo["method"].as_str(), echo["body"].as_str(), echo["path"].as_str()), (Some("POST"), Some("{\"a\":1}"), Some("/apis")));
     let (_, _, echo) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy", Some(admin()), None, &[]).await;
@@ -109,7 +117,9 @@ async fn absent_objects_methods_not_served_and_handler_errors_are_statuses() {
     assert_eq!((s["kind"].as_str(), s["reason"].as_str()), (Some("Status"), Some("ServiceUnavailable")));
     assert!(s["message"].as_str().unwrap().contains("connection refused"), "{s}");
     assert!(h.get("retry-after").is_none(), "client-go would retry a dead target for minutes");
-    let (code, _, _) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/upgrade", Some(admin()), None, &[("upgrade", "websocket"), ("connection", "Upgrade")]).await;
+    let (code, _, _) =
+        support::call(&api, "GET", "/api/v1/namespaces/default/proxy/upgrade", Some(admin()), None, &[("upgrade", "websocket"), ("connection", "Upgrade")])
+            .await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
 }
 
@@ -128,7 +138,10 @@ async fn only_callers_allowed_the_subresource_get_through() {
     let carol = Identity::user("carol", &[]);
     let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/default/proxy/api", Some(carol.clone()), None, &[]).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
-    assert_eq!(s["message"], "namespaces \"default\" is forbidden: User \"carol\" cannot get resource \"namespaces/proxy\" in API group \"\" at the cluster scope");
+    assert_eq!(
+        s["message"],
+        "namespaces \"default\" is forbidden: User \"carol\" cannot get resource \"namespaces/proxy\" in API group \"\" at the cluster scope"
+    );
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "ns-proxy"},
         "rules": [{"apiGroups": [""], "resources": ["namespaces/proxy"], "verbs": ["get"]}]});
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "carol-ns-proxy"},
@@ -157,7 +170,10 @@ async fn discovery_lists_the_subresource() {
     let api = server().await;
     let (_, _, list) = support::call(&api, "GET", "/api/v1", Some(admin()), None, &[]).await;
     let entry = list["resources"].as_array().unwrap().iter().find(|r| r["name"] == "namespaces/proxy").expect("namespaces/proxy listed").clone();
-    assert_eq!(entry, json!({"name": "namespaces/proxy", "singularName": "", "namespaced": false, "kind": "NamespaceProxyOptions", "verbs": ["create", "get"]}));
+    assert_eq!(
+        entry,
+        json!({"name": "namespaces/proxy", "singularName": "", "namespaced": false, "kind": "NamespaceProxyOptions", "verbs": ["create", "get"]})
+    );
     let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
     let (_, _, agg) = support::call(&api, "GET", "/api", Some(admin()), None, &[("accept", accept)]).await;
     let ns = agg["items"][0]["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "namespaces").unwrap().clone();

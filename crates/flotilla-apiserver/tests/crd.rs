@@ -10,9 +10,9 @@ use flotilla_apiserver::serve::{ServeConfig, serve};
 use flotilla_apiserver::{ApiServer, ApiServerConfig};
 use flotilla_store::Store;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::Client;
 use serde_json::json;
 
 struct Server {
@@ -102,7 +102,10 @@ async fn crd_lifecycle_and_custom_objects() {
     assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
 
     let api = widgets(&s.client, "v1", "default");
-    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3, "unknown": true}, "status": {"ready": true}})).unwrap();
+    let obj: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3, "unknown": true}, "status": {"ready": true}}),
+    )
+    .unwrap();
     let created = api.create(&PostParams::default(), &obj).await.unwrap();
     assert_eq!(created.data["spec"]["color"], "red", "defaulted");
     assert!(created.data["spec"].get("unknown").is_none(), "pruned");
@@ -110,7 +113,9 @@ async fn crd_lifecycle_and_custom_objects() {
     assert_eq!(created.metadata.generation, Some(1));
 
     // Validation: a 422 naming each field.
-    let bad: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": 0, "color": "green"}})).unwrap();
+    let bad: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": 0, "color": "green"}}))
+            .unwrap();
     let err = api.create(&PostParams::default(), &bad).await.unwrap_err();
     let kube::Error::Api(status) = err else { panic!("{err:?}") };
     assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
@@ -196,7 +201,10 @@ async fn objects_of_a_terminating_crd_are_refused() {
     let s = start().await;
     establish(&s.client, widget_crd()).await;
     let api = widgets(&s.client, "v1", "default");
-    let held: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"size": 1}})).unwrap();
+    let held: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "spec": {"size": 1}}),
+    )
+    .unwrap();
     api.create(&PostParams::default(), &held).await.unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(s.client.clone());
     crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
@@ -210,7 +218,8 @@ async fn objects_of_a_terminating_crd_are_refused() {
         assert!(tokio::time::Instant::now() < deadline, "no Terminating condition");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let fresh: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "late"}, "spec": {"size": 1}})).unwrap();
+    let fresh: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "late"}, "spec": {"size": 1}})).unwrap();
     let err = api.create(&PostParams::default(), &fresh).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref st) if st.code == 403 && st.reason == "Forbidden" && st.message.contains("terminating")), "{err:?}");
     // The held object is being deleted; releasing it lets the CRD go.

@@ -100,7 +100,8 @@ async fn a_core_event_is_an_events_k8s_io_event() {
     assert_eq!(core_view["count"], 4);
     assert_eq!(core_view["source"]["component"], "flotilla-controller");
     assert!(core_view.get("note").is_none() && core_view.get("regarding").is_none(), "{core_view}");
-    let version_of = |manager: &str| core_view["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == manager).map(|e| e["apiVersion"].clone());
+    let version_of =
+        |manager: &str| core_view["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == manager).map(|e| e["apiVersion"].clone());
     assert_eq!(version_of("events-writer"), Some(json!("events.k8s.io/v1")), "{core_view}");
     assert_eq!(version_of("creator"), Some(json!("v1")), "{core_view}");
     // The core manager lost the fields the events.k8s.io write changed (in its own names).
@@ -149,7 +150,8 @@ async fn an_events_k8s_io_event_is_a_core_event() {
     });
     let (code, _, created) = call(&api, "POST", &format!("{EVENTS}?fieldManager=ev-creator"), admin(), Some(ev), &[]).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
-    let (code, _, list) = call(&api, "GET", &format!("{CORE}?fieldSelector=involvedObject.kind%3DPod,reportingComponent%3Dexample.com%2Fctl"), admin(), None, &[]).await;
+    let (code, _, list) =
+        call(&api, "GET", &format!("{CORE}?fieldSelector=involvedObject.kind%3DPod,reportingComponent%3Dexample.com%2Fctl"), admin(), None, &[]).await;
     assert_eq!(code, StatusCode::OK, "{list}");
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "{list}");
@@ -173,10 +175,20 @@ async fn an_events_k8s_io_event_is_a_core_event() {
 
     // A server-side apply through core conflicts with the events.k8s.io manager of `note`.
     let apply = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e2"}, "message": "mine now"});
-    let (code, _, conflict) = call(&api, "PATCH", &format!("{CORE}/e2?fieldManager=core-applier"), admin(), Some(apply.clone()), &[("content-type", "application/apply-patch+yaml")]).await;
+    let (code, _, conflict) =
+        call(&api, "PATCH", &format!("{CORE}/e2?fieldManager=core-applier"), admin(), Some(apply.clone()), &[("content-type", "application/apply-patch+yaml")])
+            .await;
     assert_eq!(code, StatusCode::CONFLICT, "{conflict}");
     assert_eq!(conflict["message"], "Apply failed with 1 conflict: conflict with \"ev-creator\" using events.k8s.io/v1: .message");
-    let (code, _, forced) = call(&api, "PATCH", &format!("{CORE}/e2?fieldManager=core-applier&force=true"), admin(), Some(apply), &[("content-type", "application/apply-patch+yaml")]).await;
+    let (code, _, forced) = call(
+        &api,
+        "PATCH",
+        &format!("{CORE}/e2?fieldManager=core-applier&force=true"),
+        admin(),
+        Some(apply),
+        &[("content-type", "application/apply-patch+yaml")],
+    )
+    .await;
     assert_eq!(code, StatusCode::OK, "{forced}");
     let (_, _, ev) = call(&api, "GET", &format!("{EVENTS}/e2"), admin(), None, &[]).await;
     assert_eq!(ev["note"], "mine now");

@@ -71,7 +71,11 @@ async fn typed_crud_and_errors() {
     let jp: json_patch::Patch = serde_json::from_value(json!([{"op": "add", "path": "/data/j", "value": "3"}])).unwrap();
     cms.patch("a", &PatchParams::default(), &Patch::<()>::Json(jp)).await.unwrap();
     let applied = cms
-        .patch("a", &PatchParams::apply("kube-rs-test"), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"a": "4"}})))
+        .patch(
+            "a",
+            &PatchParams::apply("kube-rs-test"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"a": "4"}})),
+        )
         .await
         .unwrap();
     let data = applied.data.unwrap();
@@ -91,11 +95,8 @@ async fn dynamic_crud_and_discovery() {
     let s = start().await;
     namespace(&s.client, "dynamic").await;
     for aggregated in [false, true] {
-        let discovery = if aggregated {
-            Discovery::new(s.client.clone()).run_aggregated().await.unwrap()
-        } else {
-            Discovery::new(s.client.clone()).run().await.unwrap()
-        };
+        let discovery =
+            if aggregated { Discovery::new(s.client.clone()).run_aggregated().await.unwrap() } else { Discovery::new(s.client.clone()).run().await.unwrap() };
         let (ar, caps) = discovery.resolve_gvk(&kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment")).expect("apps/v1 Deployment discovered");
         assert_eq!(ar.plural, "deployments");
         assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
@@ -222,8 +223,7 @@ async fn controller_reconciles_configmaps() {
     async fn reconcile(obj: Arc<ConfigMap>, api: Arc<Api<ConfigMap>>) -> Result<Action, kube::Error> {
         let n = obj.data.as_ref().map_or(0, |d| d.len()).to_string();
         if obj.annotations().get("flotilla.test/keys") != Some(&n) {
-            api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"flotilla.test/keys": n}}})))
-                .await?;
+            api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"flotilla.test/keys": n}}}))).await?;
         }
         Ok(Action::await_change())
     }

@@ -74,12 +74,8 @@ async fn slow_and_idle_connections_are_closed() {
 #[test]
 fn the_open_file_limit_is_lifted_to_the_hard_limit() {
     let before = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let hard: u64 = before
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .and_then(|l| l.split_whitespace().nth(4))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX);
+    let hard: u64 =
+        before.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(4)).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX);
     let now = raise_open_file_limit().unwrap();
     assert_eq!(now, hard, "{before}");
 }
@@ -237,10 +233,8 @@ impl H2 {
     async fn until_stream_ends(&mut self, stream: u32) -> Vec<Frame> {
         let mut frames = Vec::new();
         loop {
-            let frame =
-                tokio::time::timeout(Duration::from_secs(30), self.frame()).await.expect("the stream ends").expect("the connection stays");
-            let ends = frame.stream == stream
-                && (frame.kind == RST_STREAM || (matches!(frame.kind, HEADERS | DATA) && frame.flags & END_STREAM != 0));
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.frame()).await.expect("the stream ends").expect("the connection stays");
+            let ends = frame.stream == stream && (frame.kind == RST_STREAM || (matches!(frame.kind, HEADERS | DATA) && frame.flags & END_STREAM != 0));
             frames.push(frame);
             if ends {
                 return frames;

@@ -52,7 +52,8 @@ async fn bearer_tokens_authenticate() {
     assert_eq!(code, StatusCode::OK);
     let (code, _, _) = call(&api, "GET", "/api/v1/namespaces", None, None, &[("authorization", "Bearer wrong")]).await;
     assert_eq!(code, StatusCode::UNAUTHORIZED);
-    let (code, _, body) = call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &[("authorization", "Bearer s3cret")]).await;
+    let (code, _, body) =
+        call(&api, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None, Some(json!({})), &[("authorization", "Bearer s3cret")]).await;
     assert_eq!(code, StatusCode::CREATED);
     assert_eq!(body["status"]["userInfo"]["username"], "alice");
 }
@@ -76,8 +77,12 @@ async fn token_request_tokens_authenticate_as_the_service_account() {
     let path = "/api/v1/namespaces/default/serviceaccounts/bot/token";
     let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {"expirationSeconds": 60}})), &[]).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(body["message"], "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes");
-    let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "nope"}}})), &[]).await;
+    assert_eq!(
+        body["message"],
+        "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes"
+    );
+    let (code, _, body) =
+        call(&api, "POST", path, Some(admin()), Some(json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "nope"}}})), &[]).await;
     assert_eq!((code, body["message"].as_str()), (StatusCode::NOT_FOUND, Some("pods \"nope\" not found")));
     let (code, _, body) = call(&api, "POST", path, Some(admin()), Some(json!({"spec": {}})), &[]).await;
     assert_eq!(code, StatusCode::CREATED);
@@ -210,8 +215,15 @@ async fn rbac_and_service_account_tokens() {
     // Discovery and self reviews stay open to every authenticated user.
     let (code, _, _) = call(&api, "GET", "/api", None, None, &bob).await;
     assert_eq!(code, StatusCode::OK);
-    let (code, _, review) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", None,
-        Some(json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "default"}}})), &bob).await;
+    let (code, _, review) = call(
+        &api,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        None,
+        Some(json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "default"}}})),
+        &bob,
+    )
+    .await;
     assert_eq!(code, StatusCode::CREATED);
     assert_eq!(review["status"]["allowed"], false);
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm-reader"},
@@ -334,7 +346,8 @@ async fn rules_reviews_list_what_the_caller_may_do() {
             {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods", "pods/log"], "resourceNames": ["web"]},
         ])
     );
-    let urls: Vec<&str> = r["status"]["nonResourceRules"].as_array().unwrap().iter().flat_map(|x| x["nonResourceURLs"].as_array().unwrap()).filter_map(|u| u.as_str()).collect();
+    let urls: Vec<&str> =
+        r["status"]["nonResourceRules"].as_array().unwrap().iter().flat_map(|x| x["nonResourceURLs"].as_array().unwrap()).filter_map(|u| u.as_str()).collect();
     assert!(urls.contains(&"/apis/*") && urls.contains(&"/healthz") && !urls.contains(&"*"), "{urls:?}");
     // Another namespace: only the bootstrap rules.
     let (_, _, r) = call(&api, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", None, Some(review("kube-system")), &carol).await;
@@ -365,15 +378,23 @@ async fn a_json_patch_copy_bomb_is_refused_without_the_memory() {
     assert_eq!(code, StatusCode::CREATED);
     let ops: Vec<serde_json::Value> = (0..20).map(|_| json!({"op": "copy", "from": "/metadata/finalizers", "path": "/metadata/finalizers/-"})).collect();
     let before = resident_bytes();
-    let (code, _, body) = call(&api, "PATCH", "/api/v1/namespaces/default/configmaps/bomb?dryRun=All", Some(admin()), Some(json!(ops)),
-        &[("content-type", "application/json-patch+json")]).await;
+    let (code, _, body) = call(
+        &api,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/bomb?dryRun=All",
+        Some(admin()),
+        Some(json!(ops)),
+        &[("content-type", "application/json-patch+json")],
+    )
+    .await;
     let grown = resident_bytes().saturating_sub(before);
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(body["message"], "the server rejected our request due to an error in our request");
     assert!(grown < 256 << 20, "the copies were counted before they were made: grew {} MiB", grown >> 20);
     // A patch within the budget still applies.
     let few = json!([{"op": "copy", "from": "/data/a", "path": "/data/b"}]);
-    let (code, _, body) = call(&api, "PATCH", "/api/v1/namespaces/default/configmaps/bomb", Some(admin()), Some(few), &[("content-type", "application/json-patch+json")]).await;
+    let (code, _, body) =
+        call(&api, "PATCH", "/api/v1/namespaces/default/configmaps/bomb", Some(admin()), Some(few), &[("content-type", "application/json-patch+json")]).await;
     assert_eq!((code, body["data"]["b"].as_str()), (StatusCode::OK, Some("b")));
 }
 
@@ -384,14 +405,24 @@ async fn a_json_patch_copy_bomb_is_refused_without_the_memory() {
 async fn an_expensive_patch_does_not_hold_up_other_requests() {
     let api = server(ApiServerConfig::default()).await;
     let finalizers: Vec<String> = (0..30_000).map(|i| format!("x.io/{i}")).collect();
-    let (code, _, body) = call(&api, "POST", "/api/v1/namespaces/default/configmaps", Some(admin()), Some(json!({"metadata": {"name": "big", "finalizers": finalizers}})), &[]).await;
+    let (code, _, body) =
+        call(&api, "POST", "/api/v1/namespaces/default/configmaps", Some(admin()), Some(json!({"metadata": {"name": "big", "finalizers": finalizers}})), &[])
+            .await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
     let ops: Vec<serde_json::Value> = (0..10_000).map(|_| json!({"op": "move", "from": "/metadata/finalizers/0", "path": "/metadata/finalizers/-"})).collect();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let patch = {
         let (api, done) = (api.clone(), done.clone());
         tokio::spawn(async move {
-            let r = call(&api, "PATCH", "/api/v1/namespaces/default/configmaps/big?dryRun=All", Some(admin()), Some(json!(ops)), &[("content-type", "application/json-patch+json")]).await;
+            let r = call(
+                &api,
+                "PATCH",
+                "/api/v1/namespaces/default/configmaps/big?dryRun=All",
+                Some(admin()),
+                Some(json!(ops)),
+                &[("content-type", "application/json-patch+json")],
+            )
+            .await;
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             r.0
         })

@@ -314,8 +314,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Vec<Case>, CaseError> {
     // Case files reuse fixtures through many aliases: the alias/anchor ratio guard is for
     // untrusted input, and these files are ours.
     let options = serde_saphyr::options! { budget: serde_saphyr::budget! { enforce_alias_anchor_ratio: false } };
-    let raw: Value =
-        serde_saphyr::from_str_with_options(text, options).map_err(|e| CaseError::Yaml { path: path.into(), message: e.to_string() })?;
+    let raw: Value = serde_saphyr::from_str_with_options(text, options).map_err(|e| CaseError::Yaml { path: path.into(), message: e.to_string() })?;
     let file: RawFile = serde_json::from_value(raw).map_err(|e| CaseError::Yaml { path: path.into(), message: e.to_string() })?;
     let mut out = Vec::new();
     for (i, value) in file.cases.into_iter().enumerate() {

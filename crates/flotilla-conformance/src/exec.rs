@@ -246,10 +246,7 @@ fn capture(step: &Step, raw: Option<&Value>, vars: &mut Vars, norm: &mut Normali
 
 /// The step's `keep` filters with their values templated (`{{ns}}.example.com`).
 fn rendered_keep(step: &Step, vars: &Vars) -> Result<Vec<Keep>, String> {
-    step.keep
-        .iter()
-        .map(|k| Ok(Keep { values: k.values.iter().map(|v| vars.render(v)).collect::<Result<_, _>>()?, ..k.clone() }))
-        .collect()
+    step.keep.iter().map(|k| Ok(Keep { values: k.values.iter().map(|v| vars.render(v)).collect::<Result<_, _>>()?, ..k.clone() })).collect()
 }
 
 /// The normalised record of an answer, as much of it as the step compares.
@@ -329,13 +326,7 @@ fn satisfies(answer: &Answer, until: &Until, keep: &[Keep], vars: &Vars) -> Resu
 /// How often an `until` step asks again.
 const UNTIL_INTERVAL: Duration = Duration::from_millis(100);
 
-async fn run_action(
-    target: &dyn Target,
-    step: &Step,
-    vars: &Vars,
-    keep: &[Keep],
-    watches: &mut BTreeMap<String, OpenWatch>,
-) -> Result<Answer, StepFailure> {
+async fn run_action(target: &dyn Target, step: &Step, vars: &Vars, keep: &[Keep], watches: &mut BTreeMap<String, OpenWatch>) -> Result<Answer, StepFailure> {
     match &step.action {
         Action::Request { request, until, timeout } => {
             let deadline = tokio::time::Instant::now() + *timeout;

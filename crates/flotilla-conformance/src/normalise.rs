@@ -34,16 +34,17 @@ use serde_json::{Value, json};
 use crate::case::Keep;
 use crate::path::{self, Segment};
 
-static TIMESTAMP: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$").expect("valid regex"));
-static UUID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").expect("valid regex"));
+static TIMESTAMP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$").expect("valid regex"));
+static UUID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").expect("valid regex"));
 
 /// Fixed phrases of the real server whose numbers are resourceVersions (pattern, replacement).
 pub const MESSAGE_RULES: &[(&str, &str)] = &[
     (r"too old resource version: \d+ \(\d+\)", "too old resource version: <rv> (<rv>)"),
     (r"Too large resource version: \d+, current: \d+", "Too large resource version: <rv>, current: <rv>"),
-    (r"ResourceVersion in precondition: \d+, ResourceVersion in object meta: \d+", "ResourceVersion in precondition: <rv>, ResourceVersion in object meta: <rv>"),
+    (
+        r"ResourceVersion in precondition: \d+, ResourceVersion in object meta: \d+",
+        "ResourceVersion in precondition: <rv>, ResourceVersion in object meta: <rv>",
+    ),
     (r"resourceVersion: \d+", "resourceVersion: <rv>"),
     // An object quoted as JSON inside a message (a strict patch error quotes the patched object).
     (r#"\\"resourceVersion\\":\\"\d+\\""#, r#"\"resourceVersion\":\"<rv>\""#),
@@ -389,10 +390,7 @@ mod tests {
     fn objects_quoted_in_messages() {
         let mut n = Normaliser::new("c-x");
         let quoted = r#"patch: Invalid value: "{\"metadata\":{\"resourceVersion\":\"219\",\"creationTimestamp\":\"2026-11-30T15:22:28Z\"}}""#;
-        assert_eq!(
-            n.text(quoted),
-            r#"patch: Invalid value: "{\"metadata\":{\"resourceVersion\":\"<rv>\",\"creationTimestamp\":\"<time>\"}}""#
-        );
+        assert_eq!(n.text(quoted), r#"patch: Invalid value: "{\"metadata\":{\"resourceVersion\":\"<rv>\",\"creationTimestamp\":\"<time>\"}}""#);
     }
 
     #[test]

@@ -72,7 +72,8 @@ impl Outcome {
     /// The human-readable report.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "Differential API conformance: {} cases replayed against Flotilla, compared with kube-apiserver {}", self.results.len(), self.server);
+        let _ =
+            writeln!(s, "Differential API conformance: {} cases replayed against Flotilla, compared with kube-apiserver {}", self.results.len(), self.server);
         let _ = writeln!(s);
         let _ = writeln!(s, "{:<16} {:>6} {:>9} {:>12} {:>8}", "area", "cases", "matching", "allowlisted", "failing");
         let mut total = AreaCount::default();

@@ -72,8 +72,7 @@ impl InProcess {
     /// router as the user kube-controller-manager's collector is (a `gc` case's dependents are
     /// deleted by it, as on the real server); it runs until the target is dropped.
     pub async fn start() -> Result<InProcess, TargetError> {
-        let store: Arc<dyn Store> =
-            Arc::new(flotilla_store::memory::memory_store(Default::default()).map_err(|e| TargetError::Bootstrap(e.to_string()))?);
+        let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).map_err(|e| TargetError::Bootstrap(e.to_string()))?);
         let api = ApiServer::new(store.clone(), ApiServerConfig::default());
         api.bootstrap().await.map_err(|e| TargetError::Bootstrap(format!("{e:?}")))?;
         let router = api.router();
@@ -91,8 +90,11 @@ impl Target for InProcess {
         match parts.extensions.remove::<BearerToken>() {
             // The router authenticates it, as a request over TLS without a client certificate.
             Some(BearerToken(token)) => {
-                let value = http::HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|e| TargetError::Send { method: parts.method.to_string(), uri: parts.uri.to_string(), message: e.to_string() })?;
+                let value = http::HeaderValue::try_from(format!("Bearer {token}")).map_err(|e| TargetError::Send {
+                    method: parts.method.to_string(),
+                    uri: parts.uri.to_string(),
+                    message: e.to_string(),
+                })?;
                 parts.headers.insert(http::header::AUTHORIZATION, value);
             }
             None => {
@@ -133,8 +135,7 @@ impl Remote {
     pub async fn connect(kubeconfig: &Path, etcd: Option<String>) -> Result<Remote, TargetError> {
         let err = |message: String| TargetError::Kubeconfig { path: kubeconfig.display().to_string(), message };
         let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(e.to_string()))?;
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| err(e.to_string()))?;
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| err(e.to_string()))?;
         config.default_retry = false;
         config.read_timeout = None;
         let client = kube::Client::try_from(config.clone()).map_err(|e| err(e.to_string()))?;
@@ -162,9 +163,7 @@ impl Target for Remote {
         let uri = req.uri().to_string();
         let (mut parts, body) = req.into_parts();
         let client = match parts.extensions.remove::<BearerToken>() {
-            Some(BearerToken(token)) => {
-                self.client_for(&token).map_err(|message| TargetError::Send { method: method.clone(), uri: uri.clone(), message })?
-            }
+            Some(BearerToken(token)) => self.client_for(&token).map_err(|message| TargetError::Send { method: method.clone(), uri: uri.clone(), message })?,
             None => self.client.clone(),
         };
         let req = Request::from_parts(parts, kube::client::Body::from(body.to_vec()));

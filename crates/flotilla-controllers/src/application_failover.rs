@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::federation::karmada::policy::{ApplicationFailoverBehavior, PurgeMode};
-use flotilla_api::federation::karmada::work::{
-    AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec,
-};
+use flotilla_api::federation::karmada::work::{AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec};
 use flotilla_api::interpreter::Health;
 use kube::Client;
 use parking_lot::Mutex;
@@ -50,10 +48,7 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{key}: evicting unhealthy clusters: {source}")]
-    Evict {
-        key: BindingKey,
-        source: kube::Error,
-    },
+    Evict { key: BindingKey, source: kube::Error },
 }
 
 /// The clusters of `spec.clusters` to evict now, and how soon to look again for the others
@@ -67,17 +62,10 @@ pub fn unhealthy_clusters(
 ) -> (Vec<String>, Option<Duration>) {
     let mut evict = Vec::new();
     let mut next: Option<Duration> = None;
-    let scheduled: Vec<&str> = spec
-        .clusters
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
+    let scheduled: Vec<&str> = spec.clusters.iter().flatten().map(|c| c.name.as_str()).collect();
     since.retain(|c, _| scheduled.contains(&c.as_str()));
     for cluster in scheduled {
-        let unhealthy = observed
-            .iter()
-            .any(|i| i.cluster_name == cluster && i.health == Some(Health::Unhealthy));
+        let unhealthy = observed.iter().any(|i| i.cluster_name == cluster && i.health == Some(Health::Unhealthy));
         if !unhealthy {
             since.remove(cluster);
             continue;
@@ -95,11 +83,7 @@ pub fn unhealthy_clusters(
 }
 
 /// The eviction task for one cluster under the policy's `failover.application`.
-pub fn task_for(
-    cluster: &str,
-    app: &ApplicationFailoverBehavior,
-    producer: &str,
-) -> GracefulEvictionTask {
+pub fn task_for(cluster: &str, app: &ApplicationFailoverBehavior, producer: &str) -> GracefulEvictionTask {
     let mode = match app.purge_mode {
         Some(PurgeMode::Never) => PurgeMode::Never,
         Some(PurgeMode::Directly | PurgeMode::Immediately) => PurgeMode::Directly,
@@ -111,9 +95,7 @@ pub fn task_for(
         reason: REASON_APPLICATION_FAILURE.into(),
         message: Some(format!("Application is unhealthy in cluster {cluster}.")),
         producer: producer.into(),
-        grace_period_seconds: (mode == PurgeMode::Gracefully)
-            .then_some(app.grace_period_seconds)
-            .flatten(),
+        grace_period_seconds: (mode == PurgeMode::Gracefully).then_some(app.grace_period_seconds).flatten(),
         suppress_deletion: (mode == PurgeMode::Never).then_some(true),
         ..Default::default()
     }
@@ -127,10 +109,7 @@ struct Context {
 }
 
 async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
-    let b = ctx
-        .bindings
-        .get(&key)
-        .filter(|b| b.meta.deletion_timestamp.is_none());
+    let b = ctx.bindings.get(&key).filter(|b| b.meta.deletion_timestamp.is_none());
     let Some((b, app)) = b.and_then(|b| {
         let app = b.spec.failover.as_ref()?.application.clone()?;
         Some((b, app))
@@ -138,12 +117,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         ctx.unhealthy_since.lock().remove(&key);
         return Ok(Next::Done);
     };
-    let toleration = Duration::from_secs(
-        app.decision_conditions
-            .toleration_seconds
-            .unwrap_or(DEFAULT_TOLERATION_SECONDS)
-            .max(0) as u64,
-    );
+    let toleration = Duration::from_secs(app.decision_conditions.toleration_seconds.unwrap_or(DEFAULT_TOLERATION_SECONDS).max(0) as u64);
     let observed = b.status.aggregated_status.clone().unwrap_or_default();
     let (evict, next) = {
         let mut all = ctx.unhealthy_since.lock();
@@ -153,14 +127,8 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if evict.is_empty() {
         return Ok(next.map_or(Next::Done, Next::After));
     }
-    let producer = if key.namespace.is_some() {
-        PRODUCER_RB
-    } else {
-        PRODUCER_CRB
-    };
-    let spec = evict.iter().fold(b.spec.clone(), |spec, c| {
-        graceful_evict_cluster(&spec, task_for(c, &app, producer))
-    });
+    let producer = if key.namespace.is_some() { PRODUCER_RB } else { PRODUCER_CRB };
+    let spec = evict.iter().fold(b.spec.clone(), |spec, c| graceful_evict_cluster(&spec, task_for(c, &app, producer)));
     let patch = json!({
         "metadata": {"resourceVersion": b.meta.resource_version},
         "spec": {"clusters": spec.clusters, "gracefulEvictionTasks": spec.graceful_eviction_tasks},
@@ -168,58 +136,23 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     match Bindings::patch(&ctx.client, &key, &patch).await {
         // A newer binding comes through the watch and is judged again.
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::Done),
-        r => r.map_err(|source| Error::Evict {
-            key: key.clone(),
-            source,
-        })?,
+        r => r.map_err(|source| Error::Evict { key: key.clone(), source })?,
     }
     for c in &evict {
         tracing::info!(controller = NAME, binding = %key, cluster = %c, "evicted: application unhealthy past its toleration");
-        ctx.unhealthy_since
-            .lock()
-            .entry(key.clone())
-            .or_default()
-            .remove(c);
-        let note = format!(
-            "Evicting from cluster {c}: the application has been unhealthy there for {}s.",
-            toleration.as_secs()
-        );
-        ctx.bindings
-            .publish(
-                &ctx.events,
-                &key,
-                false,
-                REASON_APPLICATION_FAILURE,
-                "Evict",
-                note,
-            )
-            .await;
+        ctx.unhealthy_since.lock().entry(key.clone()).or_default().remove(c);
+        let note = format!("Evicting from cluster {c}: the application has been unhealthy there for {}s.", toleration.as_secs());
+        ctx.bindings.publish(&ctx.events, &key, false, REASON_APPLICATION_FAILURE, "Evict", note).await;
     }
     Ok(Next::Done)
 }
 
 /// Run the controller until its watches end.
 pub async fn run(client: Client, config: Config) {
-    let queue: Arc<WorkQueue<BindingKey>> =
-        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(
-        &client,
-        |spec| {
-            spec.failover
-                .as_ref()
-                .is_some_and(|f| f.application.is_some())
-        },
-        queue.clone(),
-    );
-    let ctx = Arc::new(Context {
-        events: Events::new(client.clone(), NAME),
-        client,
-        bindings,
-        unhealthy_since: Mutex::default(),
-    });
-    let workers = run_workers(queue, config.workers, NAME, move |key| {
-        reconcile(key, ctx.clone())
-    });
+    let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let (bindings, watches) = Bindings::watch(&client, |spec| spec.failover.as_ref().is_some_and(|f| f.application.is_some()), queue.clone());
+    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, bindings, unhealthy_since: Mutex::default() });
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = watches => tracing::warn!(controller = NAME, "binding watches ended"),
         _ = workers => {},
@@ -234,26 +167,13 @@ mod tests {
 
     fn spec(clusters: &[&str]) -> ResourceBindingSpec {
         ResourceBindingSpec {
-            clusters: Some(
-                clusters
-                    .iter()
-                    .map(|c| TargetCluster {
-                        name: (*c).into(),
-                        replicas: Some(2),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
+            clusters: Some(clusters.iter().map(|c| TargetCluster { name: (*c).into(), replicas: Some(2), ..Default::default() }).collect()),
             ..Default::default()
         }
     }
 
     fn item(cluster: &str, health: Health) -> AggregatedStatusItem {
-        AggregatedStatusItem {
-            cluster_name: cluster.into(),
-            health: Some(health),
-            ..Default::default()
-        }
+        AggregatedStatusItem { cluster_name: cluster.into(), health: Some(health), ..Default::default() }
     }
 
     #[test]
@@ -262,69 +182,31 @@ mod tests {
         let mut since = HashMap::new();
         let observed = [item("m1", Health::Unhealthy), item("m2", Health::Healthy)];
         let tol = Duration::from_secs(10);
-        assert_eq!(
-            unhealthy_clusters(&spec(&["m1", "m2"]), &observed, tol, &mut since, t0),
-            (vec![], Some(tol))
-        );
-        assert_eq!(
-            unhealthy_clusters(
-                &spec(&["m1", "m2"]),
-                &observed,
-                tol,
-                &mut since,
-                t0 + Duration::from_secs(4)
-            ),
-            (vec![], Some(Duration::from_secs(6)))
-        );
-        assert_eq!(
-            unhealthy_clusters(&spec(&["m1", "m2"]), &observed, tol, &mut since, t0 + tol).0,
-            ["m1"]
-        );
+        assert_eq!(unhealthy_clusters(&spec(&["m1", "m2"]), &observed, tol, &mut since, t0), (vec![], Some(tol)));
+        assert_eq!(unhealthy_clusters(&spec(&["m1", "m2"]), &observed, tol, &mut since, t0 + Duration::from_secs(4)), (vec![], Some(Duration::from_secs(6))));
+        assert_eq!(unhealthy_clusters(&spec(&["m1", "m2"]), &observed, tol, &mut since, t0 + tol).0, ["m1"]);
         // Healthy again (or Unknown): the clock starts over.
         let recovered = [item("m1", Health::Unknown), item("m2", Health::Healthy)];
-        assert_eq!(
-            unhealthy_clusters(&spec(&["m1", "m2"]), &recovered, tol, &mut since, t0 + tol),
-            (vec![], None)
-        );
+        assert_eq!(unhealthy_clusters(&spec(&["m1", "m2"]), &recovered, tol, &mut since, t0 + tol), (vec![], None));
         assert!(since.is_empty());
     }
 
     #[test]
     fn tasks_follow_the_purge_mode() {
         let app = |mode: Option<PurgeMode>, grace: Option<i32>| ApplicationFailoverBehavior {
-            decision_conditions: DecisionConditions {
-                toleration_seconds: Some(0),
-            },
+            decision_conditions: DecisionConditions { toleration_seconds: Some(0) },
             purge_mode: mode,
             grace_period_seconds: grace,
             state_preservation: None,
         };
         let t = task_for("m1", &app(None, Some(600)), PRODUCER_RB);
-        assert_eq!(
-            (t.purge_mode, t.grace_period_seconds, t.suppress_deletion),
-            (Some(PurgeMode::Gracefully), Some(600), None)
-        );
-        assert_eq!(
-            (t.reason.as_str(), t.producer.as_str()),
-            (
-                "ApplicationFailure",
-                "resource-binding-application-failover-controller"
-            )
-        );
+        assert_eq!((t.purge_mode, t.grace_period_seconds, t.suppress_deletion), (Some(PurgeMode::Gracefully), Some(600), None));
+        assert_eq!((t.reason.as_str(), t.producer.as_str()), ("ApplicationFailure", "resource-binding-application-failover-controller"));
         let t = task_for("m1", &app(Some(PurgeMode::Never), Some(600)), PRODUCER_RB);
-        assert_eq!(
-            (t.purge_mode, t.grace_period_seconds, t.suppress_deletion),
-            (Some(PurgeMode::Never), None, Some(true))
-        );
+        assert_eq!((t.purge_mode, t.grace_period_seconds, t.suppress_deletion), (Some(PurgeMode::Never), None, Some(true)));
         let t = task_for("m1", &app(Some(PurgeMode::Directly), None), PRODUCER_CRB);
-        assert_eq!(
-            (t.purge_mode, t.suppress_deletion),
-            (Some(PurgeMode::Directly), None)
-        );
+        assert_eq!((t.purge_mode, t.suppress_deletion), (Some(PurgeMode::Directly), None));
         let evicted = graceful_evict_cluster(&spec(&["m1", "m2"]), t);
-        assert_eq!(
-            evicted.graceful_eviction_tasks.unwrap()[0].replicas,
-            Some(2)
-        );
+        assert_eq!(evicted.graceful_eviction_tasks.unwrap()[0].replicas, Some(2));
     }
 }

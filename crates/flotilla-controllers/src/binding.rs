@@ -27,9 +27,9 @@ use flotilla_api::federation::karmada::policy::{ClusterOverridePolicy, ConflictR
 use flotilla_api::federation::karmada::work::{
     AggregatedStatusItem, BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CONFLICT_RESOLUTION_ANNOTATION, ClusterResourceBinding, EXECUTION_FINALIZER, MANAGED_LABEL,
-    RESOURCE_BINDING_NAME_ANNOTATION, RESOURCE_BINDING_NAMESPACE_ANNOTATION, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding,
-    ResourceBindingSpec, ResourceBindingStatus, TEMPLATE_GENERATION_ANNOTATION, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION,
-    WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate,
+    RESOURCE_BINDING_NAME_ANNOTATION, RESOURCE_BINDING_NAMESPACE_ANNOTATION, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
+    ResourceBindingStatus, TEMPLATE_GENERATION_ANNOTATION, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL,
+    Work, WorkSpec, WorkloadTemplate,
 };
 use flotilla_api::interpreter::{self, Health};
 use flotilla_api::overrides::{self, AppliedOverrides};
@@ -163,12 +163,7 @@ pub fn target_clusters(spec: &ResourceBindingSpec) -> BTreeMap<String, Option<i3
 /// Clusters whose Works stay although they are no longer targeted: graceful evictions that
 /// have not finished (any purge mode but `Directly`).
 fn evicting_clusters(spec: &ResourceBindingSpec) -> Vec<&str> {
-    spec.graceful_eviction_tasks
-        .iter()
-        .flatten()
-        .filter(|t| !purges_directly(t.purge_mode))
-        .map(|t| t.from_cluster.as_str())
-        .collect()
+    spec.graceful_eviction_tasks.iter().flatten().filter(|t| !purges_directly(t.purge_mode)).map(|t| t.from_cluster.as_str()).collect()
 }
 
 /// `Directly` (and its deprecated name `Immediately`): the old copy goes at once, and the new
@@ -306,11 +301,7 @@ pub fn status_item(cluster: &str, work: &Work) -> AggregatedStatusItem {
 /// The binding's `FullyApplied` condition: every target cluster has an applied Work.
 pub fn fully_applied(targets: usize, items: &[AggregatedStatusItem]) -> (bool, &'static str, &'static str) {
     let all = targets > 0 && items.len() >= targets && items.iter().all(|i| i.applied == Some(true));
-    if all {
-        (true, REASON_FULLY_APPLIED_SUCCESS, MESSAGE_FULLY_APPLIED_SUCCESS)
-    } else {
-        (false, REASON_FULLY_APPLIED_FAILED, MESSAGE_FULLY_APPLIED_FAILED)
-    }
+    if all { (true, REASON_FULLY_APPLIED_SUCCESS, MESSAGE_FULLY_APPLIED_SUCCESS) } else { (false, REASON_FULLY_APPLIED_FAILED, MESSAGE_FULLY_APPLIED_FAILED) }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -349,10 +340,7 @@ impl Context {
     /// may be missing on a binding written by hand).
     fn works_of(&self, key: &BindingKey) -> Vec<Arc<Work>> {
         let refs = self.index.works_of(key);
-        refs.iter()
-            .filter_map(|(ns, name)| self.works.get(&ObjectRef::new(name).within(ns)))
-            .filter(|w| binding_of_work(w).as_ref() == Some(key))
-            .collect()
+        refs.iter().filter_map(|(ns, name)| self.works.get(&ObjectRef::new(name).within(ns))).filter(|w| binding_of_work(w).as_ref() == Some(key)).collect()
     }
 
     fn all_bindings(&self) -> Vec<BindingKey> {
@@ -429,7 +417,9 @@ pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
 async fn patch_finalizers(ctx: &Context, b: &Binding, finalizers: Vec<String>) -> Result<(), Error> {
     let patch = finalizer_patch(finalizers, b.meta.resource_version.as_deref());
     let r = match &b.key.namespace {
-        Some(ns) => Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns).patch(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+        Some(ns) => {
+            Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns).patch(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+        }
         None => Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
     };
     match r {
@@ -477,7 +467,8 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     }
     let resource = &b.spec.resource;
-    let Some(ar) = ctx.kinds.resolve(&ctx.client, &resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))? else {
+    let Some(ar) = ctx.kinds.resolve(&ctx.client, &resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))?
+    else {
         return Ok(Next::After(ctx.config.retry));
     };
     let api: Api<DynamicObject> = match &resource.namespace {
@@ -500,7 +491,11 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     // Karmada's checkDirectPurgeOrphanWorks: a `Directly` eviction's Work is deleted first and
     // no Work is written until it is gone (no two copies at once, for exactly-once workloads).
     let directly = directly_evicted(&b.spec);
-    let waiting: Vec<Arc<Work>> = ctx.works_of(&b.key).into_iter().filter(|w| w.metadata.namespace.as_deref().and_then(cluster_of_execution_space).is_some_and(|c| directly.contains(&c))).collect();
+    let waiting: Vec<Arc<Work>> = ctx
+        .works_of(&b.key)
+        .into_iter()
+        .filter(|w| w.metadata.namespace.as_deref().and_then(cluster_of_execution_space).is_some_and(|c| directly.contains(&c)))
+        .collect();
     if !waiting.is_empty() {
         for w in waiting.iter().filter(|w| w.metadata.deletion_timestamp.is_none()) {
             let ns = w.metadata.namespace.clone().unwrap_or_default();
@@ -539,9 +534,9 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
         let work_id = match cached_id {
             Some(id) => id,
             None => match Api::<Work>::namespaced(ctx.client.clone(), &namespace).get_opt(&name).await {
-                Ok(found) => found
-                    .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                Ok(found) => {
+                    found.and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+                }
                 Err(e) => return Err(ctx.api_err(&b.key, format!("reading the work in {namespace}"))(e)),
             },
         };
@@ -558,7 +553,15 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             Ok(r) => r,
             Err(e) => {
                 if let RenderError::Override(err, cluster) = &e {
-                    ctx.events.publish_ref(&template_reference(template), true, overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_FAILED, "ApplyOverridePolicy", err.event_message(cluster)).await;
+                    ctx.events
+                        .publish_ref(
+                            &template_reference(template),
+                            true,
+                            overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_FAILED,
+                            "ApplyOverridePolicy",
+                            err.event_message(cluster),
+                        )
+                        .await;
                 }
                 failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
                 continue;
@@ -591,7 +594,13 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                 changed += 1;
                 for rule in applied.cluster.iter().chain(&applied.namespaced) {
                     ctx.events
-                        .publish_ref(&template_reference(template), false, overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_SUCCEED, "ApplyOverridePolicy", rule.policy.event_message(cluster_name, true))
+                        .publish_ref(
+                            &template_reference(template),
+                            false,
+                            overrides::EVENT_REASON_APPLY_OVERRIDE_POLICY_SUCCEED,
+                            "ApplyOverridePolicy",
+                            rule.policy.event_message(cluster_name, true),
+                        )
                         .await;
                 }
             }
@@ -638,11 +647,8 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
     for c in evicting_clusters(&b.spec) {
         targets.entry(c.to_string()).or_insert(None);
     }
-    let works: HashMap<String, Arc<Work>> = ctx
-        .works_of(&b.key)
-        .into_iter()
-        .filter_map(|w| Some((cluster_of_execution_space(w.metadata.namespace.as_deref()?)?.to_string(), w)))
-        .collect();
+    let works: HashMap<String, Arc<Work>> =
+        ctx.works_of(&b.key).into_iter().filter_map(|w| Some((cluster_of_execution_space(w.metadata.namespace.as_deref()?)?.to_string(), w))).collect();
     let items: Vec<AggregatedStatusItem> = targets.keys().filter_map(|c| works.get(c).map(|w| status_item(c, w))).collect();
     let (ok, reason, message) = fully_applied(targets.len(), &items);
     let mut conditions: Vec<Condition> = b.status.conditions.clone().unwrap_or_default();
@@ -654,8 +660,14 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
             "status": {"aggregatedStatus": items, "conditions": conditions},
         });
         let r = match &b.key.namespace {
-            Some(ns) => Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns).patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
-            None => Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ()),
+            Some(ns) => Api::<ResourceBinding>::namespaced(ctx.client.clone(), ns)
+                .patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            None => Api::<ClusterResourceBinding>::all(ctx.client.clone())
+                .patch_status(&b.key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
         };
         match r {
             // A newer binding is on its way through the watch; it is aggregated then.
@@ -701,11 +713,7 @@ pub enum TemplateStatus {
 /// Replaces the template's `.status` with the interpreter's aggregate of `items` (Karmada's
 /// status controller updates the whole status, so a field no member reports any more is gone,
 /// not merged over). Guarded by the template's resourceVersion.
-pub async fn write_template_status(
-    api: &Api<DynamicObject>,
-    template: &Value,
-    items: &[AggregatedStatusItem],
-) -> Result<TemplateStatus, kube::Error> {
+pub async fn write_template_status(api: &Api<DynamicObject>, template: &Value, items: &[AggregatedStatusItem]) -> Result<TemplateStatus, kube::Error> {
     let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
     let status = match interpreter::aggregate_status(template, items, &now) {
         Ok(Some(s)) => s,
@@ -768,9 +776,10 @@ pub async fn run(client: Client, config: Config) {
         q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
     });
     let q = queue.clone();
-    let (crbs, crb_task) = watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, _| {
-        q.add(BindingKey { namespace: None, name: b.name_any() });
-    });
+    let (crbs, crb_task) =
+        watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, _| {
+            q.add(BindingKey { namespace: None, name: b.name_any() });
+        });
     let q = queue.clone();
     let index = Arc::new(WorkIndex::default());
     let work_index = index.clone();
@@ -811,7 +820,8 @@ pub async fn run(client: Client, config: Config) {
     let wake = wake_all(everything.clone(), queue.clone());
     let (ops, op_task) = watch_into_store(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &OverridePolicy, _| wake());
     let wake = wake_all(everything.clone(), queue.clone());
-    let (cops, cop_task) = watch_into_store(Api::<ClusterOverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &ClusterOverridePolicy, _| wake());
+    let (cops, cop_task) =
+        watch_into_store(Api::<ClusterOverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &ClusterOverridePolicy, _| wake());
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client,
@@ -862,7 +872,10 @@ mod tests {
     }
 
     fn cluster(name: &str) -> Cluster {
-        serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}})).unwrap()
+        serde_json::from_value(
+            json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -899,7 +912,8 @@ mod tests {
     fn manifest_gets_the_cluster_share_and_karmada_metadata() {
         let b = binding(json!({"resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "nginx"}, "replicas": 5,
                                "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"}}, "conflictResolution": "Overwrite"}));
-        let (m, applied) = render_manifest(&deployment(), &b, &cluster("member1"), Some(2), &[], &[], ("karmada-es-member1", "nginx-687f7fb96f", "work-id")).unwrap();
+        let (m, applied) =
+            render_manifest(&deployment(), &b, &cluster("member1"), Some(2), &[], &[], ("karmada-es-member1", "nginx-687f7fb96f", "work-id")).unwrap();
         assert_eq!(m["spec"]["replicas"], 2);
         assert!(m.get("status").is_none());
         assert!(m["metadata"].get("uid").is_none() && m["metadata"].get("resourceVersion").is_none());
@@ -952,7 +966,8 @@ mod tests {
     #[test]
     fn suspension_by_cluster_name() {
         let spec: ResourceBindingSpec = serde_json::from_value(json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"},
-            "suspension": {"dispatchingOnClusters": {"clusterNames": ["m2"]}}})).unwrap();
+            "suspension": {"dispatchingOnClusters": {"clusterNames": ["m2"]}}}))
+        .unwrap();
         assert!(!dispatch_suspended(&spec, "m1"));
         assert!(dispatch_suspended(&spec, "m2"));
     }

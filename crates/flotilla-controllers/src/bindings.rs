@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::work::{
-    ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec,
-};
+use flotilla_api::federation::karmada::work::{ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -26,39 +24,22 @@ pub struct Bindings {
 impl Bindings {
     /// Watch both kinds; a binding applied whose spec `wants` is queued. The future runs until
     /// either watch ends.
-    pub fn watch<F>(
-        client: &Client,
-        wants: F,
-        queue: Arc<WorkQueue<BindingKey>>,
-    ) -> (Bindings, impl Future<Output = ()> + Send + use<F>)
+    pub fn watch<F>(client: &Client, wants: F, queue: Arc<WorkQueue<BindingKey>>) -> (Bindings, impl Future<Output = ()> + Send + use<F>)
     where
         F: Fn(&ResourceBindingSpec) -> bool + Clone + Send + Sync + 'static,
     {
         let (q, w) = (queue.clone(), wants.clone());
-        let (rbs, rb_task) = watch_into_store(
-            Api::<ResourceBinding>::all(client.clone()),
-            watcher::Config::default(),
-            move |b: &ResourceBinding, deleted| {
-                if !deleted && w(&b.spec) {
-                    q.add(BindingKey {
-                        namespace: b.metadata.namespace.clone(),
-                        name: b.name_any(),
-                    });
-                }
-            },
-        );
-        let (crbs, crb_task) = watch_into_store(
-            Api::<ClusterResourceBinding>::all(client.clone()),
-            watcher::Config::default(),
-            move |b: &ClusterResourceBinding, deleted| {
+        let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ResourceBinding, deleted| {
+            if !deleted && w(&b.spec) {
+                q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
+            }
+        });
+        let (crbs, crb_task) =
+            watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, deleted| {
                 if !deleted && wants(&b.spec.0) {
-                    queue.add(BindingKey {
-                        namespace: None,
-                        name: b.name_any(),
-                    });
+                    queue.add(BindingKey { namespace: None, name: b.name_any() });
                 }
-            },
-        );
+            });
         let run = async move {
             tokio::select! {
                 _ = rb_task => tracing::warn!("binding watch ended"),
@@ -70,68 +51,30 @@ impl Bindings {
 
     pub fn get(&self, key: &BindingKey) -> Option<Binding> {
         match &key.namespace {
-            Some(ns) => self
-                .rbs
-                .get(&ObjectRef::new(&key.name).within(ns))
-                .map(|b| Binding::of_rb(&b)),
-            None => self
-                .crbs
-                .get(&ObjectRef::new(&key.name))
-                .map(|b| Binding::of_crb(&b)),
+            Some(ns) => self.rbs.get(&ObjectRef::new(&key.name).within(ns)).map(|b| Binding::of_rb(&b)),
+            None => self.crbs.get(&ObjectRef::new(&key.name)).map(|b| Binding::of_crb(&b)),
         }
     }
 
     /// The keys of the bindings whose spec satisfies `f`.
     pub fn keys_where(&self, f: impl Fn(&ResourceBindingSpec) -> bool) -> Vec<BindingKey> {
-        let rbs = self
-            .rbs
-            .state()
-            .into_iter()
-            .filter(|b| f(&b.spec))
-            .map(|b| BindingKey {
-                namespace: b.metadata.namespace.clone(),
-                name: b.name_any(),
-            });
-        let crbs = self
-            .crbs
-            .state()
-            .into_iter()
-            .filter(|b| f(&b.spec.0))
-            .map(|b| BindingKey {
-                namespace: None,
-                name: b.name_any(),
-            });
+        let rbs = self.rbs.state().into_iter().filter(|b| f(&b.spec)).map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
+        let crbs = self.crbs.state().into_iter().filter(|b| f(&b.spec.0)).map(|b| BindingKey { namespace: None, name: b.name_any() });
         rbs.chain(crbs).collect()
     }
 
     /// A JSON merge patch of the binding.
-    pub async fn patch(
-        client: &Client,
-        key: &BindingKey,
-        patch: &serde_json::Value,
-    ) -> Result<(), kube::Error> {
+    pub async fn patch(client: &Client, key: &BindingKey, patch: &serde_json::Value) -> Result<(), kube::Error> {
         match &key.namespace {
-            Some(ns) => Api::<ResourceBinding>::namespaced(client.clone(), ns)
-                .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|_| ()),
-            None => Api::<ClusterResourceBinding>::all(client.clone())
-                .patch(&key.name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|_| ()),
+            Some(ns) => {
+                Api::<ResourceBinding>::namespaced(client.clone(), ns).patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)).await.map(|_| ())
+            }
+            None => Api::<ClusterResourceBinding>::all(client.clone()).patch(&key.name, &PatchParams::default(), &Patch::Merge(patch)).await.map(|_| ()),
         }
     }
 
     /// An Event on the binding, when it is still there.
-    pub async fn publish(
-        &self,
-        events: &Events,
-        key: &BindingKey,
-        warning: bool,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
+    pub async fn publish(&self, events: &Events, key: &BindingKey, warning: bool, reason: &str, action: &str, note: String) {
         match &key.namespace {
             Some(ns) => {
                 if let Some(rb) = self.rbs.get(&ObjectRef::new(&key.name).within(ns)) {
@@ -150,22 +93,11 @@ impl Bindings {
 /// Karmada's `GracefulEvictCluster`: `task.from_cluster` leaves `spec.clusters` and `task` (with
 /// the replicas the cluster had) joins `spec.gracefulEvictionTasks` — unless a task for that
 /// cluster is already there.
-pub fn graceful_evict_cluster(
-    spec: &ResourceBindingSpec,
-    mut task: GracefulEvictionTask,
-) -> ResourceBindingSpec {
+pub fn graceful_evict_cluster(spec: &ResourceBindingSpec, mut task: GracefulEvictionTask) -> ResourceBindingSpec {
     let mut next = spec.clone();
     let clusters = next.clusters.take().unwrap_or_default();
-    task.replicas = clusters
-        .iter()
-        .find(|c| c.name == task.from_cluster)
-        .and_then(|c| c.replicas);
-    next.clusters = Some(
-        clusters
-            .into_iter()
-            .filter(|c| c.name != task.from_cluster)
-            .collect(),
-    );
+    task.replicas = clusters.iter().find(|c| c.name == task.from_cluster).and_then(|c| c.replicas);
+    next.clusters = Some(clusters.into_iter().filter(|c| c.name != task.from_cluster).collect());
     let tasks = next.graceful_eviction_tasks.get_or_insert_default();
     if !tasks.iter().any(|t| t.from_cluster == task.from_cluster) {
         tasks.push(task);

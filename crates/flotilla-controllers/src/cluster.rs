@@ -143,10 +143,7 @@ pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action 
 pub async fn run(client: Client, config: Config) {
     let api: Api<Cluster> = Api::all(client.clone());
     let ctx = Arc::new(Context { client, config });
-    Controller::new(api, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+    Controller::new(api, watcher::Config::default()).run(reconcile, error_policy, ctx).for_each(|_| async {}).await;
 }
 
 #[cfg(test)]

@@ -89,7 +89,15 @@ impl Config {
     /// One line for the Event and the log: each setting and where it came from.
     pub fn describe(&self, check: Option<&ClusterHealthCheckConfig>) -> String {
         let check = check.cloned().unwrap_or_default();
-        let source = |explicit: bool, given: bool| if explicit { "flag" } else if given { "KubeFedConfig" } else { "default" };
+        let source = |explicit: bool, given: bool| {
+            if explicit {
+                "flag"
+            } else if given {
+                "KubeFedConfig"
+            } else {
+                "default"
+            }
+        };
         let e = self.explicit;
         let (period, timeout) = (check.period.is_some(), check.timeout.is_some());
         let (failure, success) = (check.failure_threshold.is_some(), check.success_threshold.is_some());
@@ -142,13 +150,17 @@ impl Health {
     pub fn condition(&self) -> Condition {
         match self {
             Health::Ready => condition("Ready", true, "ClusterReady", "cluster is healthy and ready to accept workloads", None),
-            Health::NotReady(m) => condition("Ready", false, "ClusterNotReady", format!("cluster is reachable but health endpoint responded without ok: {m}"), None),
+            Health::NotReady(m) => {
+                condition("Ready", false, "ClusterNotReady", format!("cluster is reachable but health endpoint responded without ok: {m}"), None)
+            }
             Health::NotReachable(m) => condition("Ready", false, "ClusterNotReachable", format!("cluster is not reachable: {m}"), None),
             Health::CredentialRejected(m) => condition(
                 "Ready",
                 false,
                 "ClusterNotReachable",
-                format!("the member rejected Flotilla's credential (401 Unauthorized): {m}; the service account token stored in the cluster's secretRef is invalid or its service account was deleted — run `flotilla join` again"),
+                format!(
+                    "the member rejected Flotilla's credential (401 Unauthorized): {m}; the service account token stored in the cluster's secretRef is invalid or its service account was deleted — run `flotilla join` again"
+                ),
                 None,
             ),
             Health::NoAccess(m) => condition("Ready", false, "ClusterNotReachable", format!("cannot build a client for the cluster: {m}"), None),
@@ -350,10 +362,7 @@ pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
     let api: Api<Cluster> = Api::all(client.clone());
     let ctx = Arc::new(Context::new(client.clone(), config, clients));
     let follower = tokio::spawn(follow_kubefed_config(client, ctx.clone()));
-    Controller::new(api, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+    Controller::new(api, watcher::Config::default()).run(reconcile, error_policy, ctx).for_each(|_| async {}).await;
     follower.abort();
 }
 
@@ -422,11 +431,19 @@ mod tests {
         let check: ClusterHealthCheckConfig = serde_json::from_value(seeded["spec"]["clusterHealthCheck"].clone()).unwrap();
         let d = Config::default();
         let c = d.with_kubefed(Some(&check));
-        assert_eq!((c.interval, c.probe_timeout, c.failure_threshold, c.success_threshold), (d.interval, d.probe_timeout, d.failure_threshold, d.success_threshold));
+        assert_eq!(
+            (c.interval, c.probe_timeout, c.failure_threshold, c.success_threshold),
+            (d.interval, d.probe_timeout, d.failure_threshold, d.success_threshold)
+        );
     }
 
     fn check(period: &str, timeout: &str, failure: i64, success: i64) -> ClusterHealthCheckConfig {
-        ClusterHealthCheckConfig { period: Some(period.into()), timeout: Some(timeout.into()), failure_threshold: Some(failure), success_threshold: Some(success) }
+        ClusterHealthCheckConfig {
+            period: Some(period.into()),
+            timeout: Some(timeout.into()),
+            failure_threshold: Some(failure),
+            success_threshold: Some(success),
+        }
     }
 
     #[test]
@@ -441,7 +458,12 @@ mod tests {
             (Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(20), Duration::ZERO)
         );
         // A flag given explicitly keeps its value; the thresholds count in the period in force.
-        let flags = Config { probe_timeout: Duration::from_secs(7), interval: Duration::from_secs(2), explicit: Explicit { probe_timeout: true, interval: true, ..Default::default() }, ..Default::default() };
+        let flags = Config {
+            probe_timeout: Duration::from_secs(7),
+            interval: Duration::from_secs(2),
+            explicit: Explicit { probe_timeout: true, interval: true, ..Default::default() },
+            ..Default::default()
+        };
         let mixed = flags.with_kubefed(Some(&check("1m0s", "1s", 4, 2)));
         assert_eq!(
             (mixed.interval, mixed.probe_timeout, mixed.failure_threshold, mixed.success_threshold),

@@ -103,7 +103,8 @@ mod tests {
     fn rules_are_gathered_by_selector_then_name_each_once() {
         let mut view: ClusterRole = role("view", &[], &[]);
         view.aggregation_rule = serde_json::from_value(json!({"clusterRoleSelectors": [
-            {"matchLabels": {"aggregate-to-view": "true"}}, {"matchLabels": {"extra": "true"}}]})).unwrap();
+            {"matchLabels": {"aggregate-to-view": "true"}}, {"matchLabels": {"extra": "true"}}]}))
+        .unwrap();
         let b = role("b-role", &[("aggregate-to-view", "true")], &[("", "pods"), ("apps", "deployments")]);
         let a = role("a-role", &[("aggregate-to-view", "true"), ("extra", "true")], &[("", "pods")]);
         let c = role("c-role", &[("extra", "true")], &[("batch", "jobs")]);

@@ -30,14 +30,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::federation::karmada::names::{binding_name, binding_reference_key};
-use flotilla_api::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ConflictResolution,
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-};
+use flotilla_api::federation::karmada::policy::{CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ConflictResolution, PROPAGATION_POLICY_PERMANENT_ID_LABEL};
 use flotilla_api::federation::karmada::work::{
-    BINDING_FINALIZER, BindingSnapshot, DEPENDED_BY_LABEL_PREFIX, DEPENDENCIES_ANNOTATION,
-    DEPENDENCIES_DISTRIBUTOR_FINALIZER, ObjectReference, RESOURCE_BINDING_PERMANENT_ID_LABEL,
-    ResourceBinding, ResourceBindingSpec,
+    BINDING_FINALIZER, BindingSnapshot, DEPENDED_BY_LABEL_PREFIX, DEPENDENCIES_ANNOTATION, DEPENDENCIES_DISTRIBUTOR_FINALIZER, ObjectReference,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
 };
 use flotilla_api::interpreter::{self, ObjectRef};
 use flotilla_api::selector::LabelSelector;
@@ -74,28 +70,16 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            workers: 2,
-            retry: Duration::from_secs(5),
-        }
+        Config { workers: 2, retry: Duration::from_secs(5) }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("binding {namespace}/{name}: {step}: {source}")]
-    Api {
-        namespace: String,
-        name: String,
-        step: String,
-        source: kube::Error,
-    },
+    Api { namespace: String, name: String, step: String, source: kube::Error },
     #[error("binding {namespace}/{name}: {message}")]
-    Sync {
-        namespace: String,
-        name: String,
-        message: String,
-    },
+    Sync { namespace: String, name: String, message: String },
 }
 
 /// An independent binding in the queue.
@@ -107,82 +91,48 @@ pub struct Key {
 
 /// The label an attached binding carries for each independent binding requiring it.
 pub fn depended_by_label_key(namespace: &str, name: &str) -> String {
-    format!(
-        "{DEPENDED_BY_LABEL_PREFIX}{}",
-        binding_reference_key(Some(namespace), name)
-    )
+    format!("{DEPENDED_BY_LABEL_PREFIX}{}", binding_reference_key(Some(namespace), name))
 }
 
 /// The dependencies as the annotation records them: sorted by apiVersion, kind, namespace, name.
 pub fn dependencies_annotation(deps: &[ObjectRef]) -> String {
     let mut deps = deps.to_vec();
-    deps.sort_by(|a, b| {
-        (&a.api_version, &a.kind, &a.namespace, &a.name).cmp(&(
-            &b.api_version,
-            &b.kind,
-            &b.namespace,
-            &b.name,
-        ))
-    });
+    deps.sort_by(|a, b| (&a.api_version, &a.kind, &a.namespace, &a.name).cmp(&(&b.api_version, &b.kind, &b.namespace, &b.name)));
     serde_json::to_string(&deps).unwrap_or_default()
 }
 
 /// Whether `binding`'s recorded dependencies name the object (kind, namespace, name, labels).
-pub fn names_dependency(
-    binding: &ResourceBinding,
-    api_version: &str,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    let Some(recorded) = binding
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPENDENCIES_ANNOTATION))
-    else {
+pub fn names_dependency(binding: &ResourceBinding, api_version: &str, kind: &str, namespace: &str, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    let Some(recorded) = binding.metadata.annotations.as_ref().and_then(|a| a.get(DEPENDENCIES_ANNOTATION)) else {
         return false;
     };
     let Ok(deps) = serde_json::from_str::<Vec<ObjectRef>>(recorded) else {
         return false;
     };
-    deps.iter().any(|d| {
-        d.api_version == api_version
-            && d.kind == kind
-            && d.namespace == namespace
-            && selects(d, name, labels)
-    })
+    deps.iter().any(|d| d.api_version == api_version && d.kind == kind && d.namespace == namespace && selects(d, name, labels))
 }
 
 fn selects(dep: &ObjectRef, name: &str, labels: &BTreeMap<String, String>) -> bool {
     if !dep.name.is_empty() {
         return dep.name == name;
     }
-    let selector = dep
-        .label_selector
-        .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .and_then(|v| LabelSelector::from_json(&v).ok());
+    let selector = dep.label_selector.as_ref().and_then(|s| serde_json::to_value(s).ok()).and_then(|v| LabelSelector::from_json(&v).ok());
     selector.is_some_and(|s| s.matches(labels))
 }
 
 /// Whether a policy claims the binding (it then has a placement and is scheduled on its own).
 fn claimed(rb: &ResourceBinding) -> bool {
-    rb.metadata.labels.as_ref().is_some_and(|l| {
-        l.contains_key(PROPAGATION_POLICY_PERMANENT_ID_LABEL)
-            || l.contains_key(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)
-    })
+    rb.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(PROPAGATION_POLICY_PERMANENT_ID_LABEL) || l.contains_key(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
 }
 
 /// The requiredBy entry of `independent` merged into `existing`: replaced when present, appended
 /// otherwise (Karmada's `mergeBindingSnapshot`).
 pub fn merge_snapshot(existing: &[BindingSnapshot], new: BindingSnapshot) -> Vec<BindingSnapshot> {
     let mut out = existing.to_vec();
-    match out
-        .iter_mut()
-        .find(|s| s.namespace == new.namespace && s.name == new.name)
-    {
+    match out.iter_mut().find(|s| s.namespace == new.namespace && s.name == new.name) {
         Some(s) => s.clusters = new.clusters,
         None => out.push(new),
     }
@@ -190,32 +140,16 @@ pub fn merge_snapshot(existing: &[BindingSnapshot], new: BindingSnapshot) -> Vec
 }
 
 /// `existing` without the entries of binding `namespace/name`.
-pub fn without_snapshot(
-    existing: &[BindingSnapshot],
-    namespace: &str,
-    name: &str,
-) -> Vec<BindingSnapshot> {
-    existing
-        .iter()
-        .filter(|s| !(s.namespace.as_deref() == Some(namespace) && s.name == name))
-        .cloned()
-        .collect()
+pub fn without_snapshot(existing: &[BindingSnapshot], namespace: &str, name: &str) -> Vec<BindingSnapshot> {
+    existing.iter().filter(|s| !(s.namespace.as_deref() == Some(namespace) && s.name == name)).cloned().collect()
 }
 
 /// The settings an attached binding takes from the bindings requiring it, and what they
 /// disagree on: any `Overwrite` wins over Abort (unset is Abort), any `true` wins for
 /// `preserveResourcesOnDeletion` (unset is false).
-pub fn resolve_requirers(
-    requirers: &[&ResourceBindingSpec],
-) -> (ConflictResolution, bool, Vec<&'static str>) {
-    let overwrite = requirers
-        .iter()
-        .filter(|s| s.conflict_resolution == Some(ConflictResolution::Overwrite))
-        .count();
-    let preserve = requirers
-        .iter()
-        .filter(|s| s.preserve_resources_on_deletion == Some(true))
-        .count();
+pub fn resolve_requirers(requirers: &[&ResourceBindingSpec]) -> (ConflictResolution, bool, Vec<&'static str>) {
+    let overwrite = requirers.iter().filter(|s| s.conflict_resolution == Some(ConflictResolution::Overwrite)).count();
+    let preserve = requirers.iter().filter(|s| s.preserve_resources_on_deletion == Some(true)).count();
     let mut conflicts = Vec::new();
     if overwrite > 0 && overwrite < requirers.len() {
         conflicts.push("ConflictResolution conflicted (Overwrite vs Abort)");
@@ -223,11 +157,7 @@ pub fn resolve_requirers(
     if preserve > 0 && preserve < requirers.len() {
         conflicts.push("PreserveResourcesOnDeletion conflicted (true vs false)");
     }
-    let cr = if overwrite > 0 {
-        ConflictResolution::Overwrite
-    } else {
-        ConflictResolution::Abort
-    };
+    let cr = if overwrite > 0 { ConflictResolution::Overwrite } else { ConflictResolution::Abort };
     (cr, preserve > 0, conflicts)
 }
 
@@ -242,12 +172,7 @@ struct Context {
 impl Context {
     fn api_err(&self, key: &Key, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let (namespace, name, step) = (key.namespace.clone(), key.name.clone(), step.into());
-        move |source| Error::Api {
-            namespace,
-            name,
-            step,
-            source,
-        }
+        move |source| Error::Api { namespace, name, step, source }
     }
 
     /// The attached bindings naming `key` in their depended-by label.
@@ -257,12 +182,7 @@ impl Context {
             .state()
             .into_iter()
             .filter(|rb| {
-                rb.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-                    && rb
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .is_some_and(|l| l.contains_key(&label))
+                rb.metadata.namespace.as_deref() == Some(key.namespace.as_str()) && rb.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
             })
             .collect()
     }
@@ -274,38 +194,25 @@ impl Context {
 
 async fn reconcile(key: Key, ctx: Arc<Context>) -> Result<Next, Error> {
     let b = ctx.binding(&key.namespace, &key.name);
-    let Some(b) = b
-        .filter(|b| b.spec.propagate_deps == Some(true) && b.metadata.deletion_timestamp.is_none())
-    else {
+    let Some(b) = b.filter(|b| b.spec.propagate_deps == Some(true) && b.metadata.deletion_timestamp.is_none()) else {
         // Gone, being deleted or no longer propagating its dependencies: let go of them.
         for attached in ctx.attached_to(&key) {
             release(&ctx, &key, &attached).await?;
         }
         if let Some(b) = ctx.binding(&key.namespace, &key.name) {
-            let f = without_finalizer(
-                b.metadata.finalizers.as_ref(),
-                DEPENDENCIES_DISTRIBUTOR_FINALIZER,
-            );
+            let f = without_finalizer(b.metadata.finalizers.as_ref(), DEPENDENCIES_DISTRIBUTOR_FINALIZER);
             write_finalizers(&ctx, &key, &b, f).await?;
         }
         return Ok(Next::Done);
     };
     let resource = &b.spec.resource;
-    let Some(ar) = ctx
-        .kinds
-        .resolve(&ctx.client, &resource.api_version, &resource.kind)
-        .await
-        .map_err(ctx.api_err(&key, "discovering the template kind"))?
+    let Some(ar) = ctx.kinds.resolve(&ctx.client, &resource.api_version, &resource.kind).await.map_err(ctx.api_err(&key, "discovering the template kind"))?
     else {
         return Ok(Next::After(ctx.config.retry));
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &key.namespace, &ar);
     // A template that is gone takes its binding with it (the detector deletes it).
-    let Some(template) = api
-        .get_opt(&resource.name)
-        .await
-        .map_err(ctx.api_err(&key, "reading the template"))?
-    else {
+    let Some(template) = api.get_opt(&resource.name).await.map_err(ctx.api_err(&key, "reading the template"))? else {
         return Ok(Next::Done);
     };
     let mut template_json = serde_json::to_value(&template).unwrap_or_default();
@@ -316,46 +223,20 @@ async fn reconcile(key: Key, ctx: Arc<Context>) -> Result<Next, Error> {
         Ok(Some(d)) => d,
         Ok(None) => return Ok(Next::Done),
         Err(e) => {
-            ctx.events
-                .publish_ref(
-                    &template_ref,
-                    true,
-                    REASON_GET_DEPENDENCIES_FAILED,
-                    "GetDependencies",
-                    e.to_string(),
-                )
-                .await;
-            return Err(Error::Sync {
-                namespace: key.namespace,
-                name: key.name,
-                message: e.to_string(),
-            });
+            ctx.events.publish_ref(&template_ref, true, REASON_GET_DEPENDENCIES_FAILED, "GetDependencies", e.to_string()).await;
+            return Err(Error::Sync { namespace: key.namespace, name: key.name, message: e.to_string() });
         }
     };
-    let f = with_finalizer(
-        b.metadata.finalizers.as_ref(),
-        DEPENDENCIES_DISTRIBUTOR_FINALIZER,
-    );
+    let f = with_finalizer(b.metadata.finalizers.as_ref(), DEPENDENCIES_DISTRIBUTOR_FINALIZER);
     if write_finalizers(&ctx, &key, &b, f).await? {
         // The watch brings the binding back with its finalizer.
         return Ok(Next::Done);
     }
     let recorded = dependencies_annotation(&deps);
     let mut changed = false;
-    if b.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPENDENCIES_ANNOTATION))
-        != Some(&recorded)
-    {
+    if b.metadata.annotations.as_ref().and_then(|a| a.get(DEPENDENCIES_ANNOTATION)) != Some(&recorded) {
         ctx.events
-            .publish_ref(
-                &template_ref,
-                false,
-                REASON_GET_DEPENDENCIES_SUCCEED,
-                "GetDependencies",
-                format!("Get dependencies({recorded}) succeed."),
-            )
+            .publish_ref(&template_ref, false, REASON_GET_DEPENDENCIES_SUCCEED, "GetDependencies", format!("Get dependencies({recorded}) succeed."))
             .await;
         let patch = json!({"metadata": {"annotations": {DEPENDENCIES_ANNOTATION: recorded}, "resourceVersion": b.metadata.resource_version}});
         patch_binding(&ctx, &key, patch).await?;
@@ -375,77 +256,34 @@ async fn reconcile(key: Key, ctx: Arc<Context>) -> Result<Next, Error> {
                 .await;
         }
         Ok(_) => {}
-        Err(e) => {
-            ctx.events
-                .publish(
-                    &*b,
-                    true,
-                    REASON_SYNC_TO_DEPENDENCIES_FAILED,
-                    "SyncScheduleResultToDependencies",
-                    e.to_string(),
-                )
-                .await
-        }
+        Err(e) => ctx.events.publish(&*b, true, REASON_SYNC_TO_DEPENDENCIES_FAILED, "SyncScheduleResultToDependencies", e.to_string()).await,
     }
     result.map(|_| Next::Done)
 }
 
 /// Orphaned attached bindings released, every existing dependency's attached binding written;
 /// returns whether anything was written.
-async fn sync_attached(
-    ctx: &Context,
-    key: &Key,
-    b: &ResourceBinding,
-    deps: &[ObjectRef],
-) -> Result<bool, Error> {
+async fn sync_attached(ctx: &Context, key: &Key, b: &ResourceBinding, deps: &[ObjectRef]) -> Result<bool, Error> {
     let mut dependents = Vec::new();
     for dep in deps {
-        let Some(ar) = ctx
-            .kinds
-            .resolve(&ctx.client, &dep.api_version, &dep.kind)
-            .await
-            .map_err(ctx.api_err(key, format!("discovering {}", dep.kind)))?
-        else {
+        let Some(ar) = ctx.kinds.resolve(&ctx.client, &dep.api_version, &dep.kind).await.map_err(ctx.api_err(key, format!("discovering {}", dep.kind)))? else {
             continue;
         };
-        let ns = if dep.namespace.is_empty() {
-            key.namespace.as_str()
-        } else {
-            dep.namespace.as_str()
-        };
+        let ns = if dep.namespace.is_empty() { key.namespace.as_str() } else { dep.namespace.as_str() };
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
         if !dep.name.is_empty() {
             // A dependency that does not exist (yet) is skipped; its creation brings us back.
-            if let Some(o) = api
-                .get_opt(&dep.name)
-                .await
-                .map_err(ctx.api_err(key, format!("reading {} {ns}/{}", dep.kind, dep.name)))?
-            {
+            if let Some(o) = api.get_opt(&dep.name).await.map_err(ctx.api_err(key, format!("reading {} {ns}/{}", dep.kind, dep.name)))? {
                 dependents.push((ar.clone(), o));
             }
         } else {
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(ctx.api_err(key, format!("listing {}", dep.kind)))?;
+            let list = api.list(&ListParams::default()).await.map_err(ctx.api_err(key, format!("listing {}", dep.kind)))?;
             dependents.extend(
-                list.items
-                    .into_iter()
-                    .filter(|o| {
-                        selects(
-                            dep,
-                            &o.name_any(),
-                            o.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                        )
-                    })
-                    .map(|o| (ar.clone(), o)),
+                list.items.into_iter().filter(|o| selects(dep, &o.name_any(), o.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))).map(|o| (ar.clone(), o)),
             );
         }
     }
-    let wanted: Vec<String> = dependents
-        .iter()
-        .map(|(ar, o)| binding_name(&ar.kind, &o.name_any()))
-        .collect();
+    let wanted: Vec<String> = dependents.iter().map(|(ar, o)| binding_name(&ar.kind, &o.name_any())).collect();
     let mut changed = false;
     for attached in ctx.attached_to(key) {
         if !wanted.contains(&attached.name_any()) {
@@ -453,18 +291,8 @@ async fn sync_attached(
             changed = true;
         }
     }
-    let snapshot = BindingSnapshot {
-        namespace: Some(key.namespace.clone()),
-        name: key.name.clone(),
-        clusters: b.spec.clusters.clone(),
-    };
-    let id = b
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(RESOURCE_BINDING_PERMANENT_ID_LABEL))
-        .cloned()
-        .unwrap_or_default();
+    let snapshot = BindingSnapshot { namespace: Some(key.namespace.clone()), name: key.name.clone(), clusters: b.spec.clusters.clone() };
+    let id = b.metadata.labels.as_ref().and_then(|l| l.get(RESOURCE_BINDING_PERMANENT_ID_LABEL)).cloned().unwrap_or_default();
     for (ar, o) in dependents {
         changed |= write_attached(ctx, key, &ar, &o, &snapshot, &id).await?;
     }
@@ -492,16 +320,9 @@ async fn write_attached(
     id: &str,
 ) -> Result<bool, Error> {
     let name = binding_name(&ar.kind, &o.name_any());
-    let ns = o
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| key.namespace.clone());
+    let ns = o.metadata.namespace.clone().unwrap_or_else(|| key.namespace.clone());
     let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
-    let existing = api
-        .get_opt(&name)
-        .await
-        .map_err(ctx.api_err(key, format!("reading attached binding {ns}/{name}")))?;
+    let existing = api.get_opt(&name).await.map_err(ctx.api_err(key, format!("reading attached binding {ns}/{name}")))?;
     let owner = owner_of(o, ar);
     let resource = ObjectReference {
         api_version: ar.api_version.clone(),
@@ -516,53 +337,30 @@ async fn write_attached(
         rb.metadata.namespace = Some(ns.clone());
         rb.metadata.owner_references = Some(vec![owner.clone()]);
         rb.metadata.finalizers = Some(vec![BINDING_FINALIZER.to_string()]);
-        rb.metadata.labels = Some(BTreeMap::from([(
-            RESOURCE_BINDING_PERMANENT_ID_LABEL.to_string(),
-            uuid::Uuid::new_v4().to_string(),
-        )]));
+        rb.metadata.labels = Some(BTreeMap::from([(RESOURCE_BINDING_PERMANENT_ID_LABEL.to_string(), uuid::Uuid::new_v4().to_string())]));
         rb
     });
-    if let Some(controller) = rb
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
+    if let Some(controller) = rb.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true))
         && controller.uid != owner.uid
     {
         // A binding left from an earlier object of the same name: wait for it to be collected.
         return Err(Error::Sync {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
-            message: format!(
-                "attached binding {ns}/{name} is owned by another object (uid {}); waiting for it to be garbage collected",
-                controller.uid
-            ),
+            message: format!("attached binding {ns}/{name} is owned by another object (uid {}); waiting for it to be garbage collected", controller.uid),
         });
     }
-    rb.metadata.labels.get_or_insert_default().insert(
-        depended_by_label_key(&key.namespace, &key.name),
-        id.to_string(),
-    );
+    rb.metadata.labels.get_or_insert_default().insert(depended_by_label_key(&key.namespace, &key.name), id.to_string());
     rb.spec.resource = resource;
-    rb.spec.required_by = Some(merge_snapshot(
-        rb.spec.required_by.as_deref().unwrap_or_default(),
-        snapshot.clone(),
-    ));
+    rb.spec.required_by = Some(merge_snapshot(rb.spec.required_by.as_deref().unwrap_or_default(), snapshot.clone()));
     if rb.spec.placement.is_none() {
         resolve_settings(ctx, &mut rb, &ns).await;
     }
-    if existing
-        .as_ref()
-        .is_some_and(|e| e.spec == rb.spec && e.metadata.labels == rb.metadata.labels)
-    {
+    if existing.as_ref().is_some_and(|e| e.spec == rb.spec && e.metadata.labels == rb.metadata.labels) {
         return Ok(false);
     }
     let r = match existing {
-        Some(_) => api
-            .replace(&name, &PostParams::default(), &rb)
-            .await
-            .map(|_| ()),
+        Some(_) => api.replace(&name, &PostParams::default(), &rb).await.map(|_| ()),
         None => api.create(&PostParams::default(), &rb).await.map(|_| ()),
     };
     r.map_err(ctx.api_err(key, format!("writing attached binding {ns}/{name}")))?;
@@ -573,36 +371,19 @@ async fn write_attached(
 /// from the bindings its requiredBy names (cleared when it names none), with a Warning Event
 /// when they disagree.
 async fn resolve_settings(ctx: &Context, rb: &mut ResourceBinding, namespace: &str) {
-    let requirers: Vec<Arc<ResourceBinding>> = rb
-        .spec
-        .required_by
-        .iter()
-        .flatten()
-        .filter_map(|s| ctx.binding(s.namespace.as_deref().unwrap_or(namespace), &s.name))
-        .collect();
+    let requirers: Vec<Arc<ResourceBinding>> =
+        rb.spec.required_by.iter().flatten().filter_map(|s| ctx.binding(s.namespace.as_deref().unwrap_or(namespace), &s.name)).collect();
     if requirers.is_empty() {
         rb.spec.conflict_resolution = None;
         rb.spec.preserve_resources_on_deletion = None;
         return;
     }
-    let (cr, preserve, conflicts) =
-        resolve_requirers(&requirers.iter().map(|r| &r.spec).collect::<Vec<_>>());
+    let (cr, preserve, conflicts) = resolve_requirers(&requirers.iter().map(|r| &r.spec).collect::<Vec<_>>());
     rb.spec.conflict_resolution = Some(cr);
     rb.spec.preserve_resources_on_deletion = preserve.then_some(true);
     if !conflicts.is_empty() && rb.metadata.uid.is_some() {
-        let note = format!(
-            "Dependency policy conflict detected: {}.",
-            conflicts.join("; ")
-        );
-        ctx.events
-            .publish(
-                &*rb,
-                true,
-                REASON_DEPENDENCY_POLICY_CONFLICT,
-                "SyncScheduleResultToDependencies",
-                note,
-            )
-            .await;
+        let note = format!("Dependency policy conflict detected: {}.", conflicts.join("; "));
+        ctx.events.publish(&*rb, true, REASON_DEPENDENCY_POLICY_CONFLICT, "SyncScheduleResultToDependencies", note).await;
     }
 }
 
@@ -613,25 +394,15 @@ async fn release(ctx: &Context, key: &Key, attached: &ResourceBinding) -> Result
     let ns = attached.metadata.namespace.clone().unwrap_or_default();
     let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
     let mut rb = attached.clone();
-    rb.metadata
-        .labels
-        .get_or_insert_default()
-        .remove(&depended_by_label_key(&key.namespace, &key.name));
-    let remaining = without_snapshot(
-        rb.spec.required_by.as_deref().unwrap_or_default(),
-        &key.namespace,
-        &key.name,
-    );
+    rb.metadata.labels.get_or_insert_default().remove(&depended_by_label_key(&key.namespace, &key.name));
+    let remaining = without_snapshot(rb.spec.required_by.as_deref().unwrap_or_default(), &key.namespace, &key.name);
     let r = if remaining.is_empty() && !claimed(&rb) {
         if rb.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
         tracing::debug!(controller = NAME, binding = %format!("{ns}/{name}"), "nothing requires the attached binding any more; deleting it");
         let dp = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                resource_version: rb.metadata.resource_version.clone(),
-                uid: None,
-            }),
+            preconditions: Some(kube::api::Preconditions { resource_version: rb.metadata.resource_version.clone(), uid: None }),
             ..DeleteParams::background()
         };
         api.delete(&name, &dp).await.map(|_| ())
@@ -640,9 +411,7 @@ async fn release(ctx: &Context, key: &Key, attached: &ResourceBinding) -> Result
         if rb.spec.placement.is_none() {
             resolve_settings(ctx, &mut rb, &ns).await;
         }
-        api.replace(&name, &PostParams::default(), &rb)
-            .await
-            .map(|_| ())
+        api.replace(&name, &PostParams::default(), &rb).await.map(|_| ())
     };
     match r {
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -651,30 +420,17 @@ async fn release(ctx: &Context, key: &Key, attached: &ResourceBinding) -> Result
 }
 
 /// Write the binding's finalizers when they change (`Some`); returns whether it wrote.
-async fn write_finalizers(
-    ctx: &Context,
-    key: &Key,
-    b: &ResourceBinding,
-    finalizers: Option<Vec<String>>,
-) -> Result<bool, Error> {
+async fn write_finalizers(ctx: &Context, key: &Key, b: &ResourceBinding, finalizers: Option<Vec<String>>) -> Result<bool, Error> {
     let Some(f) = finalizers else {
         return Ok(false);
     };
-    patch_binding(
-        ctx,
-        key,
-        finalizer_patch(f, b.metadata.resource_version.as_deref()),
-    )
-    .await?;
+    patch_binding(ctx, key, finalizer_patch(f, b.metadata.resource_version.as_deref())).await?;
     Ok(true)
 }
 
 async fn patch_binding(ctx: &Context, key: &Key, patch: serde_json::Value) -> Result<(), Error> {
     let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    match api
-        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(ctx.api_err(key, "writing the binding")(e)),
@@ -686,77 +442,36 @@ async fn patch_binding(ctx: &Context, key: &Key, patch: serde_json::Value) -> Re
 type Print = (Option<i64>, bool, Option<bool>, bool, Option<String>);
 
 fn print_of(rb: &ResourceBinding) -> Print {
-    let has_finalizer = rb
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == DEPENDENCIES_DISTRIBUTOR_FINALIZER);
-    let recorded = rb
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPENDENCIES_ANNOTATION))
-        .cloned();
-    (
-        rb.metadata.generation,
-        rb.metadata.deletion_timestamp.is_some(),
-        rb.spec.propagate_deps,
-        has_finalizer,
-        recorded,
-    )
+    let has_finalizer = rb.metadata.finalizers.iter().flatten().any(|f| f == DEPENDENCIES_DISTRIBUTOR_FINALIZER);
+    let recorded = rb.metadata.annotations.as_ref().and_then(|a| a.get(DEPENDENCIES_ANNOTATION)).cloned();
+    (rb.metadata.generation, rb.metadata.deletion_timestamp.is_some(), rb.spec.propagate_deps, has_finalizer, recorded)
 }
 
 /// Queue the independent bindings of `namespace` whose recorded dependencies name the object.
-fn wake_requirers(
-    rbs: &Store<ResourceBinding>,
-    queue: &WorkQueue<Key>,
-    api_version: &str,
-    kind: &str,
-    meta: &kube::api::ObjectMeta,
-) {
+fn wake_requirers(rbs: &Store<ResourceBinding>, queue: &WorkQueue<Key>, api_version: &str, kind: &str, meta: &kube::api::ObjectMeta) {
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         return;
     };
     let labels = meta.labels.clone().unwrap_or_default();
     for rb in rbs.state() {
-        if rb.metadata.namespace.as_deref() == Some(ns)
-            && names_dependency(&rb, api_version, kind, ns, name, &labels)
-        {
-            queue.add(Key {
-                namespace: ns.to_string(),
-                name: rb.name_any(),
-            });
+        if rb.metadata.namespace.as_deref() == Some(ns) && names_dependency(&rb, api_version, kind, ns, name, &labels) {
+            queue.add(Key { namespace: ns.to_string(), name: rb.name_any() });
         }
     }
 }
 
 /// Watch one dependency kind, waking the bindings that name its objects.
-async fn watch_dependency<K>(
-    client: Client,
-    rbs: Store<ResourceBinding>,
-    queue: Arc<WorkQueue<Key>>,
-) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+async fn watch_dependency<K>(client: Client, rbs: Store<ResourceBinding>, queue: Arc<WorkQueue<Key>>)
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
     let (api_version, kind) = (K::api_version(&()).to_string(), K::kind(&()).to_string());
     let seen: Mutex<HashMap<(String, String), String>> = Mutex::default();
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default())
-        .default_backoff()
-        .touched_objects();
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff().touched_objects();
     let r = stream
         .try_for_each(|o| {
             let meta = o.meta();
-            let id = (
-                meta.namespace.clone().unwrap_or_default(),
-                meta.name.clone().unwrap_or_default(),
-            );
+            let id = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
             let rv = meta.resource_version.clone().unwrap_or_default();
             if seen.lock().insert(id, rv.clone()).as_ref() != Some(&rv) {
                 wake_requirers(&rbs, &queue, &api_version, &kind, meta);
@@ -769,51 +484,30 @@ async fn watch_dependency<K>(
 
 /// Run the distributor until its watches end.
 pub async fn run(client: Client, config: Config) {
-    let queue: Arc<WorkQueue<Key>> =
-        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let queue: Arc<WorkQueue<Key>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
     let seen: Mutex<HashMap<(String, String), Print>> = Mutex::default();
-    let (rbs, rb_task) = watch_into_store(
-        Api::<ResourceBinding>::all(client.clone()),
-        watcher::Config::default(),
-        move |rb: &ResourceBinding, deleted| {
-            let key = Key {
-                namespace: rb.metadata.namespace.clone().unwrap_or_default(),
-                name: rb.name_any(),
-            };
-            let print = print_of(rb);
-            let relevant = print.2 == Some(true) || print.3 || print.4.is_some();
-            let changed = if deleted {
-                seen.lock()
-                    .remove(&(key.namespace.clone(), key.name.clone()))
-                    .is_some()
-            } else {
-                seen.lock()
-                    .insert((key.namespace.clone(), key.name.clone()), print.clone())
-                    .as_ref()
-                    != Some(&print)
-            };
-            if changed && relevant {
-                q.add(key);
-            }
-        },
-    );
+    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |rb: &ResourceBinding, deleted| {
+        let key = Key { namespace: rb.metadata.namespace.clone().unwrap_or_default(), name: rb.name_any() };
+        let print = print_of(rb);
+        let relevant = print.2 == Some(true) || print.3 || print.4.is_some();
+        let changed = if deleted {
+            seen.lock().remove(&(key.namespace.clone(), key.name.clone())).is_some()
+        } else {
+            seen.lock().insert((key.namespace.clone(), key.name.clone()), print.clone()).as_ref() != Some(&print)
+        };
+        if changed && relevant {
+            q.add(key);
+        }
+    });
     let deps = futures::future::join4(
         watch_dependency::<ConfigMap>(client.clone(), rbs.clone(), queue.clone()),
         watch_dependency::<Secret>(client.clone(), rbs.clone(), queue.clone()),
         watch_dependency::<ServiceAccount>(client.clone(), rbs.clone(), queue.clone()),
         watch_dependency::<PersistentVolumeClaim>(client.clone(), rbs.clone(), queue.clone()),
     );
-    let ctx = Arc::new(Context {
-        events: Events::new(client.clone(), NAME),
-        client,
-        config: config.clone(),
-        rbs,
-        kinds: Kinds::default(),
-    });
-    let workers = run_workers(queue, config.workers, NAME, move |key| {
-        reconcile(key, ctx.clone())
-    });
+    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), rbs, kinds: Kinds::default() });
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
         _ = deps => {},
@@ -830,73 +524,26 @@ mod tests {
         BindingSnapshot {
             namespace: Some("default".into()),
             name: name.into(),
-            clusters: Some(
-                clusters
-                    .iter()
-                    .map(|c| TargetCluster {
-                        name: (*c).into(),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
+            clusters: Some(clusters.iter().map(|c| TargetCluster { name: (*c).into(), ..Default::default() }).collect()),
         }
     }
 
     #[test]
     fn labels_and_annotation_are_karmadas() {
-        assert_eq!(
-            depended_by_label_key("test", "test-binding"),
-            "resourcebinding.karmada.io/depended-by-5dbb6dc9c8"
-        );
+        assert_eq!(depended_by_label_key("test", "test-binding"), "resourcebinding.karmada.io/depended-by-5dbb6dc9c8");
         let deps = vec![
-            ObjectRef {
-                api_version: "v1".into(),
-                kind: "Secret".into(),
-                namespace: "default".into(),
-                name: "s".into(),
-                label_selector: None,
-            },
-            ObjectRef {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                namespace: "default".into(),
-                name: "c".into(),
-                label_selector: None,
-            },
+            ObjectRef { api_version: "v1".into(), kind: "Secret".into(), namespace: "default".into(), name: "s".into(), label_selector: None },
+            ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: "default".into(), name: "c".into(), label_selector: None },
         ];
         assert_eq!(
             dependencies_annotation(&deps),
             r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"default","name":"c"},{"apiVersion":"v1","kind":"Secret","namespace":"default","name":"s"}]"#
         );
         let mut rb = ResourceBinding::new("web-deployment", ResourceBindingSpec::default());
-        rb.metadata.annotations = Some(BTreeMap::from([(
-            DEPENDENCIES_ANNOTATION.to_string(),
-            dependencies_annotation(&deps),
-        )]));
-        assert!(names_dependency(
-            &rb,
-            "v1",
-            "ConfigMap",
-            "default",
-            "c",
-            &BTreeMap::new()
-        ));
-        assert!(!names_dependency(
-            &rb,
-            "v1",
-            "ConfigMap",
-            "default",
-            "s",
-            &BTreeMap::new()
-        ));
-        assert!(!names_dependency(
-            &rb,
-            "v1",
-            "ConfigMap",
-            "other",
-            "c",
-            &BTreeMap::new()
-        ));
+        rb.metadata.annotations = Some(BTreeMap::from([(DEPENDENCIES_ANNOTATION.to_string(), dependencies_annotation(&deps))]));
+        assert!(names_dependency(&rb, "v1", "ConfigMap", "default", "c", &BTreeMap::new()));
+        assert!(!names_dependency(&rb, "v1", "ConfigMap", "default", "s", &BTreeMap::new()));
+        assert!(!names_dependency(&rb, "v1", "ConfigMap", "other", "c", &BTreeMap::new()));
     }
 
     #[test]
@@ -905,37 +552,19 @@ mod tests {
         let two = merge_snapshot(&one, snap("b", &["m2"]));
         let moved = merge_snapshot(&two, snap("a", &["m3"]));
         assert_eq!(moved, vec![snap("a", &["m3"]), snap("b", &["m2"])]);
-        assert_eq!(
-            without_snapshot(&moved, "default", "a"),
-            vec![snap("b", &["m2"])]
-        );
+        assert_eq!(without_snapshot(&moved, "default", "a"), vec![snap("b", &["m2"])]);
         assert_eq!(without_snapshot(&moved, "other", "a"), moved);
     }
 
     #[test]
     fn requirers_settings_resolve_overwrite_and_preserve_first() {
         let abort = ResourceBindingSpec::default();
-        let overwrite = ResourceBindingSpec {
-            conflict_resolution: Some(ConflictResolution::Overwrite),
-            preserve_resources_on_deletion: Some(true),
-            ..Default::default()
-        };
-        assert_eq!(
-            resolve_requirers(&[&abort]),
-            (ConflictResolution::Abort, false, vec![])
-        );
-        assert_eq!(
-            resolve_requirers(&[&overwrite, &overwrite]),
-            (ConflictResolution::Overwrite, true, vec![])
-        );
+        let overwrite =
+            ResourceBindingSpec { conflict_resolution: Some(ConflictResolution::Overwrite), preserve_resources_on_deletion: Some(true), ..Default::default() };
+        assert_eq!(resolve_requirers(&[&abort]), (ConflictResolution::Abort, false, vec![]));
+        assert_eq!(resolve_requirers(&[&overwrite, &overwrite]), (ConflictResolution::Overwrite, true, vec![]));
         let (cr, preserve, conflicts) = resolve_requirers(&[&abort, &overwrite]);
         assert_eq!((cr, preserve), (ConflictResolution::Overwrite, true));
-        assert_eq!(
-            conflicts,
-            vec![
-                "ConflictResolution conflicted (Overwrite vs Abort)",
-                "PreserveResourcesOnDeletion conflicted (true vs false)"
-            ]
-        );
+        assert_eq!(conflicts, vec!["ConflictResolution conflicted (Overwrite vs Abort)", "PreserveResourcesOnDeletion conflicted (true vs false)"]);
     }
 }

@@ -23,9 +23,9 @@ use std::time::Duration;
 use flotilla_api::admission::karmada::{default_propagation_spec, validate_propagation_spec};
 use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    ClusterPropagationPolicy, ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER,
-    PROPAGATION_POLICY_NAME_ANNOTATION, PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
+    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy,
+    ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_NAME_ANNOTATION,
+    PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
 };
 use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, BindingSchedulePriority, BindingSuspension, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
@@ -154,7 +154,9 @@ fn candidates_pp<'a>(template: &'a Value, pps: &'a [Arc<PropagationPolicy>]) -> 
 fn candidates_cpp<'a>(template: &'a Value, cpps: &'a [Arc<ClusterPropagationPolicy>]) -> impl Iterator<Item = (ImplicitPriority, Chosen)> + 'a {
     cpps.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(move |p| (implicit(template, &p.spec.0.resource_selectors), chosen_of(&p.metadata, None, &p.spec.0, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)))
+        .map(move |p| {
+            (implicit(template, &p.spec.0.resource_selectors), chosen_of(&p.metadata, None, &p.spec.0, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+        })
         .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
 }
 
@@ -182,12 +184,16 @@ fn best(mut list: Vec<(ImplicitPriority, Chosen)>) -> Option<Chosen> {
 
 /// The policy a template belongs to. `claimed` is the policy currently claiming it (by
 /// namespace/name), if it still exists.
-pub fn choose_policy(template: &Value, pps: &[Arc<PropagationPolicy>], cpps: &[Arc<ClusterPropagationPolicy>], claimed: Option<(Option<&str>, &str)>) -> Option<Chosen> {
+pub fn choose_policy(
+    template: &Value,
+    pps: &[Arc<PropagationPolicy>],
+    cpps: &[Arc<ClusterPropagationPolicy>],
+    claimed: Option<(Option<&str>, &str)>,
+) -> Option<Chosen> {
     let pp_list: Vec<_> = candidates_pp(template, pps).collect();
     let cpp_list: Vec<_> = candidates_cpp(template, cpps).collect();
-    let current = claimed.and_then(|(ns, name)| {
-        pp_list.iter().chain(cpp_list.iter()).find(|(_, c)| c.namespace.as_deref() == ns && c.name == name).map(|(_, c)| c.clone())
-    });
+    let current = claimed
+        .and_then(|(ns, name)| pp_list.iter().chain(cpp_list.iter()).find(|(_, c)| c.namespace.as_deref() == ns && c.name == name).map(|(_, c)| c.clone()));
     let fresh = if pp_list.is_empty() { best(cpp_list.clone()) } else { best(pp_list.clone()) };
     let Some(current) = current else { return fresh };
     // Preemption: a PP with `Always` takes over from a lower-priority PP or from any CPP; a CPP
@@ -557,7 +563,14 @@ fn owner_of(obj: &DynamicObject, ar: &ApiResource) -> OwnerReference {
 }
 
 /// Create or update the binding; returns whether anything was written.
-async fn ensure_binding(ctx: &Context, key: &TemplateKey, namespaced: bool, obj: &DynamicObject, chosen: &Chosen, mut spec: ResourceBindingSpec) -> Result<bool, Error> {
+async fn ensure_binding(
+    ctx: &Context,
+    key: &TemplateKey,
+    namespaced: bool,
+    obj: &DynamicObject,
+    chosen: &Chosen,
+    mut spec: ResourceBindingSpec,
+) -> Result<bool, Error> {
     let name = binding_name(&key.kind.kind, &key.name);
     let watched = ctx.watched(&key.kind).ok_or_else(|| Error::Template("kind no longer watched".into()))?;
     let (claim_labels, claim_annotations) = claim(chosen);
@@ -587,13 +600,23 @@ async fn ensure_binding(ctx: &Context, key: &TemplateKey, namespaced: bool, obj:
         rb.metadata.namespace = Some(ns.clone());
         set(rb.metadata.labels.get_or_insert_with(Default::default), &claim_labels);
         set(rb.metadata.annotations.get_or_insert_with(Default::default), &claim_annotations);
-        rb.metadata.labels.get_or_insert_with(Default::default).entry(RESOURCE_BINDING_PERMANENT_ID_LABEL.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
+        rb.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .entry(RESOURCE_BINDING_PERMANENT_ID_LABEL.into())
+            .or_insert_with(|| uuid::Uuid::new_v4().to_string());
         rb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
         if let Some(f) = crate::util::with_finalizer(rb.metadata.finalizers.as_ref(), BINDING_FINALIZER) {
             rb.metadata.finalizers = Some(f);
         }
         rb.spec = spec;
-        if existing.as_ref().is_some_and(|e| e.spec == rb.spec && e.metadata.labels == rb.metadata.labels && e.metadata.annotations == rb.metadata.annotations && e.metadata.owner_references == rb.metadata.owner_references && e.metadata.finalizers == rb.metadata.finalizers) {
+        if existing.as_ref().is_some_and(|e| {
+            e.spec == rb.spec
+                && e.metadata.labels == rb.metadata.labels
+                && e.metadata.annotations == rb.metadata.annotations
+                && e.metadata.owner_references == rb.metadata.owner_references
+                && e.metadata.finalizers == rb.metadata.finalizers
+        }) {
             return Ok(false);
         }
         let r = if existing.is_some() { api.replace(&name, &PostParams::default(), &rb).await } else { api.create(&PostParams::default(), &rb).await };
@@ -617,13 +640,23 @@ async fn ensure_binding(ctx: &Context, key: &TemplateKey, namespaced: bool, obj:
         }
         set(crb.metadata.labels.get_or_insert_with(Default::default), &claim_labels);
         set(crb.metadata.annotations.get_or_insert_with(Default::default), &claim_annotations);
-        crb.metadata.labels.get_or_insert_with(Default::default).entry(CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
+        crb.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .entry(CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL.into())
+            .or_insert_with(|| uuid::Uuid::new_v4().to_string());
         crb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
         if let Some(f) = crate::util::with_finalizer(crb.metadata.finalizers.as_ref(), CLUSTER_RESOURCE_BINDING_FINALIZER) {
             crb.metadata.finalizers = Some(f);
         }
         crb.spec = ClusterResourceBindingSpec(spec);
-        if existing.as_ref().is_some_and(|e| e.spec == crb.spec && e.metadata.labels == crb.metadata.labels && e.metadata.annotations == crb.metadata.annotations && e.metadata.owner_references == crb.metadata.owner_references && e.metadata.finalizers == crb.metadata.finalizers) {
+        if existing.as_ref().is_some_and(|e| {
+            e.spec == crb.spec
+                && e.metadata.labels == crb.metadata.labels
+                && e.metadata.annotations == crb.metadata.annotations
+                && e.metadata.owner_references == crb.metadata.owner_references
+                && e.metadata.finalizers == crb.metadata.finalizers
+        }) {
             return Ok(false);
         }
         let r = if existing.is_some() { api.replace(&name, &PostParams::default(), &crb).await } else { api.create(&PostParams::default(), &crb).await };
@@ -643,13 +676,17 @@ async fn delete_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> R
     let result = if namespaced {
         let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or("default"));
         match api.get_opt(&name).await.map_err(api_err(format!("reading binding {name}")))? {
-            Some(rb) if refers(&rb.spec.resource) && rb.metadata.deletion_timestamp.is_none() => api.delete(&name, &DeleteParams::background()).await.map(|_| ()),
+            Some(rb) if refers(&rb.spec.resource) && rb.metadata.deletion_timestamp.is_none() => {
+                api.delete(&name, &DeleteParams::background()).await.map(|_| ())
+            }
             _ => Ok(()),
         }
     } else {
         let api: Api<ClusterResourceBinding> = Api::all(ctx.client.clone());
         match api.get_opt(&name).await.map_err(api_err(format!("reading cluster binding {name}")))? {
-            Some(crb) if refers(&crb.spec.0.resource) && crb.metadata.deletion_timestamp.is_none() => api.delete(&name, &DeleteParams::background()).await.map(|_| ()),
+            Some(crb) if refers(&crb.spec.0.resource) && crb.metadata.deletion_timestamp.is_none() => {
+                api.delete(&name, &DeleteParams::background()).await.map(|_| ())
+            }
             _ => Ok(()),
         }
     };
@@ -666,7 +703,10 @@ async fn release_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> 
     let (labels, annotations) = unclaim();
     let patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
     let r = if namespaced {
-        Api::<ResourceBinding>::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or("default")).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+        Api::<ResourceBinding>::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or("default"))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
     } else {
         Api::<ClusterResourceBinding>::all(ctx.client.clone()).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
     };
@@ -704,7 +744,8 @@ fn invalid_policy_note(spec: &PropagationSpec) -> Option<String> {
     let mut spec = spec.clone();
     default_propagation_spec(&mut spec);
     let errors = validate_propagation_spec(&spec);
-    (!errors.is_empty()).then(|| format!("Karmada's webhook would refuse this policy: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+    (!errors.is_empty())
+        .then(|| format!("Karmada's webhook would refuse this policy: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
 }
 
 async fn patch_policy<K>(api: Api<K>, meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -> Result<(), kube::Error>
@@ -758,25 +799,26 @@ pub async fn run(client: Client, config: Config) {
             }
         });
     let cpp_ctx = ctx.clone();
-    let cpp_task = reflector::reflector(cpp_writer, watcher(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .touched_objects()
-        .try_for_each(move |p| {
-            let ctx = cpp_ctx.clone();
-            async move {
-                let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
-                if let Err(e) = patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER).await {
-                    tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
+    let cpp_task =
+        reflector::reflector(cpp_writer, watcher(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
+            .touched_objects()
+            .try_for_each(move |p| {
+                let ctx = cpp_ctx.clone();
+                async move {
+                    let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
+                    if let Err(e) = patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER).await {
+                        tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
+                    }
+                    if let Some(note) = invalid_policy_note(&p.spec.0).filter(|_| p.metadata.deletion_timestamp.is_none()) {
+                        ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
+                    }
+                    for k in kinds_of(&p.spec.0.resource_selectors) {
+                        ensure_watch(&ctx, k);
+                    }
+                    ctx.enqueue_kinds(None);
+                    Ok(())
                 }
-                if let Some(note) = invalid_policy_note(&p.spec.0).filter(|_| p.metadata.deletion_timestamp.is_none()) {
-                    ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
-                }
-                for k in kinds_of(&p.spec.0.resource_selectors) {
-                    ensure_watch(&ctx, k);
-                }
-                ctx.enqueue_kinds(None);
-                Ok(())
-            }
-        });
+            });
     // Override policies appearing wake templates waiting for them (`dependentOverrides`).
     let op_ctx = ctx.clone();
     let op_task = reflector::reflector(op_writer, watcher(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
@@ -821,7 +863,10 @@ mod tests {
     }
 
     fn cpp(name: &str, priority: i32, sel: ResourceSelector) -> Arc<ClusterPropagationPolicy> {
-        Arc::new(ClusterPropagationPolicy::new(name, ClusterPropagationSpec(PropagationSpec { resource_selectors: vec![sel], priority: Some(priority), ..Default::default() })))
+        Arc::new(ClusterPropagationPolicy::new(
+            name,
+            ClusterPropagationSpec(PropagationSpec { resource_selectors: vec![sel], priority: Some(priority), ..Default::default() }),
+        ))
     }
 
     #[test]
@@ -933,7 +978,14 @@ mod tests {
 
     #[test]
     fn claims_are_karmadas_labels_and_annotations() {
-        let c = Chosen { namespace: Some("default".into()), name: "nginx-propagation".into(), permanent_id: Some("id-1".into()), priority: 0, preemption: false, spec: Default::default() };
+        let c = Chosen {
+            namespace: Some("default".into()),
+            name: "nginx-propagation".into(),
+            permanent_id: Some("id-1".into()),
+            priority: 0,
+            preemption: false,
+            spec: Default::default(),
+        };
         let (labels, annotations) = claim(&c);
         assert_eq!(labels[PROPAGATION_POLICY_PERMANENT_ID_LABEL], Some("id-1".into()));
         assert_eq!(annotations["propagationpolicy.karmada.io/namespace"], Some("default".into()));
@@ -948,7 +1000,14 @@ mod tests {
     fn bindings_carry_replicas_and_the_policy_settings() {
         let t = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "default", "name": "nginx", "uid": "u1", "resourceVersion": "7"},
             "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
-        let c = Chosen { namespace: Some("default".into()), name: "p".into(), permanent_id: Some("i".into()), priority: 0, preemption: false, spec: Default::default() };
+        let c = Chosen {
+            namespace: Some("default".into()),
+            name: "p".into(),
+            permanent_id: Some("i".into()),
+            priority: 0,
+            preemption: false,
+            spec: Default::default(),
+        };
         let spec = binding_spec(&t, &c).unwrap();
         assert_eq!(spec.replicas, Some(2));
         assert_eq!(spec.resource.uid.as_deref(), Some("u1"));

@@ -279,7 +279,12 @@ pub(crate) struct ConditionsUpdate {
 /// `known` is the caller's copy (the informer's, or what its last write returned): when it needs
 /// the change, the first attempt patches against it without a read — a stale copy costs a 409
 /// and a read. "Nothing to change" is only ever concluded from a fresh read.
-pub(crate) async fn update_work_conditions(api: &Api<Work>, name: &str, known: Option<&Work>, change: impl Fn(&mut Vec<Condition>) -> bool) -> Result<ConditionsUpdate, kube::Error> {
+pub(crate) async fn update_work_conditions(
+    api: &Api<Work>,
+    name: &str,
+    known: Option<&Work>,
+    change: impl Fn(&mut Vec<Condition>) -> bool,
+) -> Result<ConditionsUpdate, kube::Error> {
     let unchanged = ConditionsUpdate { changed: false, stored: None };
     let mut last = None;
     let mut candidate = known.cloned();
@@ -440,7 +445,9 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
                 if !matches!(applied, Applied::Unchanged(_)) {
                     wrote = true;
                     if let Some(r) = template_reference(manifest) {
-                        ctx.events.publish_ref(&r, false, EVENT_SYNC_SUCCEED, "Apply", format!("Successfully applied resource({what}) to cluster {cluster}")).await;
+                        ctx.events
+                            .publish_ref(&r, false, EVENT_SYNC_SUCCEED, "Apply", format!("Successfully applied resource({what}) to cluster {cluster}"))
+                            .await;
                     }
                 }
             }
@@ -451,7 +458,15 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
                     ctx.clients.forget(cluster);
                 }
                 if let Some(r) = template_reference(manifest) {
-                    ctx.events.publish_ref(&r, true, EVENT_SYNC_FAILED, "Apply", format!("Failed to create or update resource({what}) in member cluster({cluster}): {e}")).await;
+                    ctx.events
+                        .publish_ref(
+                            &r,
+                            true,
+                            EVENT_SYNC_FAILED,
+                            "Apply",
+                            format!("Failed to create or update resource({what}) in member cluster({cluster}): {e}"),
+                        )
+                        .await;
                 }
                 errors.push(e.to_string());
             }
@@ -534,7 +549,13 @@ fn work_fingerprint(w: &Work) -> WorkPrint {
 pub(crate) type ClusterPrint = (bool, bool, bool, Option<String>, Option<String>);
 
 pub(crate) fn cluster_fingerprint(c: &Cluster) -> ClusterPrint {
-    (is_cluster_ready(c), c.metadata.deletion_timestamp.is_some(), is_push(c), c.spec.api_endpoint.clone(), c.spec.secret_ref.as_ref().map(|s| format!("{}/{}", s.namespace, s.name)))
+    (
+        is_cluster_ready(c),
+        c.metadata.deletion_timestamp.is_some(),
+        is_push(c),
+        c.spec.api_endpoint.clone(),
+        c.spec.secret_ref.as_ref().map(|s| format!("{}/{}", s.namespace, s.name)),
+    )
 }
 
 /// Queue every Work of `cluster`'s execution space.
@@ -613,7 +634,10 @@ mod tests {
     }
 
     fn cluster(ready: Option<bool>, deleting: bool, unjoin: Option<&str>) -> Cluster {
-        let mut c = Cluster::new("m1", ClusterSpec { secret_ref: Some(LocalSecretReference { namespace: "karmada-cluster".into(), name: "m1".into() }), ..Default::default() });
+        let mut c = Cluster::new(
+            "m1",
+            ClusterSpec { secret_ref: Some(LocalSecretReference { namespace: "karmada-cluster".into(), name: "m1".into() }), ..Default::default() },
+        );
         if let Some(r) = ready {
             c.status = Some(ClusterStatus { conditions: Some(vec![condition("Ready", r, "x", "", None)]), ..Default::default() });
         }
@@ -636,7 +660,10 @@ mod tests {
         let two = applied_condition(1, 3, &["a".into(), "b".into(), "a".into()]);
         assert_eq!(two.message, "Failed to apply all manifests (1/3): [a, b]");
         let suspended = dispatching_condition(true);
-        assert_eq!((suspended.status.as_str(), suspended.reason.as_str(), suspended.message.as_str()), ("False", "SuspendDispatching", "Work dispatching is in a suspended state."));
+        assert_eq!(
+            (suspended.status.as_str(), suspended.reason.as_str(), suspended.message.as_str()),
+            ("False", "SuspendDispatching", "Work dispatching is in a suspended state.")
+        );
         assert_eq!(dispatching_condition(false).reason, "Dispatching");
     }
 
@@ -686,7 +713,8 @@ mod tests {
 
     #[test]
     fn template_references_need_the_template_uid() {
-        let m = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "n", "namespace": "d", "annotations": {TEMPLATE_UID_ANNOTATION: "u"}}});
+        let m =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "n", "namespace": "d", "annotations": {TEMPLATE_UID_ANNOTATION: "u"}}});
         let r = template_reference(&m).unwrap();
         assert_eq!((r.kind.as_deref(), r.namespace.as_deref(), r.uid.as_deref()), (Some("Deployment"), Some("d"), Some("u")));
         assert!(template_reference(&json!({"kind": "ConfigMap", "metadata": {"name": "n"}})).is_none());

@@ -23,8 +23,8 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::discovery::{Discovery, Scope, verbs};
-use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
@@ -353,8 +353,10 @@ async fn drop_owner_refs(ctx: &Context, uid: &str, node: &Node, gone: &[String])
 }
 
 async fn remove_finalizer(ctx: &Context, uid: &str, node: &Node, finalizer: &str) -> Result<(), Error> {
-    patch_metadata(ctx, uid, node, |live| crate::util::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f })))
-        .await
+    patch_metadata(ctx, uid, node, |live| {
+        crate::util::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f }))
+    })
+    .await
 }
 
 async fn orphan_dependents(ctx: &Context, uid: &str, node: &Node) -> Result<Next, Error> {
@@ -415,7 +417,12 @@ async fn watch_resource(ctx: Arc<Context>, resource: Arc<ApiResource>, synced: t
                 let now: HashSet<&str> = listed.iter().filter_map(|o| o.metadata.uid.as_deref()).collect();
                 let stale: Vec<(String, Node)> = {
                     let graph = ctx.graph.lock();
-                    graph.nodes.iter().filter(|(u, n)| Arc::ptr_eq(&n.resource, &resource) && !now.contains(u.as_str())).map(|(u, n)| (u.clone(), n.clone())).collect()
+                    graph
+                        .nodes
+                        .iter()
+                        .filter(|(u, n)| Arc::ptr_eq(&n.resource, &resource) && !now.contains(u.as_str()))
+                        .map(|(u, n)| (u.clone(), n.clone()))
+                        .collect()
                 };
                 for (stale_uid, n) in stale {
                     let mut gone = DynamicObject::new(&n.name, &resource);

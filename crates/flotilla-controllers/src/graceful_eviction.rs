@@ -21,9 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::work::{
-    AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec, TargetCluster,
-};
+use flotilla_api::federation::karmada::work::{AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec, TargetCluster};
 use flotilla_api::interpreter::Health;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
@@ -46,20 +44,14 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            workers: 2,
-            timeout: Duration::from_secs(600),
-        }
+        Config { workers: 2, timeout: Duration::from_secs(600) }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{key}: writing the eviction tasks: {source}")]
-    Write {
-        key: BindingKey,
-        source: kube::Error,
-    },
+    Write { key: BindingKey, source: kube::Error },
 }
 
 /// The tasks kept and the clusters whose eviction is complete, at `now`; and how soon the
@@ -74,12 +66,7 @@ pub fn assess(
     now: jiff::Timestamp,
 ) -> (Vec<GracefulEvictionTask>, Vec<String>, Option<Duration>) {
     let scheduled: Vec<&TargetCluster> = spec.clusters.iter().flatten().collect();
-    let healthy = !scheduled.is_empty()
-        && scheduled.iter().all(|c| {
-            observed
-                .iter()
-                .any(|i| i.cluster_name == c.name && serves(i, c.replicas))
-        });
+    let healthy = !scheduled.is_empty() && scheduled.iter().all(|c| observed.iter().any(|i| i.cluster_name == c.name && serves(i, c.replicas)));
     let mut kept = Vec::new();
     let mut done = Vec::new();
     let mut next: Option<Duration> = None;
@@ -102,9 +89,7 @@ pub fn assess(
             }
             None => {}
         }
-        let grace = task
-            .grace_period_seconds
-            .map_or(timeout, |s| Duration::from_secs(s.max(0) as u64));
+        let grace = task.grace_period_seconds.map_or(timeout, |s| Duration::from_secs(s.max(0) as u64));
         let elapsed = Duration::try_from(now.duration_since(created.0)).unwrap_or(Duration::ZERO);
         let timed_out = elapsed >= grace;
         let replaced = scheduled_now && healthy;
@@ -128,11 +113,7 @@ pub fn serves(item: &AggregatedStatusItem, replicas: Option<i32>) -> bool {
     if item.health != Some(Health::Healthy) {
         return false;
     }
-    let ready = item
-        .status
-        .as_ref()
-        .and_then(|s| s.get("readyReplicas").or_else(|| s.get("numberReady")))
-        .map(|v| v.as_i64().unwrap_or(0));
+    let ready = item.status.as_ref().and_then(|s| s.get("readyReplicas").or_else(|| s.get("numberReady"))).map(|v| v.as_i64().unwrap_or(0));
     match (ready, replicas) {
         (Some(ready), Some(want)) => ready >= i64::from(want),
         _ => true,
@@ -148,24 +129,13 @@ struct Context {
 
 async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let b = ctx.bindings.get(&key);
-    let Some(b) = b.filter(|b| {
-        b.spec
-            .graceful_eviction_tasks
-            .as_ref()
-            .is_some_and(|t| !t.is_empty())
-    }) else {
+    let Some(b) = b.filter(|b| b.spec.graceful_eviction_tasks.as_ref().is_some_and(|t| !t.is_empty())) else {
         return Ok(Next::Done);
     };
     // Judge against the schedule made for this generation; the scheduler's write brings it back.
     let fresh = b.status.scheduler_observed_generation == b.meta.generation;
     let observed = b.status.aggregated_status.clone().unwrap_or_default();
-    let (kept, done, next) = assess(
-        &b.spec,
-        &observed,
-        fresh,
-        ctx.config.timeout,
-        jiff::Timestamp::now(),
-    );
+    let (kept, done, next) = assess(&b.spec, &observed, fresh, ctx.config.timeout, jiff::Timestamp::now());
     if b.spec.graceful_eviction_tasks.as_deref() == Some(kept.as_slice()) {
         return Ok(next.map_or(Next::Done, |d| Next::After(d + Duration::from_millis(100))));
     }
@@ -173,50 +143,22 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let r = Bindings::patch(&ctx.client, &key, &patch).await;
     match r {
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Next::Done),
-        r => r.map_err(|source| Error::Write {
-            key: key.clone(),
-            source,
-        })?,
+        r => r.map_err(|source| Error::Write { key: key.clone(), source })?,
     }
     for cluster in done {
         tracing::info!(controller = NAME, binding = %key, cluster = %cluster, "graceful eviction complete");
         let note = format!("Evict from cluster {cluster} succeed.");
-        ctx.bindings
-            .publish(
-                &ctx.events,
-                &key,
-                false,
-                REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED,
-                "Evict",
-                note,
-            )
-            .await;
+        ctx.bindings.publish(&ctx.events, &key, false, REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED, "Evict", note).await;
     }
     Ok(Next::Done)
 }
 
 /// Run the controller until its watches end.
 pub async fn run(client: Client, config: Config) {
-    let queue: Arc<WorkQueue<BindingKey>> =
-        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(
-        &client,
-        |spec| {
-            spec.graceful_eviction_tasks
-                .as_ref()
-                .is_some_and(|t| !t.is_empty())
-        },
-        queue.clone(),
-    );
-    let ctx = Arc::new(Context {
-        events: Events::new(client.clone(), NAME),
-        client,
-        config: config.clone(),
-        bindings,
-    });
-    let workers = run_workers(queue, config.workers, NAME, move |key| {
-        reconcile(key, ctx.clone())
-    });
+    let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let (bindings, watches) = Bindings::watch(&client, |spec| spec.graceful_eviction_tasks.as_ref().is_some_and(|t| !t.is_empty()), queue.clone());
+    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), bindings });
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = watches => tracing::warn!(controller = NAME, "binding watches ended"),
         _ = workers => {},
@@ -243,15 +185,7 @@ mod tests {
 
     fn spec(clusters: &[&str], task: GracefulEvictionTask) -> ResourceBindingSpec {
         ResourceBindingSpec {
-            clusters: Some(
-                clusters
-                    .iter()
-                    .map(|c| TargetCluster {
-                        name: (*c).into(),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
+            clusters: Some(clusters.iter().map(|c| TargetCluster { name: (*c).into(), ..Default::default() }).collect()),
             graceful_eviction_tasks: Some(vec![task]),
             ..Default::default()
         }
@@ -269,11 +203,7 @@ mod tests {
     }
 
     fn item(cluster: &str, health: Health) -> AggregatedStatusItem {
-        AggregatedStatusItem {
-            cluster_name: cluster.into(),
-            health: Some(health),
-            ..Default::default()
-        }
+        AggregatedStatusItem { cluster_name: cluster.into(), health: Some(health), ..Default::default() }
     }
 
     #[test]
@@ -284,54 +214,24 @@ mod tests {
         assert_eq!(kept[0].creation_timestamp, Some(Time(at(100))));
         assert!(done.is_empty());
         // The replacement not yet healthy: kept, looked at again when the time is up.
-        let (kept, done, next) = assess_now(
-            &spec(&["m2"], task(Some(100))),
-            &[item("m2", Health::Unhealthy)],
-            ten_minutes,
-            at(160),
-        );
-        assert_eq!(
-            (kept.len(), done.len(), next),
-            (1, 0, Some(Duration::from_secs(540)))
-        );
+        let (kept, done, next) = assess_now(&spec(&["m2"], task(Some(100))), &[item("m2", Health::Unhealthy)], ten_minutes, at(160));
+        assert_eq!((kept.len(), done.len(), next), (1, 0, Some(Duration::from_secs(540))));
         // Healthy: done.
-        let (kept, done, _) = assess_now(
-            &spec(&["m2"], task(Some(100))),
-            &[item("m2", Health::Healthy)],
-            ten_minutes,
-            at(160),
-        );
+        let (kept, done, _) = assess_now(&spec(&["m2"], task(Some(100))), &[item("m2", Health::Healthy)], ten_minutes, at(160));
         assert_eq!((kept.len(), done), (0, vec!["m1".to_string()]));
         // Time up: done even though unhealthy; a task's own grace period counts first.
-        assert_eq!(
-            assess_now(&spec(&["m2"], task(Some(100))), &[], ten_minutes, at(700)).1,
-            ["m1"]
-        );
-        let short = GracefulEvictionTask {
-            grace_period_seconds: Some(30),
-            ..task(Some(100))
-        };
-        assert_eq!(
-            assess_now(&spec(&["m2"], short), &[], ten_minutes, at(131)).1,
-            ["m1"]
-        );
+        assert_eq!(assess_now(&spec(&["m2"], task(Some(100))), &[], ten_minutes, at(700)).1, ["m1"]);
+        let short = GracefulEvictionTask { grace_period_seconds: Some(30), ..task(Some(100)) };
+        assert_eq!(assess_now(&spec(&["m2"], short), &[], ten_minutes, at(131)).1, ["m1"]);
     }
 
     #[test]
     fn a_replacement_serves_once_its_scheduled_replicas_are_ready() {
-        let with = |ready: i64| AggregatedStatusItem {
-            status: Some(serde_json::json!({"replicas": 4, "readyReplicas": ready})),
-            ..item("m2", Health::Healthy)
-        };
-        assert!(
-            !serves(&with(2), Some(4)),
-            "a status from before the scale-up does not serve"
-        );
+        let with =
+            |ready: i64| AggregatedStatusItem { status: Some(serde_json::json!({"replicas": 4, "readyReplicas": ready})), ..item("m2", Health::Healthy) };
+        assert!(!serves(&with(2), Some(4)), "a status from before the scale-up does not serve");
         assert!(serves(&with(4), Some(4)));
-        assert!(
-            serves(&item("m2", Health::Healthy), Some(4)),
-            "no counters: health alone"
-        );
+        assert!(serves(&item("m2", Health::Healthy), Some(4)), "no counters: health alone");
         assert!(!serves(&item("m2", Health::Unknown), None));
     }
 
@@ -339,45 +239,12 @@ mod tests {
     fn nothing_scheduled_is_no_healthy_replacement_and_suppression_is_for_people() {
         let ten_minutes = Duration::from_secs(600);
         let (kept, done, _) = assess_now(&spec(&[], task(Some(100))), &[], ten_minutes, at(160));
-        assert_eq!(
-            (kept.len(), done.len()),
-            (1, 0),
-            "the only copy is not deleted with no replacement"
-        );
-        let held = GracefulEvictionTask {
-            suppress_deletion: Some(true),
-            ..task(Some(100))
-        };
-        assert_eq!(
-            assess_now(
-                &spec(&["m2"], held),
-                &[item("m2", Health::Healthy)],
-                ten_minutes,
-                at(10_000)
-            )
-            .0
-            .len(),
-            1
-        );
-        let released = GracefulEvictionTask {
-            suppress_deletion: Some(false),
-            ..task(Some(100))
-        };
-        assert_eq!(
-            assess_now(&spec(&["m2"], released), &[], ten_minutes, at(101)).1,
-            ["m1"]
-        );
+        assert_eq!((kept.len(), done.len()), (1, 0), "the only copy is not deleted with no replacement");
+        let held = GracefulEvictionTask { suppress_deletion: Some(true), ..task(Some(100)) };
+        assert_eq!(assess_now(&spec(&["m2"], held), &[item("m2", Health::Healthy)], ten_minutes, at(10_000)).0.len(), 1);
+        let released = GracefulEvictionTask { suppress_deletion: Some(false), ..task(Some(100)) };
+        assert_eq!(assess_now(&spec(&["m2"], released), &[], ten_minutes, at(101)).1, ["m1"]);
         // Health counts only once the scheduler has seen the binding as it is.
-        assert!(
-            assess(
-                &spec(&["m2"], task(Some(100))),
-                &[item("m2", Health::Healthy)],
-                false,
-                ten_minutes,
-                at(160)
-            )
-            .1
-            .is_empty()
-        );
+        assert!(assess(&spec(&["m2"], task(Some(100))), &[item("m2", Health::Healthy)], false, ten_minutes, at(160)).1.is_empty());
     }
 }

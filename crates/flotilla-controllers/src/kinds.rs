@@ -14,20 +14,13 @@ pub struct Kinds {
 
 impl Kinds {
     /// The resource serving `api_version`/`kind`; `None` while the control plane does not serve it.
-    pub async fn resolve(
-        &self,
-        client: &Client,
-        api_version: &str,
-        kind: &str,
-    ) -> Result<Option<ApiResource>, kube::Error> {
+    pub async fn resolve(&self, client: &Client, api_version: &str, kind: &str) -> Result<Option<ApiResource>, kube::Error> {
         let cache_key = (api_version.to_string(), kind.to_string());
         if let Some(ar) = self.resolved.lock().get(&cache_key) {
             return Ok(Some(ar.clone()));
         }
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        match kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-            .await
-        {
+        match kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind)).await {
             Ok((ar, _)) => {
                 self.resolved.lock().insert(cache_key, ar.clone());
                 Ok(Some(ar))

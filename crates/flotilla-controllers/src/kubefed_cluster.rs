@@ -40,7 +40,8 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, ClusterSyncMode, LocalSecretReference};
 use flotilla_api::federation::kubefed::core::{
-    ClusterCondition, DEFAULT_SYSTEM_NAMESPACE, KubeFedCluster, KubeFedClusterSpec, KubeFedClusterStatus, LocalSecretReference as KubeFedSecretRef, TlsValidation,
+    ClusterCondition, DEFAULT_SYSTEM_NAMESPACE, KubeFedCluster, KubeFedClusterSpec, KubeFedClusterStatus, LocalSecretReference as KubeFedSecretRef,
+    TlsValidation,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -192,10 +193,9 @@ pub fn projected_spec(cluster: &Cluster, ca_bundle: Option<String>) -> KubeFedCl
 pub fn registered_spec(kfc: &KubeFedCluster, have: Option<&ClusterSpec>) -> ClusterSpec {
     let endpoint = &kfc.spec.api_endpoint;
     let endpoint = if endpoint.contains("://") { endpoint.clone() } else { format!("https://{endpoint}") };
-    let mut spec = have.cloned().unwrap_or_else(|| ClusterSpec {
-        resource_models: Some(flotilla_api::admission::karmada::default_resource_models()),
-        ..Default::default()
-    });
+    let mut spec = have
+        .cloned()
+        .unwrap_or_else(|| ClusterSpec { resource_models: Some(flotilla_api::admission::karmada::default_resource_models()), ..Default::default() });
     spec.sync_mode = ClusterSyncMode::Push;
     spec.api_endpoint = Some(endpoint);
     spec.secret_ref = Some(LocalSecretReference { namespace: CLUSTER_SECRET_NAMESPACE.into(), name: kfc.name_any() });
@@ -308,7 +308,10 @@ async fn register(ctx: &Context, kfc: &KubeFedCluster, cluster: Option<&Cluster>
         move |source| Error { name, step, source }
     };
     let ns = ctx.config.namespace.as_str();
-    let Some(token) = read_secret(&ctx.client, ns, &kfc.spec.secret_ref.name).await.map_err(err("reading the KubeFedCluster's secret"))?.and_then(|d| d.get("token").cloned())
+    let Some(token) = read_secret(&ctx.client, ns, &kfc.spec.secret_ref.name)
+        .await
+        .map_err(err("reading the KubeFedCluster's secret"))?
+        .and_then(|d| d.get("token").cloned())
     else {
         let note = format!("Secret {ns}/{} has no `token`; the cluster is registered once it does", kfc.spec.secret_ref.name);
         ctx.events.publish(kfc, true, "SecretMissing", "Register", note).await;
@@ -432,7 +435,9 @@ pub async fn run(client: Client, config: Config) {
     });
     let q = queue.clone();
     let (kfcs, kfcs_task) =
-        watch_into_store(Api::<KubeFedCluster>::namespaced(client.clone(), &config.namespace), watcher::Config::default(), move |k: &KubeFedCluster, _| q.add(k.name_any()));
+        watch_into_store(Api::<KubeFedCluster>::namespaced(client.clone(), &config.namespace), watcher::Config::default(), move |k: &KubeFedCluster, _| {
+            q.add(k.name_any())
+        });
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), clusters, kfcs });
     let workers = run_workers(queue, config.workers, NAME, move |name| reconcile(name, ctx.clone()));
     tokio::select! {
@@ -453,7 +458,10 @@ mod tests {
     }
 
     fn kfc(name: &str, projected: bool) -> KubeFedCluster {
-        let mut k = KubeFedCluster::new(name, KubeFedClusterSpec { api_endpoint: "127.0.0.1:6443".into(), secret_ref: KubeFedSecretRef { name: format!("{name}-x") }, ..Default::default() });
+        let mut k = KubeFedCluster::new(
+            name,
+            KubeFedClusterSpec { api_endpoint: "127.0.0.1:6443".into(), secret_ref: KubeFedSecretRef { name: format!("{name}-x") }, ..Default::default() },
+        );
         if projected {
             k.metadata.labels = Some(BTreeMap::from([(PROJECTED_LABEL.to_string(), "true".to_string())]));
         }
@@ -483,7 +491,9 @@ mod tests {
 
     #[test]
     fn one_probe_two_renderings() {
-        let render = |c: Option<Condition>| kubefed_conditions(c.as_ref()).into_iter().map(|c| format!("{}={} {}", c.type_, c.status, c.reason.unwrap_or_default())).collect::<Vec<_>>();
+        let render = |c: Option<Condition>| {
+            kubefed_conditions(c.as_ref()).into_iter().map(|c| format!("{}={} {}", c.type_, c.status, c.reason.unwrap_or_default())).collect::<Vec<_>>()
+        };
         assert_eq!(render(Some(ready("True", "ClusterReady"))), ["Ready=True ClusterReady"]);
         assert_eq!(render(Some(ready("False", "ClusterNotReady"))), ["Ready=False ClusterNotReady", "Offline=False ClusterReachable"]);
         assert_eq!(render(Some(ready("False", "ClusterNotReachable"))), ["Offline=True ClusterNotReachable"]);

@@ -101,10 +101,7 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
             "SomeResourcesRemain",
             format!("Some resources are remaining: {}", remaining.join(", ")),
         )]);
-        let _ = namespaces
-            .replace_status(&name, &PostParams::default(), &updated)
-            .await
-            .map_err(|source| Error::Status { namespace: name.clone(), source })?;
+        let _ = namespaces.replace_status(&name, &PostParams::default(), &updated).await.map_err(|source| Error::Status { namespace: name.clone(), source })?;
         return Ok(Action::requeue(ctx.config.requeue));
     }
     let mut finalized = (*ns).clone();

@@ -15,7 +15,9 @@ use std::time::Duration;
 use flotilla_api::admission::karmada::prepare_work_manifest;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::work_name;
-use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate};
+use flotilla_api::federation::karmada::work::{
+    EXECUTION_FINALIZER, MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate,
+};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -69,7 +71,11 @@ pub fn namespace_work(ns: &Namespace, space: &str, work_id: &str) -> Result<Work
     prepare_work_manifest(&mut manifest, Some(work_id));
     let mut work = Work::new(
         &name,
-        WorkSpec { workload: Some(WorkloadTemplate { manifests: Some(vec![manifest]) }), suspend_dispatching: None, preserve_resources_on_deletion: Some(true) },
+        WorkSpec {
+            workload: Some(WorkloadTemplate { manifests: Some(vec![manifest]) }),
+            suspend_dispatching: None,
+            preserve_resources_on_deletion: Some(true),
+        },
     );
     work.metadata.namespace = Some(space.into());
     work.metadata.labels = Some(BTreeMap::from([(WORK_PERMANENT_ID_LABEL.to_string(), work_id.to_string())]));
@@ -138,7 +144,8 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
 pub async fn run(client: Client, config: Config) {
     let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
-    let (namespaces, ns_task) = watch_into_store(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |n: &Namespace, _| q.add(n.name_any()));
+    let (namespaces, ns_task) =
+        watch_into_store(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |n: &Namespace, _| q.add(n.name_any()));
     // A cluster joining needs every namespace; found through the namespace store once it exists.
     let all: Arc<Mutex<Option<Store<Namespace>>>> = Arc::new(Mutex::new(None));
     let (q, a) = (queue.clone(), all.clone());

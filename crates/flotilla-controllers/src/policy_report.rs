@@ -124,7 +124,14 @@ pub async fn run(client: Client, config: Config) {
     }
     let ctx = Arc::new(Context { config, events: Events::new(client.clone(), NAME), bindings, cluster_bindings, reported: Mutex::new(HashMap::new()) });
     let pp = Controller::new(Api::<PropagationPolicy>::all(client.clone()), watcher::Config::default())
-        .run(|p, ctx| async move { let n = p.spec.resource_selectors.len(); reconcile(p, ctx, PROPAGATION_POLICY_PERMANENT_ID_LABEL, n).await }, on_error::<PropagationPolicy>, ctx.clone())
+        .run(
+            |p, ctx| async move {
+                let n = p.spec.resource_selectors.len();
+                reconcile(p, ctx, PROPAGATION_POLICY_PERMANENT_ID_LABEL, n).await
+            },
+            on_error::<PropagationPolicy>,
+            ctx.clone(),
+        )
         .for_each(|_| async {});
     let cpp = Controller::new(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default())
         .run(

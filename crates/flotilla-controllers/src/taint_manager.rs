@@ -57,22 +57,14 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            workers: 2,
-            purge_mode: PurgeMode::Gracefully,
-            eviction_rate: 0.5,
-        }
+        Config { workers: 2, purge_mode: PurgeMode::Gracefully, eviction_rate: 0.5 }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{key}: evicting from {cluster}: {source}")]
-    Evict {
-        key: BindingKey,
-        cluster: String,
-        source: kube::Error,
-    },
+    Evict { key: BindingKey, cluster: String, source: kube::Error },
 }
 
 /// What the taints of one cluster mean for one binding's tolerations.
@@ -95,15 +87,11 @@ pub fn verdict(taints: &[Taint], tolerations: &[Toleration], now: i64, first_see
     }
     let mut left: Option<i64> = None;
     for taint in no_execute {
-        let matching: Vec<&Toleration> =
-            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        let matching: Vec<&Toleration> = tolerations.iter().filter(|t| tolerates(t, taint)).collect();
         if matching.is_empty() {
             return Verdict::Evict;
         }
-        let added = taint
-            .time_added
-            .as_ref()
-            .map_or(first_seen, |t| t.0.as_second());
+        let added = taint.time_added.as_ref().map_or(first_seen, |t| t.0.as_second());
         for seconds in matching.iter().filter_map(|t| t.toleration_seconds) {
             if seconds <= 0 {
                 return Verdict::Evict;
@@ -122,12 +110,7 @@ pub fn verdict(taints: &[Taint], tolerations: &[Toleration], now: i64, first_see
 }
 
 /// The binding spec after evicting `cluster` for an untolerated taint.
-pub fn evict(
-    spec: &ResourceBindingSpec,
-    cluster: &str,
-    purge_mode: PurgeMode,
-    message: String,
-) -> ResourceBindingSpec {
+pub fn evict(spec: &ResourceBindingSpec, cluster: &str, purge_mode: PurgeMode, message: String) -> ResourceBindingSpec {
     graceful_evict_cluster(
         spec,
         GracefulEvictionTask {
@@ -142,16 +125,8 @@ pub fn evict(
 }
 
 fn tolerations_of(b: &Binding) -> Vec<Toleration> {
-    let applied = b
-        .meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(APPLIED_PLACEMENT_ANNOTATION))
-        .and_then(|p| serde_json::from_str::<Placement>(p).ok());
-    applied
-        .or_else(|| b.spec.placement.clone())
-        .and_then(|p| p.cluster_tolerations)
-        .unwrap_or_default()
+    let applied = b.meta.annotations.as_ref().and_then(|a| a.get(APPLIED_PLACEMENT_ANNOTATION)).and_then(|p| serde_json::from_str::<Placement>(p).ok());
+    applied.or_else(|| b.spec.placement.clone()).and_then(|p| p.cluster_tolerations).unwrap_or_default()
 }
 
 struct Context {
@@ -175,15 +150,8 @@ pub struct EvictionRate {
 impl EvictionRate {
     /// `per_second` evictions a second; 0 or less for no limit.
     pub fn new(per_second: f64, now: std::time::Instant) -> EvictionRate {
-        let gap = if per_second > 0.0 {
-            Duration::from_secs_f64(1.0 / per_second)
-        } else {
-            Duration::ZERO
-        };
-        EvictionRate {
-            gap,
-            next: Mutex::new(now),
-        }
+        let gap = if per_second > 0.0 { Duration::from_secs_f64(1.0 / per_second) } else { Duration::ZERO };
+        EvictionRate { gap, next: Mutex::new(now) }
     }
 
     /// Take a slot at `now`, or say how long until there is one.
@@ -215,12 +183,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         let first_seen = taints
             .iter()
             .filter(|t| t.effect == "NoExecute" && t.time_added.is_none())
-            .map(|t| {
-                *ctx.first_seen
-                    .lock()
-                    .entry((target.name.clone(), t.key.clone()))
-                    .or_insert(now)
-            })
+            .map(|t| *ctx.first_seen.lock().entry((target.name.clone(), t.key.clone())).or_insert(now))
             .min()
             .unwrap_or(now);
         match verdict(&taints, &tolerations, now, first_seen) {
@@ -230,17 +193,8 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
                 if let Some(wait) = ctx.rate.take(std::time::Instant::now()) {
                     return Ok(Next::After(wait));
                 }
-                let mode = b
-                    .spec
-                    .failover
-                    .as_ref()
-                    .and_then(|f| f.cluster.as_ref())
-                    .and_then(|c| c.purge_mode)
-                    .unwrap_or(ctx.config.purge_mode);
-                let message = format!(
-                    "Evict from cluster {} as its NoExecute taints are not tolerated.",
-                    target.name
-                );
+                let mode = b.spec.failover.as_ref().and_then(|f| f.cluster.as_ref()).and_then(|c| c.purge_mode).unwrap_or(ctx.config.purge_mode);
+                let message = format!("Evict from cluster {} as its NoExecute taints are not tolerated.", target.name);
                 let next = evict(&b.spec, &target.name, mode, message);
                 let patch = json!({
                     "metadata": {"resourceVersion": b.meta.resource_version},
@@ -252,27 +206,11 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
                     Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
                         return Ok(Next::Done);
                     }
-                    r => r.map_err(|source| Error::Evict {
-                        key: key.clone(),
-                        cluster: target.name.clone(),
-                        source,
-                    })?,
+                    r => r.map_err(|source| Error::Evict { key: key.clone(), cluster: target.name.clone(), source })?,
                 }
                 tracing::info!(controller = NAME, binding = %key, cluster = %target.name, "evicted: NoExecute taint not tolerated");
-                let note = format!(
-                    "Evicting from cluster {} (NoExecute taint not tolerated, purge mode {mode:?}).",
-                    target.name
-                );
-                ctx.bindings
-                    .publish(
-                        &ctx.events,
-                        &key,
-                        false,
-                        REASON_TAINT_UNTOLERATED,
-                        "Evict",
-                        note,
-                    )
-                    .await;
+                let note = format!("Evicting from cluster {} (NoExecute taint not tolerated, purge mode {mode:?}).", target.name);
+                ctx.bindings.publish(&ctx.events, &key, false, REASON_TAINT_UNTOLERATED, "Evict", note).await;
                 // One cluster per write; the watch brings the binding back for the next.
                 return Ok(Next::Done);
             }
@@ -283,47 +221,25 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 
 /// Run the taint manager until its watches end.
 pub async fn run(client: Client, config: Config) {
-    let queue: Arc<WorkQueue<BindingKey>> =
-        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(
-        &client,
-        |spec| spec.clusters.as_ref().is_some_and(|c| !c.is_empty()),
-        queue.clone(),
-    );
+    let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let (bindings, watches) = Bindings::watch(&client, |spec| spec.clusters.as_ref().is_some_and(|c| !c.is_empty()), queue.clone());
     // A cluster's NoExecute taints changing wakes every binding scheduled to it.
     let (q, b) = (queue.clone(), bindings.clone());
     let taints_seen: Mutex<HashMap<String, Vec<Taint>>> = Mutex::default();
-    let (clusters, cluster_task) = watch_into_store(
-        Api::<Cluster>::all(client.clone()),
-        watcher::Config::default(),
-        move |c: &Cluster, deleted| {
-            let name = c.name_any();
-            let taints: Vec<Taint> = c
-                .spec
-                .taints
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|t| t.effect == "NoExecute")
-                .collect();
-            let changed = if deleted {
-                taints_seen.lock().remove(&name).is_some()
-            } else {
-                taints_seen
-                    .lock()
-                    .insert(name.clone(), taints.clone())
-                    .as_ref()
-                    != Some(&taints)
-            };
-            if changed && !taints.is_empty() {
-                for key in
-                    b.keys_where(|spec| spec.clusters.iter().flatten().any(|t| t.name == name))
-                {
-                    q.add(key);
-                }
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+        let name = c.name_any();
+        let taints: Vec<Taint> = c.spec.taints.clone().unwrap_or_default().into_iter().filter(|t| t.effect == "NoExecute").collect();
+        let changed = if deleted {
+            taints_seen.lock().remove(&name).is_some()
+        } else {
+            taints_seen.lock().insert(name.clone(), taints.clone()).as_ref() != Some(&taints)
+        };
+        if changed && !taints.is_empty() {
+            for key in b.keys_where(|spec| spec.clusters.iter().flatten().any(|t| t.name == name)) {
+                q.add(key);
             }
-        },
-    );
+        }
+    });
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client,
@@ -333,9 +249,7 @@ pub async fn run(client: Client, config: Config) {
         first_seen: Mutex::default(),
         rate: EvictionRate::new(config.eviction_rate, std::time::Instant::now()),
     });
-    let workers = run_workers(queue, config.workers, NAME, move |key| {
-        reconcile(key, ctx.clone())
-    });
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = watches => tracing::warn!(controller = NAME, "binding watches ended"),
         _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
@@ -350,94 +264,29 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn taint(key: &str, effect: &str, added: Option<i64>) -> Taint {
-        Taint {
-            key: key.into(),
-            effect: effect.into(),
-            value: None,
-            time_added: added.map(|s| Time(jiff::Timestamp::from_second(s).unwrap())),
-        }
+        Taint { key: key.into(), effect: effect.into(), value: None, time_added: added.map(|s| Time(jiff::Timestamp::from_second(s).unwrap())) }
     }
 
     fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
-        Toleration {
-            key: Some(key.into()),
-            operator: Some("Exists".into()),
-            effect: Some("NoExecute".into()),
-            toleration_seconds: seconds,
-            value: None,
-        }
+        Toleration { key: Some(key.into()), operator: Some("Exists".into()), effect: Some("NoExecute".into()), toleration_seconds: seconds, value: None }
     }
 
     #[test]
     fn no_execute_taints_against_tolerations() {
         let down = taint("cluster.karmada.io/not-ready", "NoExecute", Some(1000));
         // NoSchedule taints never evict; untolerated NoExecute evicts now.
-        assert_eq!(
-            verdict(&[taint("x", "NoSchedule", None)], &[], 1000, 1000),
-            Verdict::Stay
-        );
-        assert_eq!(
-            verdict(std::slice::from_ref(&down), &[], 1000, 1000),
-            Verdict::Evict
-        );
+        assert_eq!(verdict(&[taint("x", "NoSchedule", None)], &[], 1000, 1000), Verdict::Stay);
+        assert_eq!(verdict(std::slice::from_ref(&down), &[], 1000, 1000), Verdict::Evict);
         // Tolerated forever, tolerated for a while, tolerated no longer.
         let key = "cluster.karmada.io/not-ready";
-        assert_eq!(
-            verdict(
-                std::slice::from_ref(&down),
-                &[toleration(key, None)],
-                1000,
-                1000
-            ),
-            Verdict::Stay
-        );
-        assert_eq!(
-            verdict(
-                std::slice::from_ref(&down),
-                &[toleration(key, Some(300))],
-                1100,
-                1100
-            ),
-            Verdict::EvictAfter(Duration::from_secs(200))
-        );
-        assert_eq!(
-            verdict(
-                std::slice::from_ref(&down),
-                &[toleration(key, Some(300))],
-                1300,
-                1300
-            ),
-            Verdict::Evict
-        );
-        assert_eq!(
-            verdict(
-                std::slice::from_ref(&down),
-                &[toleration(key, Some(0))],
-                1000,
-                1000
-            ),
-            Verdict::Evict
-        );
+        assert_eq!(verdict(std::slice::from_ref(&down), &[toleration(key, None)], 1000, 1000), Verdict::Stay);
+        assert_eq!(verdict(std::slice::from_ref(&down), &[toleration(key, Some(300))], 1100, 1100), Verdict::EvictAfter(Duration::from_secs(200)));
+        assert_eq!(verdict(std::slice::from_ref(&down), &[toleration(key, Some(300))], 1300, 1300), Verdict::Evict);
+        assert_eq!(verdict(std::slice::from_ref(&down), &[toleration(key, Some(0))], 1000, 1000), Verdict::Evict);
         // A taint without timeAdded counts from when it was first seen.
-        assert_eq!(
-            verdict(
-                &[taint(key, "NoExecute", None)],
-                &[toleration(key, Some(60))],
-                1030,
-                1000
-            ),
-            Verdict::EvictAfter(Duration::from_secs(30))
-        );
+        assert_eq!(verdict(&[taint(key, "NoExecute", None)], &[toleration(key, Some(60))], 1030, 1000), Verdict::EvictAfter(Duration::from_secs(30)));
         // Another NoExecute taint nobody tolerates still evicts.
-        assert_eq!(
-            verdict(
-                &[down.clone(), taint("other", "NoExecute", Some(1000))],
-                &[toleration(key, None)],
-                1000,
-                1000
-            ),
-            Verdict::Evict
-        );
+        assert_eq!(verdict(&[down.clone(), taint("other", "NoExecute", Some(1000))], &[toleration(key, None)], 1000, 1000), Verdict::Evict);
     }
 
     #[test]
@@ -445,10 +294,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let rate = EvictionRate::new(0.5, t0);
         assert_eq!(rate.take(t0), None);
-        assert_eq!(
-            rate.take(t0 + Duration::from_millis(500)),
-            Some(Duration::from_millis(1500))
-        );
+        assert_eq!(rate.take(t0 + Duration::from_millis(500)), Some(Duration::from_millis(1500)));
         assert_eq!(rate.take(t0 + Duration::from_secs(2)), None);
         let unlimited = EvictionRate::new(0.0, t0);
         assert_eq!((unlimited.take(t0), unlimited.take(t0)), (None, None));
@@ -458,46 +304,19 @@ mod tests {
     fn eviction_moves_the_cluster_into_a_task_once() {
         let spec = ResourceBindingSpec {
             clusters: Some(vec![
-                TargetCluster {
-                    name: "m1".into(),
-                    replicas: Some(2),
-                    ..Default::default()
-                },
-                TargetCluster {
-                    name: "m2".into(),
-                    replicas: Some(2),
-                    ..Default::default()
-                },
+                TargetCluster { name: "m1".into(), replicas: Some(2), ..Default::default() },
+                TargetCluster { name: "m2".into(), replicas: Some(2), ..Default::default() },
             ]),
             ..Default::default()
         };
         let next = evict(&spec, "m1", PurgeMode::Gracefully, "why".into());
-        assert_eq!(
-            next.clusters
-                .as_ref()
-                .unwrap()
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>(),
-            ["m2"]
-        );
+        assert_eq!(next.clusters.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["m2"]);
         let task = &next.graceful_eviction_tasks.as_ref().unwrap()[0];
         assert_eq!(
-            (
-                task.from_cluster.as_str(),
-                task.replicas,
-                task.reason.as_str(),
-                task.producer.as_str()
-            ),
+            (task.from_cluster.as_str(), task.replicas, task.reason.as_str(), task.producer.as_str()),
             ("m1", Some(2), "TaintUntolerated", "TaintManager")
         );
         assert_eq!(task.purge_mode, Some(PurgeMode::Gracefully));
-        assert_eq!(
-            evict(&next, "m1", PurgeMode::Gracefully, "again".into())
-                .graceful_eviction_tasks
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(evict(&next, "m1", PurgeMode::Gracefully, "again".into()).graceful_eviction_tasks.unwrap().len(), 1);
     }
 }

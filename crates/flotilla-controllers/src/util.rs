@@ -12,7 +12,8 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) -> boo
             if old.status == new.status {
                 new.last_transition_time = old.last_transition_time.clone();
             }
-            let changed = old.status != new.status || old.reason != new.reason || old.message != new.message || old.observed_generation != new.observed_generation;
+            let changed =
+                old.status != new.status || old.reason != new.reason || old.message != new.message || old.observed_generation != new.observed_generation;
             *old = new;
             changed
         }
@@ -88,7 +89,14 @@ impl Events {
         }
     }
 
-    async fn record(&self, reference: &k8s_openapi::api::core::v1::ObjectReference, warning: bool, reason: &str, action: &str, note: String) -> Result<(), kube::Error> {
+    async fn record(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) -> Result<(), kube::Error> {
         use k8s_openapi::api::core::v1::{Event, EventSource};
         use kube::api::{Api, Patch, PatchParams, PostParams};
         let namespace = reference.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
@@ -194,7 +202,11 @@ mod tests {
 
 /// Watch `api` into a store, calling `on_event` for every object applied or deleted once the
 /// store has it (objects of a (re)list when the whole list is in). The future runs until the watch ends; the store is filled as it runs.
-pub fn watch_into_store<K, F>(api: kube::Api<K>, config: kube::runtime::watcher::Config, on_event: F) -> (kube::runtime::reflector::Store<K>, impl std::future::Future<Output = ()> + Send)
+pub fn watch_into_store<K, F>(
+    api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
+    on_event: F,
+) -> (kube::runtime::reflector::Store<K>, impl std::future::Future<Output = ()> + Send)
 where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,

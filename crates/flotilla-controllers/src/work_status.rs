@@ -40,7 +40,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::work::{ManifestStatus, ResourceIdentifier, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work};
+use flotilla_api::federation::karmada::work::{
+    ManifestStatus, ResourceIdentifier, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work,
+};
 use flotilla_api::interpreter::{interpret_health, reflect_status};
 use flotilla_member::access::Clients;
 use flotilla_member::apply::{self, Applied, ObjectRef};
@@ -56,8 +58,8 @@ use serde_json::{Value, json};
 
 use crate::cluster::cluster_of_execution_space;
 use crate::execution::{
-    APPLIED, APPLIED_MESSAGE, ClusterPrint, EVENT_SYNC_FAILED, EVENT_SYNC_SUCCEED, WorkKey, aggregate, apply_options, cluster_fingerprint, desired_object, enqueue_cluster,
-    is_cluster_ready, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
+    APPLIED, APPLIED_MESSAGE, ClusterPrint, EVENT_SYNC_FAILED, EVENT_SYNC_SUCCEED, WorkKey, aggregate, apply_options, cluster_fingerprint, desired_object,
+    enqueue_cluster, is_cluster_ready, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
 };
 use crate::queue::{Next, WorkQueue, run_workers};
 use crate::util::{Events, condition, condition_status, set_condition, watch_into_store};
@@ -232,7 +234,8 @@ impl Context {
 fn work_of(obj: &DynamicObject, cluster: &str) -> Option<WorkKey> {
     let a = obj.metadata.annotations.as_ref()?;
     let namespace = a.get(WORK_NAMESPACE_ANNOTATION)?;
-    (cluster_of_execution_space(namespace) == Some(cluster)).then(|| WorkKey { namespace: namespace.clone(), name: a.get(WORK_NAME_ANNOTATION).cloned().unwrap_or_default() })
+    (cluster_of_execution_space(namespace) == Some(cluster))
+        .then(|| WorkKey { namespace: namespace.clone(), name: a.get(WORK_NAME_ANNOTATION).cloned().unwrap_or_default() })
 }
 
 /// True when `observed` is this Work's (or names no Work: a correction will say whose it is).
@@ -247,9 +250,9 @@ fn owned_by(observed: &Value, work: &WorkKey) -> bool {
 /// A watch error the member will keep answering the same way (no permission, no such resource).
 fn refused(e: &watcher::Error) -> Option<String> {
     let code = match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
-            (s.code, s.message.clone())
-        }
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => (s.code, s.message.clone()),
         watcher::Error::WatchError(s) => (s.code, s.message.clone()),
         _ => return None,
     };
@@ -334,7 +337,8 @@ async fn ensure_kind_watch(ctx: &Arc<Context>, cluster: &str, conn: &Connection,
     let writer = reflector::store::Writer::new(served.resource.clone());
     let store = writer.as_reader();
     let synced = Arc::new(AtomicBool::new(false));
-    let task = tokio::spawn(watch_kind(Arc::downgrade(ctx), cluster.to_string(), gvk.clone(), conn.client.clone(), served.resource.clone(), writer, synced.clone()));
+    let task =
+        tokio::spawn(watch_kind(Arc::downgrade(ctx), cluster.to_string(), gvk.clone(), conn.client.clone(), served.resource.clone(), writer, synced.clone()));
     let kw = Arc::new(KindWatch { resource: served.resource, namespaced: served.namespaced, store, synced, task });
     cw.kinds.insert(gvk.clone(), KindState::Running(kw.clone()));
     tracing::info!(controller = NAME, cluster, kind = %gvk.kind, group = %gvk.group, "watching a kind in the member");
@@ -543,9 +547,10 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
 /// Whether the API server's copy of `cached` is still the Work it shows: present, the same
 /// object (uid), not being deleted, at the same generation. Corrections are made only then.
 async fn still_current(api: &Api<Work>, cached: &Work) -> Result<bool, kube::Error> {
-    Ok(api.get_opt(&cached.name_any()).await?.is_some_and(|w| {
-        w.uid() == cached.uid() && w.metadata.deletion_timestamp.is_none() && w.metadata.generation == cached.metadata.generation
-    }))
+    Ok(api
+        .get_opt(&cached.name_any())
+        .await?
+        .is_some_and(|w| w.uid() == cached.uid() && w.metadata.deletion_timestamp.is_none() && w.metadata.generation == cached.metadata.generation))
 }
 
 /// Start the controller: its context (to look at what it watches) and the future that runs it
@@ -579,7 +584,17 @@ pub fn start(client: Client, config: Config, clients: Arc<Clients>) -> (Arc<Cont
             enqueue_cluster(&works_for_clusters, &q, &name);
         }
     });
-    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), clients, watch_clients, works, clusters, queue: queue.clone(), watches });
+    let ctx = Arc::new(Context {
+        events: Events::new(client.clone(), NAME),
+        client,
+        config: config.clone(),
+        clients,
+        watch_clients,
+        works,
+        clusters,
+        queue: queue.clone(),
+        watches,
+    });
     let worker_ctx = ctx.clone();
     let fut = async move {
         if let Err(e) = config.validate() {
@@ -587,9 +602,9 @@ pub fn start(client: Client, config: Config, clients: Arc<Clients>) -> (Arc<Cont
             return;
         }
         let workers = run_workers(queue, config.workers, NAME, move |key: WorkKey| {
-        let span = tracing::debug_span!("reconcile", controller = NAME, work = %key);
-        tracing::Instrument::instrument(reconcile(key, worker_ctx.clone()), span)
-    });
+            let span = tracing::debug_span!("reconcile", controller = NAME, work = %key);
+            tracing::Instrument::instrument(reconcile(key, worker_ctx.clone()), span)
+        });
         tokio::select! {
             _ = works_task => tracing::warn!(controller = NAME, "work watch ended"),
             _ = clusters_task => tracing::warn!(controller = NAME, "cluster watch ended"),

@@ -15,8 +15,8 @@ use flotilla_member::access::Clients;
 use flotilla_member::join::{JoinOptions, MemberEndpoint, prepare_member, register};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -59,7 +59,10 @@ async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_work
     assert_eq!((suspended.0.reason.as_str(), suspended.0.message.as_str()), ("SuspendDispatching", "Work dispatching is in a suspended state."));
     assert!(suspended.1.finalizers().iter().any(|f| f == EXECUTION_FINALIZER));
     assert!(condition(&suspended.1, "Applied").is_none(), "a suspended Work is never applied");
-    eventually("a WorkDispatching event", || async { events_for(&client, "karmada-es-ghost", "cm").await.contains(&"WorkDispatching".to_string()).then_some(()) }).await;
+    eventually("a WorkDispatching event", || async {
+        events_for(&client, "karmada-es-ghost", "cm").await.contains(&"WorkDispatching".to_string()).then_some(())
+    })
+    .await;
 
     works.patch("cm", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspendDispatching": false}}))).await.unwrap();
     let dispatching = eventually("Dispatching=True once resumed", || async {
@@ -111,10 +114,16 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     let clients = Arc::new(Clients::default());
     cp.controllers.spawn(cluster::run(client.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
     cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
-    let status_config = cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
+    let status_config =
+        cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
     cp.controllers.spawn(cluster_status::run(client.clone(), status_config, clients.clone()));
     cp.controllers.spawn(execution::run(client.clone(), execution_config(), clients.clone()));
-    let ws_config = work_status::Config { watch_retry: Duration::from_secs(2), retry_base: Duration::from_millis(200), retry_max: Duration::from_secs(5), ..Default::default() };
+    let ws_config = work_status::Config {
+        watch_retry: Duration::from_secs(2),
+        retry_base: Duration::from_millis(200),
+        retry_max: Duration::from_secs(5),
+        ..Default::default()
+    };
     let (ws, ws_run) = work_status::start(client.clone(), ws_config, clients.clone());
     cp.controllers.spawn(ws_run);
 
@@ -182,9 +191,13 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     cms.delete("settings", &DeleteParams::default()).await.unwrap();
     eventually("the ConfigMap to come back", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) }).await;
     // Changed in the member: changed back; what the member adds is kept.
-    cms.patch("settings", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"member.example/note": "kept"}}, "data": {"mode": "green"}})))
-        .await
-        .unwrap();
+    cms.patch(
+        "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"member.example/note": "kept"}}, "data": {"mode": "green"}})),
+    )
+    .await
+    .unwrap();
     let reverted = eventually("the ConfigMap's data to be reverted", || async {
         cms.get("settings").await.ok().filter(|c| c.data.as_ref().and_then(|d| d.get("mode")).map(String::as_str) == Some("blue"))
     })
@@ -205,7 +218,11 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     assert_eq!(failed.reason, "AppliedFailed");
     assert!(failed.message.starts_with("Failed to apply all manifests (0/1): "), "{}", failed.message);
     assert!(failed.message.contains("roles.rbac.authorization.k8s.io"), "{}", failed.message);
-    assert!(failed.message.contains(&format!("the cluster {name} refused to get ")) || failed.message.contains(&format!("the cluster {name} refused to create ")), "{}", failed.message);
+    assert!(
+        failed.message.contains(&format!("the cluster {name} refused to get ")) || failed.message.contains(&format!("the cluster {name} refused to create ")),
+        "{}",
+        failed.message
+    );
     eventually("a SyncFailed event", || async { events_for(&client, &es, "reader").await.contains(&"SyncFailed".to_string()).then_some(()) }).await;
     works.delete("reader", &DeleteParams::default()).await.unwrap();
     eventually("the Role Work to be gone", || async { works.get_opt("reader").await.ok()?.is_none().then_some(()) }).await;
@@ -221,7 +238,9 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     })
     .await;
     assert!(
-        refused.message.contains(&format!("already exists in the cluster {name} and the work.karmada.io/conflict-resolution strategy value is empty, Karmada will not manage this resource")),
+        refused.message.contains(&format!(
+            "already exists in the cluster {name} and the work.karmada.io/conflict-resolution strategy value is empty, Karmada will not manage this resource"
+        )),
         "{}",
         refused.message
     );
@@ -254,7 +273,8 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     register(&client, &opts, &MemberEndpoint::from_config(&config), &new_creds).await.unwrap();
     let old_uid = cms.get("settings").await.unwrap().uid();
     cms.delete("settings", &DeleteParams::default()).await.unwrap();
-    eventually("the ConfigMap to come back after the re-join", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) }).await;
+    eventually("the ConfigMap to come back after the re-join", || async { cms.get_opt("settings").await.ok()?.filter(|c| c.uid() != old_uid).map(|_| ()) })
+        .await;
     eventually("the watches to run again", || async { ws.watched().get(name).is_some_and(|k| k.contains(&"/v1/ConfigMap".to_string())).then_some(()) }).await;
 
     // Deleting the Work deletes its objects, then the Work.
@@ -265,7 +285,13 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
 
     // Unjoin keeping the workloads: the execution space and its Works go, the objects stay
     // (released), the Cluster goes, and so do its watches.
-    works.create(&PostParams::default(), &work("left", &es, vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "left", "namespace": ns}})])).await.unwrap();
+    works
+        .create(
+            &PostParams::default(),
+            &work("left", &es, vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "left", "namespace": ns}})]),
+        )
+        .await
+        .unwrap();
     eventually("the left ConfigMap", || async { cms.get_opt("left").await.ok()?.map(|_| ()) }).await;
     clusters.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {cluster::UNJOIN_ANNOTATION: "keep"}}}))).await.unwrap();
     clusters.delete(name, &DeleteParams::default()).await.unwrap();

@@ -58,7 +58,10 @@ where
     let id = unique();
     let joined = Arc::new(Joined::join(env.member("member1"), &cp.client, &format!("{prefix}-{id}"), &format!("{prefix}-{id}")).await);
     let namespaces: Api<Namespace> = Api::all(cp.client.clone());
-    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("karmada-es-{}", joined.cluster)}})).unwrap()).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("karmada-es-{}", joined.cluster)}})).unwrap())
+        .await
+        .unwrap();
     let outcome = std::panic::AssertUnwindSafe(scenario(cp.client.clone(), joined.clone())).catch_unwind().await;
     joined.clean().await;
     if let Err(panic) = outcome {

@@ -15,8 +15,8 @@ use flotilla_api::federation::karmada::work::AggregatedStatusItem;
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
 use flotilla_controllers::binding::{TemplateStatus, write_template_status};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Map, Value, json};
@@ -102,10 +102,7 @@ fn deployment(name: &str) -> Value {
 fn the_template_status_is_the_aggregate_of_the_latest_member_statuses() {
     let (seed, cases) = (seed(), cases());
     // Written past the test harness's capture, so the test command's log shows them.
-    let _ = writeln!(
-        std::io::stderr(),
-        "template_status: seed {seed}, {cases} cases (replay with FLOTILLA_TEST_SEED={seed} FLOTILLA_PROPTEST_CASES={cases})"
-    );
+    let _ = writeln!(std::io::stderr(), "template_status: seed {seed}, {cases} cases (replay with FLOTILLA_TEST_SEED={seed} FLOTILLA_PROPTEST_CASES={cases})");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (api, _server) = rt.block_on(async {
         let store: Arc<dyn flotilla_store::Store> = Arc::new(flotilla_store::memory::memory_store(Default::default()).unwrap());
@@ -128,10 +125,7 @@ fn the_template_status_is_the_aggregate_of_the_latest_member_statuses() {
             for (round, latest) in rounds.iter().enumerate() {
                 let template = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
                 let outcome = write_template_status(&api, &template, &items(latest)).await.unwrap();
-                prop_assert!(
-                    matches!(outcome, TemplateStatus::Written | TemplateStatus::Unchanged),
-                    "round {round}: {outcome:?}"
-                );
+                prop_assert!(matches!(outcome, TemplateStatus::Written | TemplateStatus::Unchanged), "round {round}: {outcome:?}");
                 let stored = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
                 prop_assert_eq!(stored.get("status").cloned().unwrap_or(json!({})), expected(latest), "round {}: member statuses {:?}", round, latest);
             }

@@ -101,7 +101,10 @@ impl MemberAccess {
     }
 
     fn config(&self) -> Result<kube::Config, MemberError> {
-        let url: http::Uri = self.endpoint.parse().map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: format!("invalid endpoint {}: {e}", self.endpoint) })?;
+        let url: http::Uri = self
+            .endpoint
+            .parse()
+            .map_err(|e| MemberError::Client { cluster: self.cluster.clone(), reason: format!("invalid endpoint {}: {e}", self.endpoint) })?;
         let mut config = kube::Config::new(url);
         config.default_namespace = "default".into();
         config.accept_invalid_certs = self.insecure;
@@ -132,10 +135,12 @@ async fn secret_data(control_plane: &kube::Client, cluster: &str, sref: &LocalSe
 }
 
 fn token_of(data: &BTreeMap<String, ByteString>, cluster: &str, sref: &LocalSecretReference) -> Result<String, MemberError> {
-    data.get("token")
-        .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| MemberError::SecretKey { cluster: cluster.to_string(), namespace: sref.namespace.clone(), name: sref.name.clone(), key: "token" })
+    data.get("token").map(|b| String::from_utf8_lossy(&b.0).trim().to_string()).filter(|t| !t.is_empty()).ok_or_else(|| MemberError::SecretKey {
+        cluster: cluster.to_string(),
+        namespace: sref.namespace.clone(),
+        name: sref.name.clone(),
+        key: "token",
+    })
 }
 
 /// Certificates of a PEM bundle (or DER) as DER blobs, for `kube::Config::root_cert`.
@@ -151,9 +156,7 @@ fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         }
         return Ok(vec![bundle.to_vec()]);
     }
-    rustls_pki_types::CertificateDer::pem_slice_iter(bundle)
-        .map(|c| c.map(|c| c.as_ref().to_vec()).map_err(|e| format!("invalid caBundle: {e}")))
-        .collect()
+    rustls_pki_types::CertificateDer::pem_slice_iter(bundle).map(|c| c.map(|c| c.as_ref().to_vec()).map_err(|e| format!("invalid caBundle: {e}"))).collect()
 }
 
 /// A shared cache of member clients by cluster name and request timeout (rebuilt when the
@@ -234,7 +237,12 @@ impl Clients {
     /// The cached connection for `access` with `timeout`, built on first use or when the access
     /// data changed.
     pub fn connection(&self, access: &MemberAccess, timeout: Duration) -> Result<Connection, MemberError> {
-        let key = Arc::new(MemberAccessKey { endpoint: access.endpoint.clone(), token: access.token.clone(), ca: access.ca_bundle.clone(), insecure: access.insecure });
+        let key = Arc::new(MemberAccessKey {
+            endpoint: access.endpoint.clone(),
+            token: access.token.clone(),
+            ca: access.ca_bundle.clone(),
+            insecure: access.insecure,
+        });
         let mut map = self.inner.lock();
         let slot = (access.cluster.clone(), timeout);
         if let Some(c) = map.get(&slot)
@@ -272,8 +280,17 @@ impl Clients {
     /// A client this cache did not configure (e.g. the cluster proxy's streaming client without
     /// a request timeout): built by `build` on first use or when the access data changed, and
     /// cached for the cluster apart from the timeout-keyed clients.
-    pub fn get_or_build(&self, access: &MemberAccess, build: impl FnOnce(&MemberAccess) -> Result<kube::Client, MemberError>) -> Result<kube::Client, MemberError> {
-        let key = Arc::new(MemberAccessKey { endpoint: access.endpoint.clone(), token: access.token.clone(), ca: access.ca_bundle.clone(), insecure: access.insecure });
+    pub fn get_or_build(
+        &self,
+        access: &MemberAccess,
+        build: impl FnOnce(&MemberAccess) -> Result<kube::Client, MemberError>,
+    ) -> Result<kube::Client, MemberError> {
+        let key = Arc::new(MemberAccessKey {
+            endpoint: access.endpoint.clone(),
+            token: access.token.clone(),
+            ca: access.ca_bundle.clone(),
+            insecure: access.insecure,
+        });
         let slot = (access.cluster.clone(), Duration::ZERO);
         let mut map = self.inner.lock();
         if let Some(c) = map.get(&slot)

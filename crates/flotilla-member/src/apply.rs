@@ -149,14 +149,9 @@ fn classify(cluster: &str, r: &ObjectRef, verb: &str, e: kube::Error) -> ApplyEr
             let (v, resource) = forbidden_parts(&s.message).unwrap_or_else(|| (verb.to_string(), r.gvk.kind.to_lowercase()));
             ApplyError::Forbidden { cluster: cluster.into(), verb: v, resource, message: s.message }
         }
-        kube::Error::Api(s) => ApplyError::Rejected {
-            cluster: cluster.into(),
-            kind: r.gvk.kind.clone(),
-            object: r.display(),
-            code: s.code,
-            reason: s.reason,
-            message: s.message,
-        },
+        kube::Error::Api(s) => {
+            ApplyError::Rejected { cluster: cluster.into(), kind: r.gvk.kind.clone(), object: r.display(), code: s.code, reason: s.reason, message: s.message }
+        }
         e => ApplyError::Transport { cluster: cluster.into(), source: e },
     }
 }
@@ -234,11 +229,7 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
     let rounds = if opts.create_first { 3 } else { 2 };
     for round in 0..rounds {
         let retry = round + 1 < rounds;
-        let observed = if round == 0 && opts.create_first {
-            None
-        } else {
-            api.get_opt(&r.name).await.map_err(|e| classify(m.cluster, &r, "get", e))?
-        };
+        let observed = if round == 0 && opts.create_first { None } else { api.get_opt(&r.name).await.map_err(|e| classify(m.cluster, &r, "get", e))? };
         let Some(observed) = observed.map(to_value) else {
             let mut fresh = desired.clone();
             strip_server_fields(&mut fresh);
@@ -335,12 +326,8 @@ pub async fn delete(m: Member<'_>, r: &ObjectRef, preserve: bool, work_id: Optio
 }
 
 /// Labels Karmada writes on member objects.
-pub const KARMADA_LABELS: &[&str] = &[
-    keys::MANAGED_LABEL,
-    keys::WORK_PERMANENT_ID_LABEL,
-    keys::RESOURCE_BINDING_PERMANENT_ID_LABEL,
-    keys::CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
-];
+pub const KARMADA_LABELS: &[&str] =
+    &[keys::MANAGED_LABEL, keys::WORK_PERMANENT_ID_LABEL, keys::RESOURCE_BINDING_PERMANENT_ID_LABEL, keys::CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL];
 
 /// Annotations Karmada writes on member objects.
 pub const KARMADA_ANNOTATIONS: &[&str] = &[

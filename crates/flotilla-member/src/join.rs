@@ -217,7 +217,11 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     let namespaces: Api<Namespace> = Api::all(member.clone());
     let id = namespaces.get_opt("kube-system").await.map_err(api_err(c, "reading namespace kube-system"))?.and_then(|n| n.metadata.uid);
     let ns = Namespace {
-        metadata: ObjectMeta { name: Some(CLUSTER_NAMESPACE.into()), labels: Some([(SYSTEM_LABEL.to_string(), "true".to_string())].into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(CLUSTER_NAMESPACE.into()),
+            labels: Some([(SYSTEM_LABEL.to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     namespaces.patch(CLUSTER_NAMESPACE, &apply_params(), &Patch::Apply(&ns)).await.map_err(api_err(c, "creating namespace karmada-cluster"))?;
@@ -314,7 +318,10 @@ async fn guard_identity(member: &kube::Client, c: &str, progress: &mut dyn FnMut
         Err(e) => return Err(api_err(c, "installing the admission policy that guards Flotilla's identity")(e)),
     }
     let bindings: Api<DynamicObject> = Api::all_with(member.clone(), &admission_resource("ValidatingAdmissionPolicyBinding"));
-    bindings.patch(&name, &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the admission policy that guards Flotilla's identity"))?;
+    bindings
+        .patch(&name, &apply_params(), &Patch::Apply(&binding))
+        .await
+        .map_err(api_err(c, "binding the admission policy that guards Flotilla's identity"))?;
     // The member's admission plugin picks policies up from a cache: join returns once a dry run
     // of the refused request, made as Flotilla's identity, is refused.
     let probe = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
@@ -342,7 +349,13 @@ async fn guard_identity(member: &kube::Client, c: &str, progress: &mut dyn FnMut
 
 /// A long-lived token: the member's token controller fills a `kubernetes.io/service-account-token`
 /// Secret; without one (no controller manager) a TokenRequest of `token_lifetime`.
-async fn service_account_token(member: &kube::Client, opts: &JoinOptions, sa_name: &str, secret_name: &str, progress: &mut dyn FnMut(&str)) -> Result<String, MemberError> {
+async fn service_account_token(
+    member: &kube::Client,
+    opts: &JoinOptions,
+    sa_name: &str,
+    secret_name: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<String, MemberError> {
     let c = opts.cluster.as_str();
     let sa_name = sa_name.to_string();
     let secrets: Api<Secret> = Api::namespaced(member.clone(), CLUSTER_NAMESPACE);
@@ -396,7 +409,10 @@ pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint
     let c = opts.cluster.as_str();
     let namespaces: Api<Namespace> = Api::all(control_plane.clone());
     let ns = Namespace { metadata: ObjectMeta { name: Some(CLUSTER_NAMESPACE.into()), ..Default::default() }, ..Default::default() };
-    namespaces.patch(CLUSTER_NAMESPACE, &apply_params(), &Patch::Apply(&ns)).await.map_err(api_err(c, "creating namespace karmada-cluster on the control plane"))?;
+    namespaces
+        .patch(CLUSTER_NAMESPACE, &apply_params(), &Patch::Apply(&ns))
+        .await
+        .map_err(api_err(c, "creating namespace karmada-cluster on the control plane"))?;
     let mut data = BTreeMap::new();
     data.insert("token".to_string(), ByteString(token.as_bytes().to_vec()));
     if let Some(ca) = &endpoint.ca_pem {
@@ -472,7 +488,8 @@ pub async fn clean_member(member: &kube::Client, cluster: &str) -> Result<(), Me
     let imp = impersonator_name(cluster);
     ignore_404(bindings.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's binding"))?;
     ignore_404(roles.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's role"))?;
-    ignore_404(secrets.delete(&impersonator_token_secret_name(cluster), &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator's token secret"))?;
+    ignore_404(secrets.delete(&impersonator_token_secret_name(cluster), &dp).await.map(|_| ()))
+        .map_err(api_err(cluster, "deleting the impersonator's token secret"))?;
     ignore_404(sas.delete(&imp, &dp).await.map(|_| ())).map_err(api_err(cluster, "deleting the impersonator service account"))?;
     let guard = guard_name(cluster);
     for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {

@@ -19,8 +19,8 @@ use futures::stream::BoxStream;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::BodyExt;
 
-use crate::access::{Clients, MemberAccess};
 use crate::MemberError;
+use crate::access::{Clients, MemberAccess};
 
 /// How long to wait for a member.
 #[derive(Clone, Debug)]
@@ -91,7 +91,9 @@ impl std::fmt::Debug for ProxyResponse {
 pub enum ProxyError {
     #[error("the object is not a Cluster: {0}")]
     NotACluster(String),
-    #[error("cluster {cluster} is in Pull mode: its agent connects to the control plane, which has no route or credential to reach it; the proxy serves Push clusters")]
+    #[error(
+        "cluster {cluster} is in Pull mode: its agent connects to the control plane, which has no route or credential to reach it; the proxy serves Push clusters"
+    )]
     PullMode { cluster: String },
     #[error("cluster {cluster} cannot be reached through the proxy: {source}")]
     Access { cluster: String, source: MemberError },
@@ -167,7 +169,8 @@ impl ClusterProxy {
                 builder = builder.header(k, v);
             }
         }
-        let request = builder.body(kube::client::Body::from(req.body.clone())).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
+        let request =
+            builder.body(kube::client::Body::from(req.body.clone())).map_err(|e| ProxyError::BadRequest { cluster: name.clone(), reason: e.to_string() })?;
         let endpoint = access.endpoint.clone();
         let answer = match tokio::time::timeout(self.config.response_timeout, client.send(request)).await {
             Err(_) => return Err(ProxyError::Timeout { cluster: name, endpoint, after: self.config.response_timeout }),

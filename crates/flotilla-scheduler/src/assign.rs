@@ -123,17 +123,11 @@ fn static_weight(selected: &[Candidate<'_>], binding: &BindingView<'_>, order: N
 }
 
 /// DynamicWeight and Aggregated.
-fn dynamic_weight(
-    selected: &[Candidate<'_>],
-    binding: &BindingView<'_>,
-    aggregated: bool,
-    order: NameOrder,
-) -> Result<Assignment, AssignError> {
+fn dynamic_weight(selected: &[Candidate<'_>], binding: &BindingView<'_>, aggregated: bool, order: NameOrder) -> Result<Assignment, AssignError> {
     let replicas = binding.replicas();
     // The previous result on clusters that are still candidates; replicas on the others count
     // as missing and are scaled up elsewhere.
-    let scheduled: Vec<TargetCluster> =
-        binding.target_clusters().iter().filter(|t| selected.iter().any(|c| c.name == t.name)).cloned().collect();
+    let scheduled: Vec<TargetCluster> = binding.target_clusters().iter().filter(|t| selected.iter().any(|c| c.name == t.name)).cloned().collect();
     let assigned: i32 = scheduled.iter().map(|t| t.replicas.unwrap_or(0)).sum();
     let estimates = || {
         let clusters: Vec<_> = selected.iter().map(|c| c.cluster).collect();
@@ -155,13 +149,10 @@ fn dynamic_weight(
             // Scale down in proportion to the previous result. Upstream weighs all of
             // `spec.clusters`, which can hand replicas back to a cluster that no longer passes
             // the filters (e.g. one being deleted); only the candidates are weighed here.
-            let previous =
-                scheduled.iter().map(|t| (t.name.clone(), i64::from(t.replicas.unwrap_or(0)))).collect();
+            let previous = scheduled.iter().map(|t| (t.name.clone(), i64::from(t.replicas.unwrap_or(0)))).collect();
             divider.divide(replicas, previous, &[]).map_err(AssignError::ScaleDown)?
         }
-        std::cmp::Ordering::Less => {
-            divider.divide(replicas - assigned, estimates(), &scheduled).map_err(AssignError::ScaleUp)?
-        }
+        std::cmp::Ordering::Less => divider.divide(replicas - assigned, estimates(), &scheduled).map_err(AssignError::ScaleUp)?,
         std::cmp::Ordering::Equal => Assignment { clusters: scheduled, votes: BTreeMap::new(), mode: None },
     };
     assignment.mode = Some(AssignmentMode::Steady);
@@ -177,12 +168,7 @@ impl Divider {
     /// Divides `wanted` replicas with the clusters' room as Webster votes, on top of `previous`.
     /// Aggregated first puts clusters that already run replicas in front, then keeps the shortest
     /// prefix with enough room.
-    fn divide(
-        &self,
-        wanted: i32,
-        mut available: Vec<(String, i64)>,
-        previous: &[TargetCluster],
-    ) -> Result<Assignment, NotEnoughReplicas> {
+    fn divide(&self, wanted: i32, mut available: Vec<(String, i64)>, previous: &[TargetCluster]) -> Result<Assignment, NotEnoughReplicas> {
         // Most room first; a stable sort keeps the selection order among equals.
         available.sort_by(|a, b| b.1.cmp(&a.1));
         let total: i64 = available.iter().map(|(_, room)| *room).sum();

@@ -3,9 +3,7 @@
 use std::fmt;
 
 use flotilla_api::federation::karmada::policy::Placement;
-use flotilla_api::federation::karmada::work::{
-    ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus, TargetCluster,
-};
+use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding, ResourceBindingSpec, ResourceBindingStatus, TargetCluster};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Which of the two binding kinds.

@@ -46,11 +46,7 @@ pub fn general_estimate(cluster: &Cluster, requirements: Option<&ReplicaRequirem
     let Some(requests) = requirements.and_then(|r| r.resource_request.as_ref()).filter(|r| !r.is_empty()) else {
         return allowed_pods.min(i64::from(i32::MAX));
     };
-    let modeled = summary
-        .allocatable_modelings
-        .as_ref()
-        .filter(|m| !m.is_empty())
-        .and_then(|modelings| by_resource_models(cluster, modelings, requests));
+    let modeled = summary.allocatable_modelings.as_ref().filter(|m| !m.is_empty()).and_then(|modelings| by_resource_models(cluster, modelings, requests));
     let estimate = match modeled {
         Some(replicas) => replicas.min(allowed_pods),
         None => by_summary(summary, requests, allowed_pods),
@@ -60,9 +56,7 @@ pub fn general_estimate(cluster: &Cluster, requirements: Option<&ReplicaRequirem
 
 /// allocatable pods − allocated pods − allocating pods, at least 0.
 fn allowed_pods(summary: &ResourceSummary) -> i64 {
-    let pods = |list: &Option<BTreeMap<String, Quantity>>| {
-        list.as_ref().and_then(|l| l.get("pods")).and_then(|q| nano_units(q)).unwrap_or(0)
-    };
+    let pods = |list: &Option<BTreeMap<String, Quantity>>| list.as_ref().and_then(|l| l.get("pods")).and_then(|q| nano_units(q)).unwrap_or(0);
     let free = pods(&summary.allocatable) - pods(&summary.allocated) - pods(&summary.allocating);
     to_i64(ceil_div(free, NANO_PER_UNIT)).max(0)
 }
@@ -77,9 +71,7 @@ fn by_summary(summary: &ResourceSummary, requests: &BTreeMap<String, Quantity>, 
         let Some(allocatable) = summary.allocatable.as_ref().and_then(|a| a.get(name)).and_then(nano_units) else {
             return 0;
         };
-        let used = |list: &Option<BTreeMap<String, Quantity>>| {
-            list.as_ref().and_then(|l| l.get(name)).and_then(nano_units).unwrap_or(0)
-        };
+        let used = |list: &Option<BTreeMap<String, Quantity>>| list.as_ref().and_then(|l| l.get(name)).and_then(nano_units).unwrap_or(0);
         let free = allocatable - used(&summary.allocated) - used(&summary.allocating);
         let unit = if name == "cpu" { NANO_PER_MILLI } else { NANO_PER_UNIT };
         let (free, request) = (ceil_div(free, unit), ceil_div(request, unit));
@@ -98,11 +90,7 @@ fn by_resource_models(
     requests: &BTreeMap<String, Quantity>,
 ) -> Option<i64> {
     let models = cluster.spec.resource_models.as_ref()?;
-    let requested: Vec<(&str, i128)> = requests
-        .iter()
-        .filter_map(|(name, q)| nano_units(q).map(|n| (name.as_str(), n)))
-        .filter(|(_, n)| *n > 0)
-        .collect();
+    let requested: Vec<(&str, i128)> = requests.iter().filter_map(|(name, q)| nano_units(q).map(|n| (name.as_str(), n))).filter(|(_, n)| *n > 0).collect();
     let mut total: i64 = 0;
     for modeling in modelings {
         let model = models.iter().find(|m| m.grade == modeling.grade)?;
@@ -247,11 +235,7 @@ mod tests {
     #[test]
     fn resource_models_bound_the_estimate() {
         use flotilla_api::federation::karmada::cluster::{AllocatableModeling, ResourceModel, ResourceModelRange};
-        let range = |name: &str, min: &str, max: &str| ResourceModelRange {
-            name: name.into(),
-            min: q(min),
-            max: q(max),
-        };
+        let range = |name: &str, min: &str, max: &str| ResourceModelRange { name: name.into(), min: q(min), max: q(max) };
         let mut c = cluster(Some(ResourceSummary {
             allocatable: list(&[("cpu", "100"), ("memory", "400Gi"), ("pods", "1000")]),
             allocatable_modelings: Some(vec![

@@ -91,20 +91,8 @@ impl ReplicaPlan {
         if self.unmet_minimums.is_empty() {
             return None;
         }
-        let clusters: Vec<String> = self
-            .unmet_minimums
-            .iter()
-            .map(|u| {
-                format!(
-                    "{} got {} of minReplicas {}",
-                    u.cluster, u.planned, u.min_replicas
-                )
-            })
-            .collect();
-        Some(format!(
-            "totalReplicas {total_replicas} cannot meet every minReplicas: {}",
-            clusters.join(", ")
-        ))
+        let clusters: Vec<String> = self.unmet_minimums.iter().map(|u| format!("{} got {} of minReplicas {}", u.cluster, u.planned, u.min_replicas)).collect();
+        Some(format!("totalReplicas {total_replicas} cannot meet every minReplicas: {}", clusters.join(", ")))
     }
 }
 
@@ -134,14 +122,7 @@ fn candidates<'a>(input: &PlanInput<'a>, even: &'a ClusterPreferences) -> Vec<Ca
         .clusters
         .iter()
         .filter_map(|name| {
-            let pref = if input.preferences.is_empty() {
-                even
-            } else {
-                input
-                    .preferences
-                    .get(name)
-                    .or_else(|| input.preferences.get(WILDCARD))?
-            };
+            let pref = if input.preferences.is_empty() { even } else { input.preferences.get(name).or_else(|| input.preferences.get(WILDCARD))? };
             let mut hashed = name.as_bytes().to_vec();
             hashed.extend_from_slice(input.key.as_bytes());
             Some(Candidate {
@@ -162,10 +143,7 @@ fn candidates<'a>(input: &PlanInput<'a>, even: &'a ClusterPreferences) -> Vec<Ca
 
 /// Split `input.total_replicas` over `input.clusters` as KubeFed's planner does.
 pub fn plan(input: &PlanInput<'_>) -> ReplicaPlan {
-    let even = ClusterPreferences {
-        weight: Some(1),
-        ..Default::default()
-    };
+    let even = ClusterPreferences { weight: Some(1), ..Default::default() };
     let order = candidates(input, &even);
     let mut planned: BTreeMap<&str, i64> = input.clusters.iter().map(|c| (c.as_str(), 0)).collect();
     let mut overflow: BTreeMap<String, i64> = BTreeMap::new();
@@ -180,11 +158,7 @@ pub fn plan(input: &PlanInput<'_>) -> ReplicaPlan {
             give = give.min(cap.max(0));
         }
         if remaining < c.min {
-            unmet_minimums.push(UnmetMinimum {
-                cluster: c.name.to_string(),
-                min_replicas: c.min,
-                planned: give,
-            });
+            unmet_minimums.push(UnmetMinimum { cluster: c.name.to_string(), min_replicas: c.min, planned: give });
         }
         remaining -= give;
         planned.insert(c.name, give);
@@ -228,10 +202,7 @@ pub fn plan(input: &PlanInput<'_>) -> ReplicaPlan {
         for c in taking {
             let have = planned[c.name];
             let share = i128::from(budget) * i128::from(c.weight);
-            let mut extra =
-                i64::try_from((share + i128::from(weight_sum) - 1) / i128::from(weight_sum))
-                    .unwrap_or(i64::MAX)
-                    .min(remaining);
+            let mut extra = i64::try_from((share + i128::from(weight_sum) - 1) / i128::from(weight_sum)).unwrap_or(i64::MAX).min(remaining);
             if let Some(pre) = preallocated.get_mut(c.name)
                 && *pre > 0
             {
@@ -276,14 +247,7 @@ pub fn plan(input: &PlanInput<'_>) -> ReplicaPlan {
         }
     }
     overflow.retain(|_, extra| *extra > 0);
-    ReplicaPlan {
-        replicas: planned
-            .into_iter()
-            .map(|(c, n)| (c.to_string(), n))
-            .collect(),
-        overflow,
-        unmet_minimums,
-    }
+    ReplicaPlan { replicas: planned.into_iter().map(|(c, n)| (c.to_string(), n)).collect(), overflow, unmet_minimums }
 }
 
 #[cfg(test)]
@@ -291,11 +255,7 @@ mod tests {
     use super::*;
 
     fn pref(min: i64, max: Option<i64>, weight: i64) -> ClusterPreferences {
-        ClusterPreferences {
-            min_replicas: Some(min),
-            max_replicas: max,
-            weight: Some(weight),
-        }
+        ClusterPreferences { min_replicas: Some(min), max_replicas: max, weight: Some(weight) }
     }
 
     fn w(weight: i64) -> ClusterPreferences {
@@ -303,9 +263,7 @@ mod tests {
     }
 
     fn prefs(list: &[(&str, ClusterPreferences)]) -> BTreeMap<String, ClusterPreferences> {
-        list.iter()
-            .map(|(k, p)| (k.to_string(), p.clone()))
-            .collect()
+        list.iter().map(|(k, p)| (k.to_string(), p.clone())).collect()
     }
 
     fn counts(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
@@ -329,22 +287,8 @@ mod tests {
         overflow: &'static [(&'static str, i64)],
     }
 
-    fn row(
-        prefs: BTreeMap<String, ClusterPreferences>,
-        total: i64,
-        clusters: &'static [&'static str],
-        plan: &'static [(&'static str, i64)],
-    ) -> Row {
-        Row {
-            prefs,
-            total,
-            clusters,
-            current: BTreeMap::new(),
-            capacity: BTreeMap::new(),
-            rebalance: false,
-            plan,
-            overflow: &[],
-        }
+    fn row(prefs: BTreeMap<String, ClusterPreferences>, total: i64, clusters: &'static [&'static str], plan: &'static [(&'static str, i64)]) -> Row {
+        Row { prefs, total, clusters, current: BTreeMap::new(), capacity: BTreeMap::new(), rebalance: false, plan, overflow: &[] }
     }
 
     fn run(r: &Row) -> ReplicaPlan {
@@ -379,65 +323,25 @@ mod tests {
     #[test]
     fn equal_weights_are_ordered_by_hash() {
         check(vec![
-            row(
-                prefs(&[("*", w(1))]),
-                50,
-                &["A", "B", "C"],
-                &[("A", 16), ("B", 17), ("C", 17)],
-            ),
-            row(
-                prefs(&[("*", w(1))]),
-                1,
-                &["A", "B", "C", "D"],
-                &[("A", 0), ("B", 0), ("C", 0), ("D", 1)],
-            ),
-            row(
-                prefs(&[("*", pref(20, None, 0))]),
-                50,
-                &["A", "B", "C"],
-                &[("A", 10), ("B", 20), ("C", 20)],
-            ),
+            row(prefs(&[("*", w(1))]), 50, &["A", "B", "C"], &[("A", 16), ("B", 17), ("C", 17)]),
+            row(prefs(&[("*", w(1))]), 1, &["A", "B", "C", "D"], &[("A", 0), ("B", 0), ("C", 0), ("D", 1)]),
+            row(prefs(&[("*", pref(20, None, 0))]), 50, &["A", "B", "C"], &[("A", 10), ("B", 20), ("C", 20)]),
         ]);
     }
 
     #[test]
     fn weights_min_and_max() {
         check(vec![
+            row(prefs(&[("A", w(1)), ("B", w(2))]), 60, &["A", "B", "C"], &[("A", 20), ("B", 40), ("C", 0)]),
+            row(prefs(&[("A", pref(0, Some(10), 10000)), ("B", w(1)), ("C", w(1))]), 50, &["A", "B", "C"], &[("A", 10), ("B", 20), ("C", 20)]),
             row(
-                prefs(&[("A", w(1)), ("B", w(2))]),
-                60,
-                &["A", "B", "C"],
-                &[("A", 20), ("B", 40), ("C", 0)],
-            ),
-            row(
-                prefs(&[("A", pref(0, Some(10), 10000)), ("B", w(1)), ("C", w(1))]),
-                50,
-                &["A", "B", "C"],
-                &[("A", 10), ("B", 20), ("C", 20)],
-            ),
-            row(
-                prefs(&[
-                    ("A", pref(0, Some(10), 10000)),
-                    ("B", w(1)),
-                    ("C", pref(0, Some(21), 1)),
-                    ("D", pref(0, Some(10), 1)),
-                ]),
+                prefs(&[("A", pref(0, Some(10), 10000)), ("B", w(1)), ("C", pref(0, Some(21), 1)), ("D", pref(0, Some(10), 1))]),
                 71,
                 &["A", "B", "C", "D"],
                 &[("A", 10), ("B", 30), ("C", 21), ("D", 10)],
             ),
-            row(
-                prefs(&[("*", pref(10, Some(12), 1))]),
-                50,
-                &["A", "B", "C"],
-                &[("A", 12), ("B", 12), ("C", 12)],
-            ),
-            row(
-                prefs(&[("A", pref(4, Some(6), 1)), ("B", pref(4, Some(8), 2))]),
-                9,
-                &["A", "B", "C"],
-                &[("A", 4), ("B", 5), ("C", 0)],
-            ),
+            row(prefs(&[("*", pref(10, Some(12), 1))]), 50, &["A", "B", "C"], &[("A", 12), ("B", 12), ("C", 12)]),
+            row(prefs(&[("A", pref(4, Some(6), 1)), ("B", pref(4, Some(8), 2))]), 9, &["A", "B", "C"], &[("A", 4), ("B", 5), ("C", 0)]),
         ]);
     }
 
@@ -445,96 +349,43 @@ mod tests {
     #[test]
     fn two_cluster_vectors() {
         check(vec![
-            row(
-                BTreeMap::new(),
-                4,
-                &["cluster1", "cluster2"],
-                &[("cluster1", 2), ("cluster2", 2)],
-            ),
-            row(
-                prefs(&[("cluster1", w(2)), ("cluster2", w(1))]),
-                6,
-                &["cluster1", "cluster2"],
-                &[("cluster1", 4), ("cluster2", 2)],
-            ),
-            row(
-                prefs(&[
-                    ("cluster1", pref(3, None, 2)),
-                    ("cluster2", pref(3, None, 1)),
-                ]),
-                6,
-                &["cluster1", "cluster2"],
-                &[("cluster1", 3), ("cluster2", 3)],
-            ),
+            row(BTreeMap::new(), 4, &["cluster1", "cluster2"], &[("cluster1", 2), ("cluster2", 2)]),
+            row(prefs(&[("cluster1", w(2)), ("cluster2", w(1))]), 6, &["cluster1", "cluster2"], &[("cluster1", 4), ("cluster2", 2)]),
+            row(prefs(&[("cluster1", pref(3, None, 2)), ("cluster2", pref(3, None, 1))]), 6, &["cluster1", "cluster2"], &[("cluster1", 3), ("cluster2", 3)]),
             // intersectWithClusterSelector leaving only cluster1 as a candidate.
-            row(
-                prefs(&[("cluster1", w(2)), ("cluster2", w(1))]),
-                6,
-                &["cluster1"],
-                &[("cluster1", 6)],
-            ),
+            row(prefs(&[("cluster1", w(2)), ("cluster2", w(1))]), 6, &["cluster1"], &[("cluster1", 6)]),
         ]);
     }
 
     #[test]
     fn running_replicas_stay_without_rebalance() {
-        let mut known_bad = row(
-            prefs(&[("*", w(1))]),
-            50,
-            &["A", "B"],
-            &[("A", 0), ("B", 50)],
-        );
+        let mut known_bad = row(prefs(&[("*", w(1))]), 50, &["A", "B"], &[("A", 0), ("B", 50)]);
         // Upstream marks this row as a known flaw ("should be 10:40"): B, first by hash, keeps
         // everything it runs and A's 10 running replicas are not kept.
         known_bad.current = counts(&[("A", 10), ("B", 70)]);
-        let mut kept = row(
-            prefs(&[("*", w(1))]),
-            15,
-            &["A", "B"],
-            &[("A", 7), ("B", 8)],
-        );
+        let mut kept = row(prefs(&[("*", w(1))]), 15, &["A", "B"], &[("A", 7), ("B", 8)]);
         kept.current = counts(&[("A", 1), ("B", 8)]);
         check(vec![known_bad, kept]);
     }
 
     #[test]
     fn running_replicas_move_with_rebalance() {
-        let mut r = row(
-            prefs(&[("*", w(1))]),
-            15,
-            &["A", "B"],
-            &[("A", 7), ("B", 8)],
-        );
+        let mut r = row(prefs(&[("*", w(1))]), 15, &["A", "B"], &[("A", 7), ("B", 8)]);
         r.current = counts(&[("A", 1), ("B", 14)]);
         r.rebalance = true;
         r.plan = &[("A", 7), ("B", 8)];
-        let mut kept = row(
-            prefs(&[("*", w(1))]),
-            15,
-            &["A", "B"],
-            &[("A", 1), ("B", 14)],
-        );
+        let mut kept = row(prefs(&[("*", w(1))]), 15, &["A", "B"], &[("A", 1), ("B", 14)]);
         kept.current = counts(&[("A", 1), ("B", 14)]);
         check(vec![r, kept]);
     }
 
     #[test]
     fn capacity_and_overflow() {
-        let mut rebalancing = row(
-            prefs(&[("*", w(1))]),
-            50,
-            &["A", "B", "C"],
-            &[("A", 20), ("B", 20), ("C", 10)],
-        );
+        let mut rebalancing = row(prefs(&[("*", w(1))]), 50, &["A", "B", "C"], &[("A", 20), ("B", 20), ("C", 10)]);
         rebalancing.capacity = counts(&[("C", 10)]);
         rebalancing.rebalance = true;
         rebalancing.overflow = &[("C", 7)];
-        let mut bounded = row(
-            prefs(&[("A", w(1)), ("B", w(5))]),
-            60,
-            &["A", "B", "C"],
-            &[("A", 50), ("B", 10), ("C", 0)],
-        );
+        let mut bounded = row(prefs(&[("A", w(1)), ("B", w(5))]), 60, &["A", "B", "C"], &[("A", 50), ("B", 10), ("C", 0)]);
         bounded.capacity = counts(&[("B", 10)]);
         check(vec![rebalancing, bounded]);
     }
@@ -544,10 +395,7 @@ mod tests {
         let mut r = row(prefs(&[("*", w(1))]), 50, &["A", "B", "C"], &[]);
         r.capacity = counts(&[("C", 10)]);
         r.rebalance = true;
-        assert_eq!(
-            run(&r).with_overflow(),
-            counts(&[("A", 20), ("B", 20), ("C", 17)])
-        );
+        assert_eq!(run(&r).with_overflow(), counts(&[("A", 20), ("B", 20), ("C", 17)]));
     }
 
     #[test]
@@ -556,20 +404,8 @@ mod tests {
         let clusters = names(&["A", "B", "C", "D"]);
         let empty = BTreeMap::new();
         let winner = |key: &str| {
-            let out = plan(&PlanInput {
-                total_replicas: 1,
-                preferences: &p,
-                clusters: &clusters,
-                current: &empty,
-                capacity: &empty,
-                rebalance: false,
-                key,
-            });
-            out.replicas
-                .into_iter()
-                .find(|(_, n)| *n == 1)
-                .map(|(c, _)| c)
-                .unwrap()
+            let out = plan(&PlanInput { total_replicas: 1, preferences: &p, clusters: &clusters, current: &empty, capacity: &empty, rebalance: false, key });
+            out.replicas.into_iter().find(|(_, n)| *n == 1).map(|(c, _)| c).unwrap()
         };
         // With the empty key D wins (upstream's row); other targets pick other clusters.
         assert_eq!(winner(""), "D");
@@ -579,42 +415,17 @@ mod tests {
 
     #[test]
     fn clusters_without_preference_get_nothing() {
-        check(vec![row(
-            prefs(&[("A", w(1))]),
-            5,
-            &["A", "B"],
-            &[("A", 5), ("B", 0)],
-        )]);
+        check(vec![row(prefs(&[("A", w(1))]), 5, &["A", "B"], &[("A", 5), ("B", 0)])]);
     }
 
     #[test]
     fn unmet_minimums_are_reported() {
-        let r = row(
-            prefs(&[("A", pref(5, None, 1)), ("B", pref(6, None, 2))]),
-            9,
-            &["A", "B"],
-            &[("A", 3), ("B", 6)],
-        );
+        let r = row(prefs(&[("A", pref(5, None, 1)), ("B", pref(6, None, 2))]), 9, &["A", "B"], &[("A", 3), ("B", 6)]);
         let got = run(&r);
         assert_eq!(got.replicas, counts(r.plan));
-        assert_eq!(
-            got.unmet_minimums,
-            vec![UnmetMinimum {
-                cluster: "A".into(),
-                min_replicas: 5,
-                planned: 3
-            }]
-        );
-        assert_eq!(
-            got.unmet_minimums_message(9).unwrap(),
-            "totalReplicas 9 cannot meet every minReplicas: A got 3 of minReplicas 5"
-        );
-        let met = row(
-            prefs(&[("A", pref(3, None, 1)), ("B", pref(6, None, 2))]),
-            9,
-            &["A", "B"],
-            &[],
-        );
+        assert_eq!(got.unmet_minimums, vec![UnmetMinimum { cluster: "A".into(), min_replicas: 5, planned: 3 }]);
+        assert_eq!(got.unmet_minimums_message(9).unwrap(), "totalReplicas 9 cannot meet every minReplicas: A got 3 of minReplicas 5");
+        let met = row(prefs(&[("A", pref(3, None, 1)), ("B", pref(6, None, 2))]), 9, &["A", "B"], &[]);
         assert_eq!(run(&met).unmet_minimums_message(9), None);
     }
 
@@ -633,12 +444,7 @@ mod tests {
     fn zero_and_negative_totals_place_nothing() {
         check(vec![
             row(prefs(&[("*", w(1))]), 0, &["A", "B"], &[("A", 0), ("B", 0)]),
-            row(
-                prefs(&[("*", pref(2, None, 1))]),
-                -3,
-                &["A", "B"],
-                &[("A", 0), ("B", 0)],
-            ),
+            row(prefs(&[("*", pref(2, None, 1))]), -3, &["A", "B"], &[("A", 0), ("B", 0)]),
         ]);
     }
 }

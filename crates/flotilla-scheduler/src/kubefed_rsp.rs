@@ -33,8 +33,7 @@ use flotilla_api::federation::karmada::names::work_name;
 use flotilla_api::federation::karmada::work::Work;
 use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
 use flotilla_api::federation::kubefed::types::{
-    ClusterOverride, ClusterOverrides, DEFAULT_FEDERATED_GROUP, DEFAULT_FEDERATED_VERSION,
-    FederatedSpec, GenericClusterReference,
+    ClusterOverride, ClusterOverrides, DEFAULT_FEDERATED_GROUP, DEFAULT_FEDERATED_VERSION, FederatedSpec, GenericClusterReference,
 };
 use flotilla_controllers::binding::binding_of_work;
 use flotilla_controllers::cluster::execution_space;
@@ -61,10 +60,7 @@ pub const REASON_MIN_REPLICAS_NOT_MET: &str = "MinReplicasNotMet";
 /// Warning on the RSP: its `targetKind` is not one an RSP can scale.
 pub const REASON_UNSUPPORTED_TARGET_KIND: &str = "UnsupportedTargetKind";
 /// The federated kinds an RSP may target, with their plurals.
-pub const TARGET_KINDS: [(&str, &str); 2] = [
-    ("FederatedDeployment", "federateddeployments"),
-    ("FederatedReplicaSet", "federatedreplicasets"),
-];
+pub const TARGET_KINDS: [(&str, &str); 2] = [("FederatedDeployment", "federateddeployments"), ("FederatedReplicaSet", "federatedreplicasets")];
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -87,17 +83,9 @@ pub struct RspKey {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{key:?}: reading target {kind}: {source}")]
-    ReadTarget {
-        key: RspKey,
-        kind: String,
-        source: kube::Error,
-    },
+    ReadTarget { key: RspKey, kind: String, source: kube::Error },
     #[error("{key:?}: writing the plan into {kind}: {source}")]
-    WritePlan {
-        key: RspKey,
-        kind: String,
-        source: kube::Error,
-    },
+    WritePlan { key: RspKey, kind: String, source: kube::Error },
 }
 
 struct Context {
@@ -126,16 +114,8 @@ pub fn target_resource(kind: &str) -> Option<ApiResource> {
 /// The clusters the planner may use: Ready and not being deleted; with
 /// `intersectWithClusterSelector`, also matched by the target's `clusterSelector` (used even
 /// when `clusters` names some; no selector selects none, `{}` all). Sorted by name.
-pub fn candidate_clusters(
-    clusters: &[Arc<Cluster>],
-    spec: &FederatedSpec,
-    intersect: bool,
-) -> Vec<String> {
-    let selector = spec
-        .placement
-        .as_ref()
-        .and_then(|p| p.cluster_selector.clone())
-        .map_or(Selection::None, Selection::Selector);
+pub fn candidate_clusters(clusters: &[Arc<Cluster>], spec: &FederatedSpec, intersect: bool) -> Vec<String> {
+    let selector = spec.placement.as_ref().and_then(|p| p.cluster_selector.clone()).map_or(Selection::None, Selection::Selector);
     let mut out: Vec<String> = clusters
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none() && is_cluster_ready(c))
@@ -152,20 +132,8 @@ pub fn current_replicas(work: &Work) -> Option<i64> {
     if work.metadata.deletion_timestamp.is_some() {
         return None;
     }
-    let status = work
-        .status
-        .as_ref()?
-        .manifest_statuses
-        .as_ref()?
-        .first()?
-        .status
-        .as_ref()?;
-    Some(
-        status
-            .get("readyReplicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(0),
-    )
+    let status = work.status.as_ref()?.manifest_statuses.as_ref()?.first()?.status.as_ref()?;
+    Some(status.get("readyReplicas").and_then(Value::as_i64).unwrap_or(0))
 }
 
 /// `spec.placement.clusters` and `spec.overrides` once `replicas` is written into `spec`:
@@ -173,20 +141,11 @@ pub fn current_replicas(work: &Work) -> Option<i64> {
 /// `/spec/replicas` = its count (an existing replicas override is updated in place, else one is
 /// appended); other clusters lose their replicas override and, left with none, their entry.
 /// Entries are sorted by cluster name, as KubeFed writes them.
-pub fn planned_spec(
-    spec: &FederatedSpec,
-    replicas: &BTreeMap<String, i64>,
-) -> (Vec<GenericClusterReference>, Vec<ClusterOverrides>) {
-    let placement = replicas
-        .keys()
-        .map(|name| GenericClusterReference { name: name.clone() })
-        .collect();
+pub fn planned_spec(spec: &FederatedSpec, replicas: &BTreeMap<String, i64>) -> (Vec<GenericClusterReference>, Vec<ClusterOverrides>) {
+    let placement = replicas.keys().map(|name| GenericClusterReference { name: name.clone() }).collect();
     let mut by_cluster: BTreeMap<String, Vec<ClusterOverride>> = BTreeMap::new();
     for o in spec.overrides.iter().flatten() {
-        by_cluster
-            .entry(o.cluster_name.clone().unwrap_or_default())
-            .or_default()
-            .extend(o.cluster_overrides.iter().flatten().cloned());
+        by_cluster.entry(o.cluster_name.clone().unwrap_or_default()).or_default().extend(o.cluster_overrides.iter().flatten().cloned());
     }
     for (cluster, ops) in by_cluster.iter_mut() {
         if !replicas.contains_key(cluster) {
@@ -197,93 +156,50 @@ pub fn planned_spec(
         let ops = by_cluster.entry(cluster.clone()).or_default();
         match ops.iter_mut().find(|op| op.path == REPLICAS_PATH) {
             Some(op) => op.value = Some(json!(n)),
-            None => ops.push(ClusterOverride {
-                op: None,
-                path: REPLICAS_PATH.into(),
-                value: Some(json!(n)),
-            }),
+            None => ops.push(ClusterOverride { op: None, path: REPLICAS_PATH.into(), value: Some(json!(n)) }),
         }
     }
     let overrides = by_cluster
         .into_iter()
         .filter(|(_, ops)| !ops.is_empty())
-        .map(|(cluster, ops)| ClusterOverrides {
-            cluster_name: Some(cluster),
-            cluster_overrides: Some(ops),
-        })
+        .map(|(cluster, ops)| ClusterOverrides { cluster_name: Some(cluster), cluster_overrides: Some(ops) })
         .collect();
     (placement, overrides)
 }
 
 /// Whether `spec` already says what [`planned_spec`] computed.
-fn already_planned(
-    spec: &FederatedSpec,
-    placement: &[GenericClusterReference],
-    overrides: &[ClusterOverrides],
-) -> bool {
-    let have_placement = spec
-        .placement
-        .as_ref()
-        .and_then(|p| p.clusters.as_deref())
-        .unwrap_or_default();
+fn already_planned(spec: &FederatedSpec, placement: &[GenericClusterReference], overrides: &[ClusterOverrides]) -> bool {
+    let have_placement = spec.placement.as_ref().and_then(|p| p.clusters.as_deref()).unwrap_or_default();
     let have_overrides = spec.overrides.as_deref().unwrap_or_default();
     have_placement == placement && have_overrides == overrides
 }
 
 impl Context {
     /// Publish a warning on the RSP unless it is the one published last.
-    async fn warn_once(
-        &self,
-        key: &RspKey,
-        rsp: &ReplicaSchedulingPreference,
-        reason: &str,
-        message: String,
-    ) {
-        let fresh = self
-            .reported
-            .lock()
-            .insert(key.clone(), message.clone())
-            .as_ref()
-            != Some(&message);
+    async fn warn_once(&self, key: &RspKey, rsp: &ReplicaSchedulingPreference, reason: &str, message: String) {
+        let fresh = self.reported.lock().insert(key.clone(), message.clone()).as_ref() != Some(&message);
         if fresh {
-            self.events
-                .publish(rsp, true, reason, "Schedule", message)
-                .await;
+            self.events.publish(rsp, true, reason, "Schedule", message).await;
         }
     }
 
     fn all_keys(&self) -> Vec<RspKey> {
-        self.rsps
-            .state()
-            .iter()
-            .map(|r| RspKey {
-                namespace: r.namespace().unwrap_or_default(),
-                name: r.name_any(),
-            })
-            .collect()
+        self.rsps.state().iter().map(|r| RspKey { namespace: r.namespace().unwrap_or_default(), name: r.name_any() }).collect()
     }
 
     /// The RSP a Work of a federated Deployment or ReplicaSet belongs to, if there is one.
     fn key_of_work(&self, w: &Work) -> Option<RspKey> {
         let b = binding_of_work(w)?;
         let namespace = b.namespace?;
-        let name = TARGET_KINDS
-            .iter()
-            .find_map(|(kind, _)| b.name.strip_suffix(&format!("-{}", kind.to_lowercase())))?;
+        let name = TARGET_KINDS.iter().find_map(|(kind, _)| b.name.strip_suffix(&format!("-{}", kind.to_lowercase())))?;
         self.rsps.get(&ObjectRef::new(name).within(&namespace))?;
-        Some(RspKey {
-            namespace,
-            name: name.to_string(),
-        })
+        Some(RspKey { namespace, name: name.to_string() })
     }
 }
 
 #[tracing::instrument(skip(ctx), fields(controller = NAME))]
 async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
-    let Some(rsp) = ctx
-        .rsps
-        .get(&ObjectRef::new(&key.name).within(&key.namespace))
-    else {
+    let Some(rsp) = ctx.rsps.get(&ObjectRef::new(&key.name).within(&key.namespace)) else {
         ctx.reported.lock().remove(&key);
         return Ok(Next::Done);
     };
@@ -292,24 +208,13 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     let kind = rsp.spec.target_kind.clone();
     let Some(ar) = target_resource(&kind) else {
-        let msg = format!(
-            "targetKind {kind:?} is not FederatedDeployment or FederatedReplicaSet; nothing is scheduled"
-        );
-        ctx.warn_once(&key, &rsp, REASON_UNSUPPORTED_TARGET_KIND, msg)
-            .await;
+        let msg = format!("targetKind {kind:?} is not FederatedDeployment or FederatedReplicaSet; nothing is scheduled");
+        ctx.warn_once(&key, &rsp, REASON_UNSUPPORTED_TARGET_KIND, msg).await;
         return Ok(Next::Done);
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &key.namespace, &ar);
     // The target's watch brings it back here when it appears.
-    let Some(target) = api
-        .get_opt(&key.name)
-        .await
-        .map_err(|source| Error::ReadTarget {
-            key: key.clone(),
-            kind: kind.clone(),
-            source,
-        })?
-    else {
+    let Some(target) = api.get_opt(&key.name).await.map_err(|source| Error::ReadTarget { key: key.clone(), kind: kind.clone(), source })? else {
         return Ok(Next::Done);
     };
     if target.metadata.deletion_timestamp.is_some() {
@@ -320,11 +225,7 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     };
 
-    let clusters = candidate_clusters(
-        &ctx.clusters.state(),
-        &spec,
-        rsp.spec.intersect_with_cluster_selector.unwrap_or(false),
-    );
+    let clusters = candidate_clusters(&ctx.clusters.state(), &spec, rsp.spec.intersect_with_cluster_selector.unwrap_or(false));
     if clusters.is_empty() {
         // Nothing to plan over (no cluster joined or Ready yet, or the whole fleet unready):
         // the last plan stands rather than an empty placement deleting every member copy.
@@ -335,9 +236,7 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let current: BTreeMap<String, i64> = clusters
         .iter()
         .filter_map(|c| {
-            let w = ctx
-                .works
-                .get(&ObjectRef::new(&work).within(&execution_space(c)))?;
+            let w = ctx.works.get(&ObjectRef::new(&work).within(&execution_space(c)))?;
             Some((c.clone(), current_replicas(&w)?))
         })
         .collect();
@@ -354,10 +253,7 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
         key: &plan_key,
     });
     match plan.unmet_minimums_message(total) {
-        Some(msg) => {
-            ctx.warn_once(&key, &rsp, REASON_MIN_REPLICAS_NOT_MET, msg)
-                .await
-        }
+        Some(msg) => ctx.warn_once(&key, &rsp, REASON_MIN_REPLICAS_NOT_MET, msg).await,
         None => {
             ctx.reported.lock().remove(&key);
         }
@@ -372,10 +268,7 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
         "metadata": {"resourceVersion": target.resource_version()},
         "spec": {"placement": {"clusters": placement}, "overrides": overrides},
     });
-    let params = PatchParams {
-        field_manager: Some(NAME.into()),
-        ..Default::default()
-    };
+    let params = PatchParams { field_manager: Some(NAME.into()), ..Default::default() };
     match api.patch(&key.name, &params, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(Next::Done),
         // Changed since our read: plan again on what is there now.
@@ -391,16 +284,11 @@ async fn watch_targets(client: Client, ar: ApiResource, queue: Arc<WorkQueue<Rsp
     use futures::StreamExt;
     use kube::runtime::WatchStreamExt;
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .touched_objects();
+    let stream = watcher(api, watcher::Config::default()).default_backoff().touched_objects();
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(o) => queue.add(RspKey {
-                namespace: o.namespace().unwrap_or_default(),
-                name: o.name_any(),
-            }),
+            Ok(o) => queue.add(RspKey { namespace: o.namespace().unwrap_or_default(), name: o.name_any() }),
             Err(e) => {
                 tracing::debug!(controller = NAME, kind = %ar.kind, error = %e, "target watch error; retrying")
             }
@@ -410,44 +298,29 @@ async fn watch_targets(client: Client, ar: ApiResource, queue: Arc<WorkQueue<Rsp
 
 /// Run the RSP controller until its watches end.
 pub async fn run(client: Client, config: Config) {
-    let queue: Arc<WorkQueue<RspKey>> =
-        WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
+    let queue: Arc<WorkQueue<RspKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
     let q = queue.clone();
-    let (rsps, rsp_task) = watch_into_store(
-        Api::<ReplicaSchedulingPreference>::all(client.clone()),
-        watcher::Config::default(),
-        move |r: &ReplicaSchedulingPreference, _| {
-            q.add(RspKey {
-                namespace: r.namespace().unwrap_or_default(),
-                name: r.name_any(),
-            });
-        },
-    );
+    let (rsps, rsp_task) =
+        watch_into_store(Api::<ReplicaSchedulingPreference>::all(client.clone()), watcher::Config::default(), move |r: &ReplicaSchedulingPreference, _| {
+            q.add(RspKey { namespace: r.namespace().unwrap_or_default(), name: r.name_any() });
+        });
     let e = everything.clone();
-    let (clusters, cluster_task) = watch_into_store(
-        Api::<Cluster>::all(client.clone()),
-        watcher::Config::default(),
-        move |_: &Cluster, _| {
-            if let Some(ctx) = e.lock().clone() {
-                for k in ctx.all_keys() {
-                    ctx.queue.add(k);
-                }
-            }
-        },
-    );
-    let e = everything.clone();
-    let (works, work_task) = watch_into_store(
-        Api::<Work>::all(client.clone()),
-        watcher::Config::default(),
-        move |w: &Work, _| {
-            if let Some(ctx) = e.lock().clone()
-                && let Some(k) = ctx.key_of_work(w)
-            {
+    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+        if let Some(ctx) = e.lock().clone() {
+            for k in ctx.all_keys() {
                 ctx.queue.add(k);
             }
-        },
-    );
+        }
+    });
+    let e = everything.clone();
+    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
+        if let Some(ctx) = e.lock().clone()
+            && let Some(k) = ctx.key_of_work(w)
+        {
+            ctx.queue.add(k);
+        }
+    });
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client: client.clone(),
@@ -464,9 +337,7 @@ pub async fn run(client: Client, config: Config) {
             targets.spawn(watch_targets(client.clone(), ar, queue.clone()));
         }
     }
-    let workers = run_workers(queue, config.workers, NAME, move |key| {
-        reconcile(key, ctx.clone())
-    });
+    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = rsp_task => tracing::warn!(controller = NAME, "replicaschedulingpreference watch ended"),
         _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
@@ -505,35 +376,17 @@ mod tests {
 
     #[test]
     fn candidates_are_ready_clusters_and_with_intersection_the_selected_ones() {
-        let all = [
-            cluster("c", true, &[("zone", "a")]),
-            cluster("a", true, &[("zone", "b")]),
-            cluster("b", false, &[("zone", "a")]),
-        ];
+        let all = [cluster("c", true, &[("zone", "a")]), cluster("a", true, &[("zone", "b")]), cluster("b", false, &[("zone", "a")])];
         let s = FederatedSpec {
             placement: Some(FederatedPlacement {
                 clusters: Some(vec![GenericClusterReference { name: "a".into() }]),
-                cluster_selector: Some(LabelSelector {
-                    match_labels: Some([("zone".to_string(), "a".to_string())].into()),
-                    ..Default::default()
-                }),
+                cluster_selector: Some(LabelSelector { match_labels: Some([("zone".to_string(), "a".to_string())].into()), ..Default::default() }),
             }),
             ..Default::default()
         };
-        assert_eq!(
-            candidate_clusters(&all, &s, false),
-            ["a", "c"],
-            "unready b is no candidate; placement is overwritten, not read"
-        );
-        assert_eq!(
-            candidate_clusters(&all, &s, true),
-            ["c"],
-            "the selector is used even though clusters names a"
-        );
-        assert!(
-            candidate_clusters(&all, &FederatedSpec::default(), true).is_empty(),
-            "no selector selects none"
-        );
+        assert_eq!(candidate_clusters(&all, &s, false), ["a", "c"], "unready b is no candidate; placement is overwritten, not read");
+        assert_eq!(candidate_clusters(&all, &s, true), ["c"], "the selector is used even though clusters names a");
+        assert!(candidate_clusters(&all, &FederatedSpec::default(), true).is_empty(), "no selector selects none");
         let everything = spec(json!({"placement": {"clusterSelector": {}}}));
         assert_eq!(candidate_clusters(&all, &everything, true), ["a", "c"]);
     }
@@ -546,10 +399,7 @@ mod tests {
             {"clusterName": "other", "clusterOverrides": [{"op": "add", "path": "/metadata/labels/x", "value": "y"}, {"path": "/spec/replicas", "value": 2}]},
         ]}));
         let (placement, overrides) = planned_spec(&s, &replicas(&[("m1", 4), ("m2", 5)]));
-        assert_eq!(
-            serde_json::to_value(&placement).unwrap(),
-            json!([{"name": "m1"}, {"name": "m2"}])
-        );
+        assert_eq!(serde_json::to_value(&placement).unwrap(), json!([{"name": "m1"}, {"name": "m2"}]));
         assert_eq!(
             serde_json::to_value(&overrides).unwrap(),
             json!([
@@ -562,12 +412,10 @@ mod tests {
 
     #[test]
     fn a_plan_already_written_is_not_written_again() {
-        let s = spec(
-            json!({"placement": {"clusters": [{"name": "m1"}, {"name": "m2"}]}, "overrides": [
-                {"clusterName": "m1", "clusterOverrides": [{"path": "/spec/replicas", "value": 4}]},
-                {"clusterName": "m2", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]},
-            ]}),
-        );
+        let s = spec(json!({"placement": {"clusters": [{"name": "m1"}, {"name": "m2"}]}, "overrides": [
+            {"clusterName": "m1", "clusterOverrides": [{"path": "/spec/replicas", "value": 4}]},
+            {"clusterName": "m2", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]},
+        ]}));
         let (p, o) = planned_spec(&s, &replicas(&[("m1", 4), ("m2", 5)]));
         assert!(already_planned(&s, &p, &o));
         let (p, o) = planned_spec(&s, &replicas(&[("m1", 3), ("m2", 6)]));
@@ -578,7 +426,8 @@ mod tests {
 
     #[test]
     fn current_replicas_come_from_the_reflected_status() {
-        let mut w: Work = serde_json::from_value(json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": "w"}, "spec": {}})).unwrap();
+        let mut w: Work =
+            serde_json::from_value(json!({"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": "w"}, "spec": {}})).unwrap();
         assert_eq!(current_replicas(&w), None);
         w.status = serde_json::from_value(json!({"manifestStatuses": [{"identifier": {"ordinal": 0, "version": "v1", "kind": "Deployment", "resource": "", "name": "d"}, "status": {"replicas": 5, "readyReplicas": 3}}]})).unwrap();
         assert_eq!(current_replicas(&w), Some(3));
@@ -586,14 +435,8 @@ mod tests {
 
     #[test]
     fn only_federated_deployments_and_replicasets_are_targets() {
-        assert_eq!(
-            target_resource("FederatedDeployment").unwrap().plural,
-            "federateddeployments"
-        );
-        assert_eq!(
-            target_resource("FederatedReplicaSet").unwrap().api_version,
-            "types.kubefed.io/v1beta1"
-        );
+        assert_eq!(target_resource("FederatedDeployment").unwrap().plural, "federateddeployments");
+        assert_eq!(target_resource("FederatedReplicaSet").unwrap().api_version, "types.kubefed.io/v1beta1");
         assert!(target_resource("FederatedStatefulSet").is_none());
     }
 }

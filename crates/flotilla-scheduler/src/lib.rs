@@ -40,7 +40,7 @@ pub mod webster;
 pub use binding::{BindingKind, BindingView};
 pub use explain::explain_text;
 pub use schedule::{
-    Attempt, ClusterExplanation, ConditionReason, Explanation, Failure, FitError, Outcome, PluginVerdict,
-    ScheduleError, ScheduleOptions, ScheduleResult, schedule,
+    Attempt, ClusterExplanation, ConditionReason, Explanation, Failure, FitError, Outcome, PluginVerdict, ScheduleError, ScheduleOptions, ScheduleResult,
+    schedule,
 };
 pub use snapshot::Snapshot;

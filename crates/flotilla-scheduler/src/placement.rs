@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::policy::{
-    ClusterAffinity, Placement, ReplicaDivisionPreference, ReplicaSchedulingType,
-};
+use flotilla_api::federation::karmada::policy::{ClusterAffinity, Placement, ReplicaDivisionPreference, ReplicaSchedulingType};
 use flotilla_api::selector::{LabelSelector, Operator, Requirement};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
@@ -71,16 +69,13 @@ pub fn ignores_spread_constraints(placement: &Placement) -> bool {
         return false;
     };
     if scheduling_type(placement) != ReplicaSchedulingType::Divided
-        || scheduling.replica_division_preference.unwrap_or(ReplicaDivisionPreference::Weighted)
-            != ReplicaDivisionPreference::Weighted
+        || scheduling.replica_division_preference.unwrap_or(ReplicaDivisionPreference::Weighted) != ReplicaDivisionPreference::Weighted
     {
         return false;
     }
     match &scheduling.weight_preference {
         None => true,
-        Some(weights) => {
-            weights.static_weight_list.as_ref().is_some_and(|l| !l.is_empty()) && weights.dynamic_weight.is_none()
-        }
+        Some(weights) => weights.static_weight_list.as_ref().is_some_and(|l| !l.is_empty()) && weights.dynamic_weight.is_none(),
     }
 }
 
@@ -126,11 +121,7 @@ pub fn cluster_matches(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
     }
     if let Some(fields) = &affinity.field_selector {
         for expression in fields.match_expressions.iter().flatten() {
-            let matched = if expression.key == "zone" {
-                zones_match(expression, &cluster_zones(cluster))
-            } else {
-                field_matches(expression, cluster)
-            };
+            let matched = if expression.key == "zone" { zones_match(expression, &cluster_zones(cluster)) } else { field_matches(expression, cluster) };
             if !matched {
                 return false;
             }

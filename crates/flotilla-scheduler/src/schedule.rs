@@ -183,11 +183,7 @@ pub enum Outcome {
 ///
 /// With `clusterAffinities`, terms are tried from the observed one (the first on a fresh
 /// reschedule) until one schedules; if none does, the error is the first term's.
-pub fn schedule(
-    binding: &BindingView<'_>,
-    snapshot: &Snapshot,
-    options: &ScheduleOptions,
-) -> Result<ScheduleResult, ScheduleError> {
+pub fn schedule(binding: &BindingView<'_>, snapshot: &Snapshot, options: &ScheduleOptions) -> Result<ScheduleResult, ScheduleError> {
     let mut explanation = Explanation {
         strategy: binding.placement().filter(|_| binding.is_workload()).map(strategy),
         replicas: binding.replicas(),
@@ -203,9 +199,7 @@ pub fn schedule(
         return finish(pass, explanation, None);
     };
     let start = match binding.observed_affinity_name() {
-        Some(observed) if !binding.reschedule_required() => {
-            terms.iter().position(|t| t.affinity_name == observed).unwrap_or(0)
-        }
+        Some(observed) if !binding.reschedule_required() => terms.iter().position(|t| t.affinity_name == observed).unwrap_or(0),
         _ => 0,
     };
     let mut first_failure = None;
@@ -314,9 +308,7 @@ fn place(
         })
         .collect();
     sort_candidates(&mut candidates);
-    let explained = |attempt: &mut Attempt, name: &str| -> Option<usize> {
-        attempt.clusters.iter().position(|c| c.name == name)
-    };
+    let explained = |attempt: &mut Attempt, name: &str| -> Option<usize> { attempt.clusters.iter().position(|c| c.name == name) };
     for candidate in &candidates {
         if let Some(i) = explained(attempt, candidate.name) {
             attempt.clusters[i].score = Some(candidate.score);

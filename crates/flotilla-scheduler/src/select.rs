@@ -38,11 +38,7 @@ pub struct Selection<'a> {
 
 /// Selects among sorted candidates. Without spread constraints, or when dividing by static
 /// weights, every candidate is kept. Errors carry Karmada's message.
-pub fn select_clusters<'a>(
-    candidates: Vec<Candidate<'a>>,
-    placement: &Placement,
-    binding: &BindingView<'_>,
-) -> Result<Selection<'a>, String> {
+pub fn select_clusters<'a>(candidates: Vec<Candidate<'a>>, placement: &Placement, binding: &BindingView<'_>) -> Result<Selection<'a>, String> {
     let constraints = placement.spread_constraints.as_deref().unwrap_or_default();
     if constraints.is_empty() || ignores_spread_constraints(placement) {
         return Ok(Selection { selected: candidates, passed_over: BTreeMap::new() });
@@ -74,11 +70,7 @@ fn groups(constraint: &SpreadConstraint) -> (usize, usize) {
 
 /// Spread by cluster: the top `min(#candidates, maxGroups)` by score; when dividing, swap the
 /// lowest-ranked for the unchosen cluster with the most room until the replicas fit.
-fn by_cluster<'a>(
-    candidates: &[Candidate<'a>],
-    constraint: &SpreadConstraint,
-    needed: Option<i64>,
-) -> Result<Vec<Candidate<'a>>, String> {
+fn by_cluster<'a>(candidates: &[Candidate<'a>], constraint: &SpreadConstraint, needed: Option<i64>) -> Result<Vec<Candidate<'a>>, String> {
     let (min, max) = groups(constraint);
     if candidates.len() < min {
         return Err("the number of feasible clusters is less than spreadConstraint.MinGroups".into());
@@ -148,8 +140,7 @@ fn by_region<'a>(
     if regions.len() < region_min {
         return Err("the number of feasible region is less than spreadConstraint.MinGroups".into());
     }
-    let groups: Vec<Group<'a>> =
-        regions.iter().map(|r| Group { name: r.name, value: r.clusters.len(), weight: r.score }).collect();
+    let groups: Vec<Group<'a>> = regions.iter().map(|r| Group { name: r.name, value: r.clusters.len(), weight: r.score }).collect();
     let chosen = select_groups(groups, region_min, region_max, cluster_min);
     if chosen.is_empty() {
         return Err("the number of clusters is less than the cluster spreadConstraint.MinGroups".into());
@@ -265,12 +256,7 @@ fn feasible_paths<'a>(
     if sum >= target && stack.len() >= min && stack.len() <= max {
         let mut chosen = stack.clone();
         chosen.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(b.name)));
-        paths.push(Path {
-            id: paths.len() + 1,
-            weight: chosen.iter().map(|g| g.weight).sum(),
-            value: chosen.iter().map(|g| g.value).sum(),
-            groups: chosen,
-        });
+        paths.push(Path { id: paths.len() + 1, weight: chosen.iter().map(|g| g.weight).sum(), value: chosen.iter().map(|g| g.value).sum(), groups: chosen });
         return;
     }
     if stack.len() >= max {
@@ -295,9 +281,7 @@ mod tests {
     fn group_selection_table() {
         let cases: &[(&str, Vec<Group<'static>>, usize, usize, usize, &[&str])] = &[
             ("one group is enough", vec![g("r1", 3, 100), g("r2", 1, 50)], 1, 2, 2, &["r1"]),
-            ("two groups needed for clusters", vec![g("r1", 1, 100), g("r2", 1, 50), g("r3", 1, 10)], 1, 3, 2, &[
-                "r1", "r2",
-            ]),
+            ("two groups needed for clusters", vec![g("r1", 1, 100), g("r2", 1, 50), g("r3", 1, 10)], 1, 3, 2, &["r1", "r2"]),
             ("min two groups", vec![g("r1", 3, 100), g("r2", 1, 50), g("r3", 1, 60)], 2, 2, 1, &["r1", "r3"]),
             ("max too small", vec![g("r1", 1, 100), g("r2", 1, 50)], 1, 1, 2, &[]),
             ("no groups", vec![], 1, 1, 1, &[]),

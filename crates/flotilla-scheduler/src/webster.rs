@@ -88,11 +88,8 @@ pub fn apportion(seats: i32, parties: &[Party], order: NameOrder) -> Vec<i32> {
     if parties.is_empty() {
         return Vec::new();
     }
-    let mut heap: BinaryHeap<(Contender<'_>, usize)> = parties
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (Contender { name: &p.name, votes: p.votes.max(0), seats: 0, order }, i))
-        .collect();
+    let mut heap: BinaryHeap<(Contender<'_>, usize)> =
+        parties.iter().enumerate().map(|(i, p)| (Contender { name: &p.name, votes: p.votes.max(0), seats: 0, order }, i)).collect();
     for _ in 0..seats.max(0) {
         let Some((mut top, i)) = heap.pop() else { break };
         top.seats += 1;

@@ -14,8 +14,7 @@ use fixtures::{ClusterBuilder, binding, cluster, label_affinity, names_affinity}
 use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Cluster};
 use flotilla_api::federation::karmada::policy::SpreadByField;
 use flotilla_api::federation::karmada::work::{
-    BindingSuspension, ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, ResourceBinding,
-    ResourceBindingSpec, TargetCluster,
+    BindingSuspension, ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, ResourceBinding, ResourceBindingSpec, TargetCluster,
 };
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
@@ -90,10 +89,10 @@ where
 async fn create_cluster(client: &kube::Client, builder: ClusterBuilder) {
     let mut wanted = builder.build();
     let status = wanted.status.get_or_insert_with(Default::default);
-    status.api_enablements.get_or_insert_with(Vec::new).push(ApiEnablement {
-        group_version: "v1".into(),
-        resources: Some(vec![ApiResource { name: "namespaces".into(), kind: "Namespace".into() }]),
-    });
+    status
+        .api_enablements
+        .get_or_insert_with(Vec::new)
+        .push(ApiEnablement { group_version: "v1".into(), resources: Some(vec![ApiResource { name: "namespaces".into(), kind: "Namespace".into() }]) });
     status.conditions = Some(vec![Condition {
         type_: "Ready".into(),
         status: "True".into(),

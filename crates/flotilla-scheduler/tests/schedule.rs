@@ -3,13 +3,11 @@
 
 mod fixtures;
 
+use fixtures::*;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::policy::{ClusterAffinity, SpreadByField};
 use flotilla_api::federation::karmada::work::ResourceBinding;
-use flotilla_scheduler::{
-    BindingView, ConditionReason, Outcome, ScheduleOptions, ScheduleResult, Snapshot, explain_text, schedule,
-};
-use fixtures::*;
+use flotilla_scheduler::{BindingView, ConditionReason, Outcome, ScheduleOptions, ScheduleResult, Snapshot, explain_text, schedule};
 
 struct Case {
     name: &'static str,
@@ -52,24 +50,9 @@ fn three(rooms: [i64; 3]) -> Vec<Cluster> {
 fn static_weights_by_webster() {
     let weights = [("m1", 3), ("m2", 2), ("m3", 1)];
     check(vec![
-        Case {
-            name: "12 at 3:2:1",
-            clusters: three([1000; 3]),
-            binding: binding().replicas(12).static_weights(&weights).build(),
-            want: Ok("m1:6 m2:4 m3:2"),
-        },
-        Case {
-            name: "13 at 3:2:1",
-            clusters: three([1000; 3]),
-            binding: binding().replicas(13).static_weights(&weights).build(),
-            want: Ok("m1:7 m2:4 m3:2"),
-        },
-        Case {
-            name: "14 at 3:2:1",
-            clusters: three([1000; 3]),
-            binding: binding().replicas(14).static_weights(&weights).build(),
-            want: Ok("m1:7 m2:5 m3:2"),
-        },
+        Case { name: "12 at 3:2:1", clusters: three([1000; 3]), binding: binding().replicas(12).static_weights(&weights).build(), want: Ok("m1:6 m2:4 m3:2") },
+        Case { name: "13 at 3:2:1", clusters: three([1000; 3]), binding: binding().replicas(13).static_weights(&weights).build(), want: Ok("m1:7 m2:4 m3:2") },
+        Case { name: "14 at 3:2:1", clusters: three([1000; 3]), binding: binding().replicas(14).static_weights(&weights).build(), want: Ok("m1:7 m2:5 m3:2") },
         Case {
             name: "9 at 1:2",
             clusters: three([1000; 3]),
@@ -114,18 +97,8 @@ fn webster_tie_break_follows_the_uid_parity() {
             binding: binding().uid(&odd).replicas(3).divided().build(),
             want: Ok("m1:1 m2:2"),
         },
-        Case {
-            name: "1 over 3, even uid",
-            clusters: three([1000; 3]),
-            binding: binding().uid(&even).replicas(1).divided().build(),
-            want: Ok("m1:1"),
-        },
-        Case {
-            name: "1 over 3, odd uid",
-            clusters: three([1000; 3]),
-            binding: binding().uid(&odd).replicas(1).divided().build(),
-            want: Ok("m3:1"),
-        },
+        Case { name: "1 over 3, even uid", clusters: three([1000; 3]), binding: binding().uid(&even).replicas(1).divided().build(), want: Ok("m1:1") },
+        Case { name: "1 over 3, odd uid", clusters: three([1000; 3]), binding: binding().uid(&odd).replicas(1).divided().build(), want: Ok("m3:1") },
     ]);
 }
 
@@ -204,24 +177,14 @@ fn duplicated_and_non_workloads() {
             binding: binding().replicas(3).duplicated().build(),
             want: Ok("m1:3 m2:3 m3:3"),
         },
-        Case {
-            name: "no replicaScheduling means duplicated",
-            clusters: three([1000; 3]),
-            binding: binding().replicas(2).build(),
-            want: Ok("m1:2 m2:2 m3:2"),
-        },
+        Case { name: "no replicaScheduling means duplicated", clusters: three([1000; 3]), binding: binding().replicas(2).build(), want: Ok("m1:2 m2:2 m3:2") },
         Case {
             name: "a new matching cluster joins a duplicated binding",
             clusters: three([1000; 3]),
             binding: binding().replicas(2).duplicated().scheduled(&[("m1", 2), ("m2", 2)]).build(),
             want: Ok("m1:2 m2:2 m3:2"),
         },
-        Case {
-            name: "non-workloads get every cluster without replicas",
-            clusters: three([0; 3]),
-            binding: binding().divided().build(),
-            want: Ok("m1 m2 m3"),
-        },
+        Case { name: "non-workloads get every cluster without replicas", clusters: three([0; 3]), binding: binding().divided().build(), want: Ok("m1 m2 m3") },
     ]);
 }
 
@@ -235,12 +198,7 @@ fn filters() {
             binding: binding().replicas(1).build(),
             want: Ok("m1:1"),
         },
-        Case {
-            name: "tolerated taint",
-            clusters: tainted(),
-            binding: binding().replicas(1).tolerate("k", "NoSchedule").build(),
-            want: Ok("m1:1 m2:1"),
-        },
+        Case { name: "tolerated taint", clusters: tainted(), binding: binding().replicas(1).tolerate("k", "NoSchedule").build(), want: Ok("m1:1 m2:1") },
         Case {
             name: "PreferNoSchedule is ignored",
             clusters: clusters([cluster("m1").taint("k", "PreferNoSchedule")]),
@@ -292,12 +250,7 @@ fn filters() {
         Case {
             name: "spreading by region needs a region",
             clusters: clusters([cluster("m1").region("eu"), cluster("m2")]),
-            binding: binding()
-                .replicas(1)
-                .duplicated()
-                .spread(SpreadByField::Cluster, 1, 5)
-                .spread(SpreadByField::Region, 1, 5)
-                .build(),
+            binding: binding().replicas(1).duplicated().spread(SpreadByField::Cluster, 1, 5).spread(SpreadByField::Region, 1, 5).build(),
             want: Ok("m1:1"),
         },
         Case {
@@ -319,19 +272,13 @@ fn cluster_affinity() {
         ])
     };
     let exclude = ClusterAffinity { exclude: Some(vec!["m2".into()]), ..Default::default() };
-    let names_and_exclude =
-        ClusterAffinity { cluster_names: Some(vec!["m1".into(), "m2".into()]), exclude: Some(vec!["m1".into()]), ..Default::default() };
+    let names_and_exclude = ClusterAffinity { cluster_names: Some(vec!["m1".into(), "m2".into()]), exclude: Some(vec!["m1".into()]), ..Default::default() };
     check(vec![
         Case { name: "by names", clusters: labelled(), binding: binding().cluster_names(&["m1", "m3"]).build(), want: Ok("m1 m3") },
         Case { name: "exclude", clusters: labelled(), binding: binding().affinity(exclude).build(), want: Ok("m1 m3") },
         Case { name: "exclude wins", clusters: labelled(), binding: binding().affinity(names_and_exclude).build(), want: Ok("m2") },
         Case { name: "labels", clusters: labelled(), binding: binding().affinity(label_affinity("env", "prod")).build(), want: Ok("m1 m3") },
-        Case {
-            name: "region In",
-            clusters: labelled(),
-            binding: binding().affinity(field_affinity("region", "In", &["us"])).build(),
-            want: Ok("m2 m3"),
-        },
+        Case { name: "region In", clusters: labelled(), binding: binding().affinity(field_affinity("region", "In", &["us"])).build(), want: Ok("m2 m3") },
         Case {
             name: "provider NotIn",
             clusters: labelled(),
@@ -344,12 +291,7 @@ fn cluster_affinity() {
             binding: binding().affinity(field_affinity("zone", "In", &["us-1a", "eu-1a"])).build(),
             want: Ok("m1"),
         },
-        Case {
-            name: "zone NotIn",
-            clusters: labelled(),
-            binding: binding().affinity(field_affinity("zone", "NotIn", &["us-1b"])).build(),
-            want: Ok("m1 m3"),
-        },
+        Case { name: "zone NotIn", clusters: labelled(), binding: binding().affinity(field_affinity("zone", "NotIn", &["us-1b"])).build(), want: Ok("m1 m3") },
         Case {
             name: "nothing matches",
             clusters: labelled(),
@@ -384,7 +326,10 @@ fn cluster_affinities_fall_back_in_order() {
     // Every term fails: the error is the first term's.
     let rb = binding().replicas(2).affinity_terms(&[("primary", names_affinity(&["m1"])), ("other", names_affinity(&["x"]))]).build();
     let error = run(&rb, &world()).unwrap_err();
-    assert_eq!(error.to_string(), "0/3 clusters are available: 1 cluster(s) had untolerated taint {k:NoSchedule}, 2 cluster(s) did not match the placement cluster affinity constraint.");
+    assert_eq!(
+        error.to_string(),
+        "0/3 clusters are available: 1 cluster(s) had untolerated taint {k:NoSchedule}, 2 cluster(s) did not match the placement cluster affinity constraint."
+    );
     assert_eq!(error.failure.reason(), ConditionReason::NoClusterFit);
     assert_eq!(error.explanation.attempts.len(), 2);
 }
@@ -424,56 +369,26 @@ fn spread_constraints() {
         },
         Case {
             name: "by region: one cluster per region",
-            clusters: clusters([
-                cluster("m1").region("r1"),
-                cluster("m2").region("r1"),
-                cluster("m3").region("r2"),
-                cluster("m4").region("r3"),
-            ]),
-            binding: binding()
-                .replicas(3)
-                .duplicated()
-                .spread(SpreadByField::Cluster, 2, 2)
-                .spread(SpreadByField::Region, 2, 2)
-                .build(),
+            clusters: clusters([cluster("m1").region("r1"), cluster("m2").region("r1"), cluster("m3").region("r2"), cluster("m4").region("r3")]),
+            binding: binding().replicas(3).duplicated().spread(SpreadByField::Cluster, 2, 2).spread(SpreadByField::Region, 2, 2).build(),
             want: Ok("m1:3 m3:3"),
         },
         Case {
             name: "by region: fill up to the cluster maximum",
-            clusters: clusters([
-                cluster("m1").region("r1"),
-                cluster("m2").region("r1"),
-                cluster("m3").region("r2"),
-                cluster("m4").region("r3"),
-            ]),
-            binding: binding()
-                .replicas(3)
-                .duplicated()
-                .spread(SpreadByField::Cluster, 2, 3)
-                .spread(SpreadByField::Region, 2, 2)
-                .build(),
+            clusters: clusters([cluster("m1").region("r1"), cluster("m2").region("r1"), cluster("m3").region("r2"), cluster("m4").region("r3")]),
+            binding: binding().replicas(3).duplicated().spread(SpreadByField::Cluster, 2, 3).spread(SpreadByField::Region, 2, 2).build(),
             want: Ok("m1:3 m2:3 m3:3"),
         },
         Case {
             name: "by region: too few regions",
             clusters: clusters([cluster("m1").region("r1"), cluster("m2").region("r1")]),
-            binding: binding()
-                .replicas(3)
-                .duplicated()
-                .spread(SpreadByField::Cluster, 1, 2)
-                .spread(SpreadByField::Region, 2, 2)
-                .build(),
+            binding: binding().replicas(3).duplicated().spread(SpreadByField::Cluster, 1, 2).spread(SpreadByField::Region, 2, 2).build(),
             want: Err("failed to select clusters: the number of feasible region is less than spreadConstraint.MinGroups"),
         },
         Case {
             name: "by region: divided prefers the region with room",
             clusters: clusters([cluster("m1").region("r1").room(2), cluster("m2").region("r2").room(20)]),
-            binding: binding()
-                .replicas(10)
-                .dynamic()
-                .spread(SpreadByField::Cluster, 1, 1)
-                .spread(SpreadByField::Region, 1, 1)
-                .build(),
+            binding: binding().replicas(10).dynamic().spread(SpreadByField::Cluster, 1, 1).spread(SpreadByField::Region, 1, 1).build(),
             want: Ok("m2:10"),
         },
     ]);
@@ -497,17 +412,12 @@ fn explanation_names_the_plugin_that_dropped_each_cluster() {
     let rb = binding().replicas(4).static_weights(&[("m1", 1), ("m2", 1)]).build();
     let result = run(&rb, &world).unwrap();
     let attempt = &result.explanation.attempts[0];
-    let outcomes: Vec<(&str, &Outcome, Option<i32>)> =
-        attempt.clusters.iter().map(|c| (c.name.as_str(), &c.outcome, c.replicas)).collect();
+    let outcomes: Vec<(&str, &Outcome, Option<i32>)> = attempt.clusters.iter().map(|c| (c.name.as_str(), &c.outcome, c.replicas)).collect();
     assert_eq!(
         outcomes,
         vec![
             ("m1", &Outcome::Selected, Some(4)),
-            (
-                "m2",
-                &Outcome::Filtered { plugin: "TaintToleration", reason: "cluster(s) had untolerated taint {k:NoSchedule}".into() },
-                None
-            ),
+            ("m2", &Outcome::Filtered { plugin: "TaintToleration", reason: "cluster(s) had untolerated taint {k:NoSchedule}".into() }, None),
             ("m3", &Outcome::Deleting, None),
         ]
     );
@@ -551,8 +461,8 @@ mod properties {
     }
 
     fn placement_binding() -> impl Strategy<Value = ResourceBinding> {
-        (1i32..60, 0u8..5, prop::collection::vec(0i64..5, 6), any::<bool>(), prop::collection::vec((0usize..6, 0i32..5), 0..4))
-            .prop_map(|(replicas, kind, weights, even, previous)| {
+        (1i32..60, 0u8..5, prop::collection::vec(0i64..5, 6), any::<bool>(), prop::collection::vec((0usize..6, 0i32..5), 0..4)).prop_map(
+            |(replicas, kind, weights, even, previous)| {
                 let b = binding().uid(&uid_with_parity(even)).replicas(replicas);
                 let names: Vec<String> = (0..6).map(|i| format!("m{i}")).collect();
                 let weighted: Vec<(&str, i64)> = names.iter().map(String::as_str).zip(weights).collect();
@@ -571,7 +481,8 @@ mod properties {
                     rb = BindingBuilderExt(rb).scheduled(&previous);
                 }
                 rb
-            })
+            },
+        )
     }
 
     /// Re-wrap a built binding to set `spec.clusters`.
@@ -581,11 +492,7 @@ mod properties {
             self.0.spec.clusters = Some(
                 clusters
                     .iter()
-                    .map(|(n, r)| flotilla_api::federation::karmada::work::TargetCluster {
-                        name: n.to_string(),
-                        replicas: Some(*r),
-                        start_ordinal: None,
-                    })
+                    .map(|(n, r)| flotilla_api::federation::karmada::work::TargetCluster { name: n.to_string(), replicas: Some(*r), start_ordinal: None })
                     .collect(),
             );
             self.0

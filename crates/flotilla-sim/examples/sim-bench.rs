@@ -288,9 +288,7 @@ fn bench_pod(name: &str, batch: usize) -> Value {
 }
 
 fn pod_ready(p: &Value) -> bool {
-    p.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    p.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 /// A service account in `default` that may watch Deployments and create pods there, and a token
@@ -340,7 +338,15 @@ struct Watches {
 
 /// Open a watch on Deployments in `default` of member `idx` and follow it; `opened` says when the
 /// response headers came (or why not).
-async fn follow_watch(client: Https, url: String, token: String, idx: usize, watches: Arc<Watches>, opened: tokio::sync::oneshot::Sender<Result<(), String>>, errors: Arc<Errors>) {
+async fn follow_watch(
+    client: Https,
+    url: String,
+    token: String,
+    idx: usize,
+    watches: Arc<Watches>,
+    opened: tokio::sync::oneshot::Sender<Result<(), String>>,
+    errors: Arc<Errors>,
+) {
     let resp = match client.request(request(Method::GET, &url, Some(&token), None)).await {
         Ok(r) if r.status() == StatusCode::OK => r,
         Ok(r) => {
@@ -370,7 +376,9 @@ async fn follow_watch(client: Https, url: String, token: String, idx: usize, wat
                     let obj = &ev["object"];
                     if ev["type"] == "ERROR" {
                         errors.add(format!("watch {url}: an ERROR event: {obj}"));
-                    } else if obj.pointer("/metadata/name") == Some(&json!("sample")) && obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0) >= 1 {
+                    } else if obj.pointer("/metadata/name") == Some(&json!("sample"))
+                        && obj.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0) >= 1
+                    {
                         watches.ready.lock().entry(idx).or_insert_with(Instant::now);
                     }
                 }
@@ -524,7 +532,13 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     let (live_member_slope, _, live_member_r2) = fit(&live_samples.lock());
     let live_idle = live();
     let live_settled_avg = (live_idle as f64 - live0 as f64) / n as f64;
-    println!("live heap: {} with no member, {} with {n} idle: per member slope {} (R² {live_member_r2:.4}), (settled − empty)/N {}", mib(live0 as f64), mib(live_idle as f64), kib(live_member_slope), kib(live_settled_avg));
+    println!(
+        "live heap: {} with no member, {} with {n} idle: per member slope {} (R² {live_member_r2:.4}), (settled − empty)/N {}",
+        mib(live0 as f64),
+        mib(live_idle as f64),
+        kib(live_member_slope),
+        kib(live_settled_avg)
+    );
     println!(
         "nodes held: {nodes} ({:.1} per member)\nper idle member: slope {} (R² {member_r2:.4}, {} samples, intercept {}); with the settled point {} (R² {idle_r2:.4}); (settled − empty)/N {}",
         nodes as f64 / n as f64,
@@ -647,7 +661,13 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     let per_watch = (rss_watch as f64 - rss_before_watch as f64) / open.max(1) as f64;
     let live_per_watch = (live() as f64 - live_before_watch as f64) / open.max(1) as f64;
     println!("live heap per watch: {}", kib(live_per_watch));
-    println!("{open} watches open; RSS {} → {}: {} per watch (client and server ends, TLS) {}", mib(rss_before_watch as f64), mib(rss_watch as f64), kib(per_watch), phase.end());
+    println!(
+        "{open} watches open; RSS {} → {}: {} per watch (client and server ends, TLS) {}",
+        mib(rss_before_watch as f64),
+        mib(rss_watch as f64),
+        kib(per_watch),
+        phase.end()
+    );
 
     // 5. A 1-replica Deployment in a sample of the members.
     let step = (100.0 / args.sample_percent.clamp(0.1, 100.0)).round().max(1.0) as usize;
@@ -786,7 +806,13 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         let (r_settled, _) = rss();
         settled_points.push((made as f64, r_settled as f64));
         live_settled_points.push((made as f64, live() as f64));
-        println!("  batch {}: {made} pods Ready; RSS {} fresh, {} once the write history is dropped {}", b + 1, mib(r_fresh as f64), mib(r_settled as f64), phase.end());
+        println!(
+            "  batch {}: {made} pods Ready; RSS {} fresh, {} once the write history is dropped {}",
+            b + 1,
+            mib(r_fresh as f64),
+            mib(r_settled as f64),
+            phase.end()
+        );
     }
     create_lat.sort();
     println!("pods: create latency p50 {} p99 {} (over HTTPS, {conc} in flight) {}", ms(pct(&create_lat, 0.5)), ms(pct(&create_lat, 0.99)), phase_all.end());
@@ -799,7 +825,10 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     }
     let stored_avg = stored.iter().sum::<usize>() as f64 / stored.len().max(1) as f64;
     let served = match tokens[0].as_deref() {
-        Some(t) => call(&client, Method::GET, &format!("{base}/clusters/{}/api/v1/namespaces/default/pods/bench-pod-0", member_name(0)), Some(t), None).await.map(|(_, b)| b.len()).unwrap_or(0),
+        Some(t) => call(&client, Method::GET, &format!("{base}/clusters/{}/api/v1/namespaces/default/pods/bench-pod-0", member_name(0)), Some(t), None)
+            .await
+            .map(|(_, b)| b.len())
+            .unwrap_or(0),
         None => 0,
     };
     // Fresh: each batch measured with its write history still held. Settled: each measured once
@@ -837,22 +866,55 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
     println!("| members started (one process, one HTTPS listener) | {n} in {:.1} s | — | — |", start_time.as_secs_f64());
     println!("| RSS per idle member (slope, R² {member_r2:.4}) | {} | ≤ 1,024 KiB | {:.2}× |", kib(member_slope), member_slope / (1024.0 * 1024.0));
     println!("| RSS per idle member, settled: (RSS idle − RSS empty) / N | {} | ≤ 1,024 KiB | {:.2}× |", kib(settled_avg), settled_avg / (1024.0 * 1024.0));
-    println!("| live heap per idle member (slope, R² {live_member_r2:.4}) | {} | ≤ 1,024 KiB | {:.2}× |", kib(live_member_slope), live_member_slope / (1024.0 * 1024.0));
+    println!(
+        "| live heap per idle member (slope, R² {live_member_r2:.4}) | {} | ≤ 1,024 KiB | {:.2}× |",
+        kib(live_member_slope),
+        live_member_slope / (1024.0 * 1024.0)
+    );
     if let Some((per_min, r2, held)) = growth {
         let held_avg = (rss_held as f64 - rss0 as f64) / n as f64;
-        println!("| RSS per idle member after {:.0} s idle: (RSS − RSS empty) / N | {} | ≤ 1,024 KiB | {:.2}× |", held.as_secs_f64(), kib(held_avg), held_avg / (1024.0 * 1024.0));
+        println!(
+            "| RSS per idle member after {:.0} s idle: (RSS − RSS empty) / N | {} | ≤ 1,024 KiB | {:.2}× |",
+            held.as_secs_f64(),
+            kib(held_avg),
+            held_avg / (1024.0 * 1024.0)
+        );
         println!("| idle growth (heartbeat history, until compaction) | {} per member per minute (R² {r2:.4}) | — | — |", kib(per_min));
         let peak = settled_avg + per_min * 10.0;
-        println!("| projected idle peak (settled + 10 min of history, the compactor's most) | {} | ≤ 1,024 KiB | {:.2}× |", kib(peak), peak / (1024.0 * 1024.0));
+        println!(
+            "| projected idle peak (settled + 10 min of history, the compactor's most) | {} | ≤ 1,024 KiB | {:.2}× |",
+            kib(peak),
+            peak / (1024.0 * 1024.0)
+        );
     }
     println!("| /readyz over HTTPS, one at a time: p50 / p99 | {} / {} ({readyz_ok}/{n} ok) | — | — |", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99)));
     println!("| watches open / RSS per watch / live heap per watch | {open} / {} / {} | — | — |", kib(per_watch), kib(live_per_watch));
-    println!("| 1-replica Deployment create → Ready (watch): p50 / p99 | {} / {} ({}/{}) | — | — |", ms(pct(&dl, 0.5)), ms(pct(&dl, 0.99)), dl.len(), sample.len());
+    println!(
+        "| 1-replica Deployment create → Ready (watch): p50 / p99 | {} / {} ({}/{}) | — | — |",
+        ms(pct(&dl, 0.5)),
+        ms(pct(&dl, 0.99)),
+        dl.len(),
+        sample.len()
+    );
     println!("| pod as stored | {stored_avg:.0} B | — | — |");
-    println!("| RSS per pod, settled: slope over batches, write history dropped (R² {r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |", pod_slope, 1.5 * stored_avg, pod_slope / stored_avg.max(1.0));
-    println!("| live heap per pod, settled (R² {live_r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |", live_pod, 1.5 * stored_avg, live_pod / stored_avg.max(1.0));
+    println!(
+        "| RSS per pod, settled: slope over batches, write history dropped (R² {r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |",
+        pod_slope,
+        1.5 * stored_avg,
+        pod_slope / stored_avg.max(1.0)
+    );
+    println!(
+        "| live heap per pod, settled (R² {live_r2_c:.4}) | {:.0} B | ≤ {:.0} B (1.5×) | {:.2}× stored |",
+        live_pod,
+        1.5 * stored_avg,
+        live_pod / stored_avg.max(1.0)
+    );
     println!("| live heap per pod, fresh (R² {live_r2_f:.4}) | {:.0} B | — | {:.2}× stored |", live_pod_fresh, live_pod_fresh / stored_avg.max(1.0));
-    println!("| RSS per pod, fresh: slope with each batch's write history held (R² {r2_raw:.4}) | {:.0} B | — | {:.2}× stored |", pod_slope_raw, pod_slope_raw / stored_avg.max(1.0));
+    println!(
+        "| RSS per pod, fresh: slope with each batch's write history held (R² {r2_raw:.4}) | {:.0} B | — | {:.2}× stored |",
+        pod_slope_raw,
+        pod_slope_raw / stored_avg.max(1.0)
+    );
     println!("| RSS at the end / live heap | {} (anonymous {}) / {} | — | — |", mib(rss_end as f64), mib(anon_end as f64), mib(live() as f64));
     println!("watch events received: {events}; whole run {}", begin.end());
 
@@ -864,7 +926,10 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into())).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     let errors = Arc::new(Errors::default());
     let result = run(args, errors.clone()).await;

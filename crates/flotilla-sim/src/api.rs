@@ -165,5 +165,11 @@ impl Writer {
 }
 
 fn unknown_key(key: &str) -> WriteError {
-    WriteError { method: "PATCH", path: key.to_string(), code: 404, reason: "NotFound".into(), message: "no served resource stores objects under this key".into() }
+    WriteError {
+        method: "PATCH",
+        path: key.to_string(),
+        code: 404,
+        reason: "NotFound".into(),
+        message: "no served resource stores objects under this key".into(),
+    }
 }

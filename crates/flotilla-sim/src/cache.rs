@@ -10,12 +10,12 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use flotilla_store::{KeyValue, Revision, WatchEvent};
+use k8s_openapi::Metadata;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::Metadata;
 use serde::Deserialize;
 
 use crate::kinds::{self, Res};
@@ -45,7 +45,10 @@ pub enum Work {
     Namespace(String),
     /// Dependents of the object with this uid (at this store key): deleted, orphaned or
     /// waited for, as its deletion asks.
-    Collect { uid: String, key: String },
+    Collect {
+        uid: String,
+        key: String,
+    },
 }
 
 impl Work {
@@ -386,7 +389,9 @@ impl Cache {
                 }
             }
             kinds::NAMESPACES => {
-                let new = kv.and_then(|kv| serde_json::from_slice::<MetaOnly>(&kv.value).ok()).map(|m| NamespaceInfo { terminating: m.metadata.deletion_timestamp.is_some() });
+                let new = kv
+                    .and_then(|kv| serde_json::from_slice::<MetaOnly>(&kv.value).ok())
+                    .map(|m| NamespaceInfo { terminating: m.metadata.deletion_timestamp.is_some() });
                 match new {
                     Some(n) => self.namespaces.insert(name.to_string(), n),
                     None => self.namespaces.remove(name),
@@ -460,9 +465,8 @@ impl Cache {
         let new = meta(kv);
         let old = meta(prev);
         if !is_pod {
-            let owners = |m: &Option<ObjectMeta>| -> BTreeSet<String> {
-                m.iter().flat_map(|m| m.owner_references.iter().flatten()).map(|o| o.uid.clone()).collect()
-            };
+            let owners =
+                |m: &Option<ObjectMeta>| -> BTreeSet<String> { m.iter().flat_map(|m| m.owner_references.iter().flatten()).map(|o| o.uid.clone()).collect() };
             let (before, after) = (owners(&old), owners(&new));
             for gone in before.difference(&after) {
                 if let Some(set) = self.dependents.get_mut(gone.as_str()) {
@@ -484,8 +488,7 @@ impl Cache {
                 }
             }
             (_, Some(n)) => {
-                let collecting = n.deletion_timestamp.is_some()
-                    && n.finalizers.iter().flatten().any(|f| f == "foregroundDeletion" || f == "orphan");
+                let collecting = n.deletion_timestamp.is_some() && n.finalizers.iter().flatten().any(|f| f == "foregroundDeletion" || f == "orphan");
                 if collecting {
                     work(Work::Collect { uid: n.uid.clone().unwrap_or_default(), key: store_key.to_string() });
                 }

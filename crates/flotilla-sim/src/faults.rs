@@ -46,15 +46,7 @@ pub struct FaultSettings {
 
 impl Default for FaultSettings {
     fn default() -> Self {
-        FaultSettings {
-            latency: Duration::ZERO,
-            latency_jitter: Duration::ZERO,
-            error_rate: 0.0,
-            error_code: 500,
-            blackhole: false,
-            refuse: false,
-            seed: 1,
-        }
+        FaultSettings { latency: Duration::ZERO, latency_jitter: Duration::ZERO, error_rate: 0.0, error_code: 500, blackhole: false, refuse: false, seed: 1 }
     }
 }
 

@@ -159,7 +159,8 @@ fn hostname() -> Option<String> {
 }
 
 fn write_kubeconfig(path: &Path, name: &str, server: &str, ca: &str, cert: &pki::Issued) -> Result<(), FleetError> {
-    pki::write_kubeconfig(path, &pki::kubeconfig(name, server, ca, cert)).map_err(|e| FleetError::Write { path: path.display().to_string(), source: std::io::Error::other(e.to_string()) })
+    pki::write_kubeconfig(path, &pki::kubeconfig(name, server, ca, cert))
+        .map_err(|e| FleetError::Write { path: path.display().to_string(), source: std::io::Error::other(e.to_string()) })
 }
 
 /// The groups of the client certificate a request came with, if any.

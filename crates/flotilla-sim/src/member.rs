@@ -91,9 +91,8 @@ impl Member {
                 let path = dir.join("store.redb");
                 let mut c = EmbeddedConfig::new(&path);
                 c.watch = watch_config();
-                let s = EmbeddedStore::open(c)
-                    .await
-                    .map_err(|source| MemberError::OpenStore { member: name.clone(), path: path.display().to_string(), source })?;
+                let s =
+                    EmbeddedStore::open(c).await.map_err(|source| MemberError::OpenStore { member: name.clone(), path: path.display().to_string(), source })?;
                 (Arc::new(s), None)
             }
             None => {
@@ -115,9 +114,7 @@ impl Member {
         let sim = Simulator::new(writer, store.clone(), config, rx);
         let simulator = TaskGuard(tokio::spawn(sim.run()));
         let compactor = (btree.is_some() && !compaction.is_zero()).then(|| TaskGuard(tokio::spawn(compact_every(store.clone(), compaction))));
-        Ok(Member {
-            inner: Arc::new(Inner { name, api, router, store, btree, faults, commands: tx, _simulator: simulator, _compactor: compactor }),
-        })
+        Ok(Member { inner: Arc::new(Inner { name, api, router, store, btree, faults, commands: tx, _simulator: simulator, _compactor: compactor }) })
     }
 
     pub fn name(&self) -> &str {

@@ -94,15 +94,10 @@ fn node_object(ctx_config: &crate::config::MemberConfig, index: usize) -> Node {
 }
 
 fn resources(shape: &crate::config::NodeShape) -> BTreeMap<String, Quantity> {
-    [
-        ("cpu", shape.cpu.clone()),
-        ("memory", shape.memory.clone()),
-        ("pods", shape.pods.to_string()),
-        ("ephemeral-storage", "100Gi".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Quantity(v)))
-    .collect()
+    [("cpu", shape.cpu.clone()), ("memory", shape.memory.clone()), ("pods", shape.pods.to_string()), ("ephemeral-storage", "100Gi".to_string())]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v)))
+        .collect()
 }
 
 fn ready_status(config: &crate::config::MemberConfig) -> NodeStatus {
@@ -452,7 +447,8 @@ async fn recover_node(name: &str, ctx: &mut Ctx<'_>) -> Result<(), SimError> {
     status.capacity = node.status.as_ref().and_then(|s| s.capacity.clone());
     status.allocatable = node.status.as_ref().and_then(|s| s.allocatable.clone());
     ctx.api.merge_patch(&NODES, "", name, &json!({"status": {"conditions": to_value(&status.conditions)}}), true).await?;
-    let taints: Vec<Taint> = node.spec.and_then(|s| s.taints).unwrap_or_default().into_iter().filter(|t| t.key != TAINT_UNREACHABLE && t.key != TAINT_NOT_READY).collect();
+    let taints: Vec<Taint> =
+        node.spec.and_then(|s| s.taints).unwrap_or_default().into_iter().filter(|t| t.key != TAINT_UNREACHABLE && t.key != TAINT_NOT_READY).collect();
     let taints = if taints.is_empty() { Value::Null } else { to_value(&taints) };
     ctx.api.merge_patch(&NODES, "", name, &json!({"spec": {"taints": taints}}), false).await?;
     Ok(())

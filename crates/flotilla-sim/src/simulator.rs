@@ -71,8 +71,7 @@ impl Ctx<'_> {
     /// A whole object from the store, typed, with its resourceVersion.
     pub async fn read<T: serde::de::DeserializeOwned>(&self, res: &crate::kinds::Res, ns: &str, name: &str) -> Result<Option<T>, SimError> {
         let Some(kv) = self.store.get(res.key(ns, name).as_bytes()).await? else { return Ok(None) };
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&kv.value).map_err(|source| SimError::Decode { what: res.key(ns, name), source })?;
+        let mut v: serde_json::Value = serde_json::from_slice(&kv.value).map_err(|source| SimError::Decode { what: res.key(ns, name), source })?;
         v["metadata"]["resourceVersion"] = serde_json::Value::String(kv.mod_revision.to_string());
         serde_json::from_value(v).map(Some).map_err(|source| SimError::Decode { what: res.key(ns, name), source })
     }
@@ -221,14 +220,8 @@ impl Simulator {
     async fn run_batch(&mut self) {
         let batch = std::mem::take(&mut self.queue);
         for work in batch {
-            let mut ctx = Ctx {
-                cache: &self.cache,
-                api: &self.api,
-                store: self.store.as_ref(),
-                config: &self.config,
-                state: &mut self.state,
-                now: Instant::now(),
-            };
+            let mut ctx =
+                Ctx { cache: &self.cache, api: &self.api, store: self.store.as_ref(), config: &self.config, state: &mut self.state, now: Instant::now() };
             let result = crate::workloads::reconcile(&work, &mut ctx).await;
             match result {
                 Ok(None) => {}

@@ -516,9 +516,7 @@ fn status_is(state: &[Value], kind: &str, name: &str, pointer: &str, want: Value
 }
 
 fn has_condition(state: &[Value], kind: &str, name: &str, type_: &str, status: &str) -> bool {
-    find(state, kind, name)
-        .and_then(|v| v["status"]["conditions"].as_array())
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == status))
+    find(state, kind, name).and_then(|v| v["status"]["conditions"].as_array()).is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == status))
 }
 
 /// How many objects of `kind` have a name starting with `prefix`.
@@ -632,7 +630,8 @@ async fn settled_state_matches_a_real_member() {
         .await;
     }
     checkpoint(&mut real, &mut sim, "daemonset", |s| {
-        find(s, "DaemonSet", "agent").is_some_and(|d| d["status"]["numberReady"].as_i64() > Some(0) && d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"])
+        find(s, "DaemonSet", "agent")
+            .is_some_and(|d| d["status"]["numberReady"].as_i64() > Some(0) && d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"])
     })
     .await;
 
@@ -849,7 +848,11 @@ fn run_script(label: &str, kc: &Path, ns: &str) -> Vec<(String, Vec<String>)> {
     // The Service's endpoints and every pod Ready before `get` (what `get` shows then is settled).
     let deadline = std::time::Instant::now() + DEADLINE;
     loop {
-        let out = kubectl(&kc, &n(&["get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}"]), None);
+        let out = kubectl(
+            &kc,
+            &n(&["get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}"]),
+            None,
+        );
         let pods = kubectl(&kc, &n(&["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"]), None);
         if out.split_whitespace().filter(|r| *r == "true").count() == 2 && pods.split_whitespace().filter(|r| *r == "True").count() == 2 {
             break;

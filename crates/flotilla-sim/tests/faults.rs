@@ -66,12 +66,8 @@ impl TestFleet {
 
     /// A request to the admin endpoint.
     async fn try_admin(&self, method: &str, path: &str, body: Value) -> Result<Value, kube::Error> {
-        let req = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&body).unwrap())
-            .unwrap();
+        let req =
+            http::Request::builder().method(method).uri(path).header("content-type", "application/json").body(serde_json::to_vec(&body).unwrap()).unwrap();
         let text = self.admin.request_text(req).await?;
         Ok(serde_json::from_str(&text).unwrap())
     }
@@ -261,7 +257,8 @@ async fn refuse_closes_the_members_own_listener_until_lifted() {
     let connect = |port: u16| async move { tokio::net::TcpStream::connect(("127.0.0.1", port)).await.map(|_| ()).map_err(|e| e.kind()) };
 
     // Set at start: the member's own listener refuses; its neighbour answers.
-    eventually("ra's listener refusing connections", || async { (connect(port("ra")).await == Err(std::io::ErrorKind::ConnectionRefused)).then_some(()) }).await;
+    eventually("ra's listener refusing connections", || async { (connect(port("ra")).await == Err(std::io::ErrorKind::ConnectionRefused)).then_some(()) })
+        .await;
     let err = probe(&f.client("ra").await).await.expect_err("a refused member does not answer");
     assert!(is_refused(&err), "want connection refused, got {err:?}");
     probe(&f.client("rb").await).await.expect("the other member answers");
@@ -272,7 +269,8 @@ async fn refuse_closes_the_members_own_listener_until_lifted() {
 
     // Set at run time.
     f.set_faults("ra", json!({"refuse": true})).await;
-    eventually("ra's listener refusing connections", || async { (connect(port("ra")).await == Err(std::io::ErrorKind::ConnectionRefused)).then_some(()) }).await;
+    eventually("ra's listener refusing connections", || async { (connect(port("ra")).await == Err(std::io::ErrorKind::ConnectionRefused)).then_some(()) })
+        .await;
     let err = probe(&f.client("ra").await).await.expect_err("a refused member does not answer");
     assert!(is_refused(&err), "want connection refused, got {err:?}");
     f.set_faults("ra", json!({"refuse": false})).await;
@@ -386,7 +384,12 @@ fn allocatable_cpu(n: &Node) -> Option<String> {
 }
 
 fn unschedulable(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,8 +423,10 @@ async fn a_capacity_change_changes_allocatable_and_what_schedules() {
 
     // Another node: it schedules there.
     f.admin("POST", "/sim/v1/members/cap/capacity", json!({"nodes": 2})).await;
-    eventually("half Running on cap-node-2", || async { (running_on(&pods.get("half").await.ok()?)? == ("cap-node-2".into(), "Running".into())).then_some(()) })
-        .await;
+    eventually("half Running on cap-node-2", || async {
+        (running_on(&pods.get("half").await.ok()?)? == ("cap-node-2".into(), "Running".into())).then_some(())
+    })
+    .await;
     assert_eq!(allocatable_cpu(&nodes.get("cap-node-2").await.unwrap()).as_deref(), Some("1"));
 }
 
@@ -490,5 +495,12 @@ async fn a_least_privilege_token_is_refused_what_its_role_does_not_allow() {
 async fn issued_token_again(f: &TestFleet) -> String {
     let admin = f.client("rbac").await;
     let tr: TokenRequest = serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
-    Api::<ServiceAccount>::default_namespaced(admin).create_token_request("reader", &PostParams::default(), &tr).await.unwrap().status.unwrap().token.expect("a token")
+    Api::<ServiceAccount>::default_namespaced(admin)
+        .create_token_request("reader", &PostParams::default(), &tr)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .expect("a token")
 }

@@ -28,7 +28,9 @@ struct Opts {
 fn opts() -> Opts {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("store-bench [--smoke] [--dir DIR]: the full run (about 2 minutes: 5 s per write case, 10 s per watch case, 10,000 watchers, 50,000 stored objects) or a smoke run of seconds; DIR defaults to a temporary directory on the disk of $TMPDIR.");
+        println!(
+            "store-bench [--smoke] [--dir DIR]: the full run (about 2 minutes: 5 s per write case, 10 s per watch case, 10,000 watchers, 50,000 stored objects) or a smoke run of seconds; DIR defaults to a temporary directory on the disk of $TMPDIR."
+        );
         std::process::exit(0);
     }
     let smoke = args.iter().any(|a| a == "--smoke");
@@ -269,7 +271,8 @@ async fn fanout_throughput(store: Arc<dyn Store>, watchers: usize, events: u64) 
     let start = Instant::now();
     let mut written = 0;
     while written < events {
-        let ops: Vec<Op> = (0..64.min(events - written)).map(|i| Op::Put(Bytes::from(format!("{prefix}{}", (written + i) % 128)), Bytes::from_static(b"x"))).collect();
+        let ops: Vec<Op> =
+            (0..64.min(events - written)).map(|i| Op::Put(Bytes::from(format!("{prefix}{}", (written + i) % 128)), Bytes::from_static(b"x"))).collect();
         written += ops.len() as u64;
         store.txn(vec![], ops).await.unwrap();
     }
@@ -341,7 +344,11 @@ async fn main() {
     let o = opts();
     let secs = |full: u64, smoke: u64| Duration::from_millis(if o.smoke { smoke } else { full });
     println!("# store benchmark ({} run) in {}", if o.smoke { "smoke" } else { "full" }, o.dir.display());
-    println!("machine: {} cores, rustc build {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), if cfg!(debug_assertions) { "debug" } else { "release" });
+    println!(
+        "machine: {} cores, rustc build {}",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
 
     // The footprint first: what later phases leave allocated would hide the resident-memory
     // slope (a full run measured 0 bytes/object with the footprint last).

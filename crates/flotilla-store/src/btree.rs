@@ -22,10 +22,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use crate::hub::{Batch, History, Hub, WatchConfig, WatchEvent, WatchStream};
-use crate::{
-    Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, TxnResponse, prefix_end,
-    validate_txn,
-};
+use crate::{Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, TxnResponse, prefix_end, validate_txn};
 
 /// Settings of a btree store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,8 +83,7 @@ impl State {
     /// The state under `[start, end)` as of `at`: the current state with every later change
     /// undone.
     fn snapshot(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, at: Revision) -> BTreeMap<Bytes, Entry> {
-        let mut map: BTreeMap<Bytes, Entry> =
-            self.current.range::<[u8], _>((start, end)).map(|(k, e)| (k.clone(), e.clone())).collect();
+        let mut map: BTreeMap<Bytes, Entry> = self.current.range::<[u8], _>((start, end)).map(|(k, e)| (k.clone(), e.clone())).collect();
         let inside = |k: &[u8]| RangeBounds::<&[u8]>::contains(&(start, end), &k);
         for (rev, _, events) in self.log.iter().rev() {
             if *rev <= at {

@@ -228,7 +228,8 @@ fn open(providers: &[Provider], key: &[u8], value: Bytes) -> Result<Bytes> {
             let (nonce, sealed) = body.split_at(12);
             let mut data = sealed.to_vec();
             let n = Nonce::try_assume_unique_for_key(nonce).map_err(|_| failure(key, "bad nonce"))?;
-            let plain = opener.open_in_place(n, Aad::from(key), &mut data).map_err(|_| failure(key, format!("aesgcm key {name:?} does not open it (wrong key?)")))?;
+            let plain =
+                opener.open_in_place(n, Aad::from(key), &mut data).map_err(|_| failure(key, format!("aesgcm key {name:?} does not open it (wrong key?)")))?;
             plain.to_vec()
         }
         Provider::Secretbox(_) => {
@@ -238,7 +239,9 @@ fn open(providers: &[Provider], key: &[u8], value: Bytes) -> Result<Bytes> {
             }
             let cipher = crypto_secretbox::XSalsa20Poly1305::new_from_slice(&k.secret).map_err(|_| failure(key, "bad secretbox key"))?;
             let (nonce, sealed) = body.split_at(24);
-            cipher.decrypt(crypto_secretbox::Nonce::from_slice(nonce), sealed).map_err(|_| failure(key, format!("secretbox key {name:?} does not open it (wrong key?)")))?
+            cipher
+                .decrypt(crypto_secretbox::Nonce::from_slice(nonce), sealed)
+                .map_err(|_| failure(key, format!("secretbox key {name:?} does not open it (wrong key?)")))?
         }
         Provider::AesCbc(_) => {
             use cbc::cipher::{BlockDecryptMut, KeyIvInit, block_padding::Pkcs7};
@@ -514,7 +517,9 @@ mod tests {
     #[tokio::test]
     async fn the_store_encrypts_what_its_rules_name_and_rewrites_after_a_rotation() {
         let plain: Arc<dyn Store> = Arc::new(crate::memory::memory_store(Default::default()).unwrap());
-        let rules = |first: Provider, second: Provider| EncryptionConfig { rules: vec![Rule { prefix: Bytes::from_static(b"/registry/core/secrets/"), providers: vec![first, second] }] };
+        let rules = |first: Provider, second: Provider| EncryptionConfig {
+            rules: vec![Rule { prefix: Bytes::from_static(b"/registry/core/secrets/"), providers: vec![first, second] }],
+        };
         let old = Provider::Secretbox(vec![key("old", 32, 1)]);
         let new = Provider::AesGcm(vec![key("new", 32, 2)]);
         let store = EncryptedStore::new(plain.clone(), rules(old.clone(), Provider::Identity)).await.unwrap();

@@ -65,11 +65,7 @@ pub struct WatchConfig {
 
 impl Default for WatchConfig {
     fn default() -> Self {
-        WatchConfig {
-            ring_batches: 8192,
-            per_watcher_buffer: 1024,
-            progress_interval: Some(Duration::from_secs(5)),
-        }
+        WatchConfig { ring_batches: 8192, per_watcher_buffer: 1024, progress_interval: Some(Duration::from_secs(5)) }
     }
 }
 
@@ -132,16 +128,7 @@ impl Hub {
         let (rx, published) = self.subscribe();
         let (tx, events) = mpsc::channel(self.config.per_watcher_buffer.max(1));
         let (progress_tx, progress_rx) = mpsc::channel(4);
-        let task = Watcher {
-            hub: self.clone(),
-            history,
-            prefix,
-            position: after,
-            published_at_start: published,
-            rx,
-            tx,
-            progress_rx: Some(progress_rx),
-        };
+        let task = Watcher { hub: self.clone(), history, prefix, position: after, published_at_start: published, rx, tx, progress_rx: Some(progress_rx) };
         let handle = tokio::spawn(task.run());
         WatchStream { events, progress: Some(progress_tx), _task: TaskGuard(Some(handle)) }
     }
@@ -304,11 +291,7 @@ impl std::fmt::Debug for WatchStream {
 
 impl WatchStream {
     /// Build a stream fed by a backend-specific task (etcd).
-    pub(crate) fn from_parts(
-        events: mpsc::Receiver<Result<WatchEvent>>,
-        progress: Option<mpsc::Sender<()>>,
-        task: tokio::task::JoinHandle<()>,
-    ) -> WatchStream {
+    pub(crate) fn from_parts(events: mpsc::Receiver<Result<WatchEvent>>, progress: Option<mpsc::Sender<()>>, task: tokio::task::JoinHandle<()>) -> WatchStream {
         WatchStream { events, progress, _task: TaskGuard(Some(task)) }
     }
 

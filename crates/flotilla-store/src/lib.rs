@@ -19,8 +19,8 @@
 pub mod btree;
 pub mod embedded;
 pub mod encrypted;
-pub mod etcd;
 mod error;
+pub mod etcd;
 pub mod hub;
 pub mod memory;
 
@@ -194,11 +194,7 @@ pub struct RetentionConfig {
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        RetentionConfig {
-            min_age: Duration::from_secs(300),
-            min_revisions: 10_000,
-            interval: Some(Duration::from_secs(60)),
-        }
+        RetentionConfig { min_age: Duration::from_secs(300), min_revisions: 10_000, interval: Some(Duration::from_secs(60)) }
     }
 }
 
@@ -248,9 +244,7 @@ pub trait Store: Send + Sync + 'static {
     /// Replace `key` if its mod revision is still `expected`; fails with
     /// [`StoreError::Conflict`] when it changed and [`StoreError::NotFound`] when it is gone.
     async fn update_if(&self, key: Bytes, value: Bytes, expected: Revision) -> Result<Revision> {
-        let res = self
-            .txn(vec![Compare::ModRevision(key.clone(), expected)], vec![Op::Put(key.clone(), value)])
-            .await;
+        let res = self.txn(vec![Compare::ModRevision(key.clone(), expected)], vec![Op::Put(key.clone(), value)]).await;
         match res {
             Ok(r) => Ok(r.revision),
             Err(StoreError::Conflict { key: k, actual: 0, .. }) => Err(StoreError::NotFound { key: k }),
@@ -307,9 +301,7 @@ pub(crate) fn validate_txn(compares: &[Compare], ops: &[Op]) -> Result<()> {
             return Err(StoreError::InvalidKey { reason: "empty key".into() });
         }
         if key.len() > MAX_KEY_BYTES {
-            return Err(StoreError::InvalidKey {
-                reason: format!("key of {} bytes exceeds {} bytes", key.len(), MAX_KEY_BYTES),
-            });
+            return Err(StoreError::InvalidKey { reason: format!("key of {} bytes exceeds {} bytes", key.len(), MAX_KEY_BYTES) });
         }
         if !seen.insert(key.clone()) {
             return Err(StoreError::DuplicateKeyInTxn { key: lossy(key) });
@@ -353,9 +345,6 @@ mod tests {
         assert!(validate_txn(&[], &[Op::Put(k.clone(), exact)]).is_ok());
         let ops: Vec<Op> = (0..=MAX_TXN_OPS).map(|i| Op::Delete(Bytes::from(format!("k{i}")))).collect();
         assert!(matches!(validate_txn(&[], &ops), Err(StoreError::TooManyOps { .. })));
-        assert!(matches!(
-            validate_txn(&[], &[Op::Delete(k.clone()), Op::Delete(k)]),
-            Err(StoreError::DuplicateKeyInTxn { .. })
-        ));
+        assert!(matches!(validate_txn(&[], &[Op::Delete(k.clone()), Op::Delete(k)]), Err(StoreError::DuplicateKeyInTxn { .. })));
     }
 }

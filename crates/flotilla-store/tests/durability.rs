@@ -78,7 +78,17 @@ async fn power_loss_keeps_every_acknowledged_write() {
     let disk = SimulatedDisk::new();
     let mut acked_all: Vec<(Bytes, Bytes)> = Vec::new();
     for round in 0..12 {
-        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open_with_backend({ let d = disk.clone(); move || d.backend() }, sim_config(), "sim").unwrap());
+        let store: Arc<dyn Store> = Arc::new(
+            EmbeddedStore::open_with_backend(
+                {
+                    let d = disk.clone();
+                    move || d.backend()
+                },
+                sim_config(),
+                "sim",
+            )
+            .unwrap(),
+        );
         let before = dump(store.as_ref()).await;
         for (k, v) in &acked_all {
             assert_eq!(before.get(k), Some(v), "round {round}: an acknowledged write was lost");
@@ -93,7 +103,15 @@ async fn power_loss_keeps_every_acknowledged_write() {
         eprintln!("round {round}: power cut after {cut_after} storage operations, {} writes acknowledged", acked.len());
         acked_all.extend(acked);
     }
-    let store = EmbeddedStore::open_with_backend({ let d = disk.clone(); move || d.backend() }, sim_config(), "sim").unwrap();
+    let store = EmbeddedStore::open_with_backend(
+        {
+            let d = disk.clone();
+            move || d.backend()
+        },
+        sim_config(),
+        "sim",
+    )
+    .unwrap();
     let after = dump(&store).await;
     for (k, v) in &acked_all {
         assert_eq!(after.get(k), Some(v), "an acknowledged write was lost");
@@ -284,9 +302,8 @@ async fn io_faults_fail_the_whole_batch_and_reads_continue() {
     ] {
         let disk = SimulatedDisk::new();
         let (d1, d2) = (disk.clone(), disk.clone());
-        let store: Arc<dyn Store> = Arc::new(
-            EmbeddedStore::open_with_backend_checked(move || d1.backend(), move || d2.healthy(), sim_config(), "sim").unwrap(),
-        );
+        let store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::open_with_backend_checked(move || d1.backend(), move || d2.healthy(), sim_config(), "sim").unwrap());
         let keep = Bytes::from_static(b"/kept");
         let r0 = store.create(keep.clone(), Bytes::from_static(b"before the fault")).await.unwrap();
         disk.set_faults(faults);

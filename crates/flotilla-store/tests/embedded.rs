@@ -44,9 +44,7 @@ async fn open_retrying(config: EmbeddedConfig) -> EmbeddedStore {
     for _ in 0..100 {
         match EmbeddedStore::open(config.clone()).await {
             Ok(s) => return s,
-            Err(StoreError::BadDataFile { kind: flotilla_store::BadDataKind::Locked, .. }) => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
+            Err(StoreError::BadDataFile { kind: flotilla_store::BadDataKind::Locked, .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
             Err(e) => panic!("open failed: {e}"),
         }
     }

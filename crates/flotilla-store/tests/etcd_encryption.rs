@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use etcd_server::EtcdServer;
-use flotilla_store::{Op, RangeRequest, Store};
-use flotilla_store::encrypted::{EncryptedStore, EncryptionConfig, Key, Provider, Rule, Rewritten};
+use flotilla_store::encrypted::{EncryptedStore, EncryptionConfig, Key, Provider, Rewritten, Rule};
 use flotilla_store::etcd::{EtcdConfig, EtcdStore};
+use flotilla_store::{Op, RangeRequest, Store};
 
 /// Standard base64 with padding, as a Secret's `data` holds its values.
 fn b64(s: &str) -> String {
@@ -119,7 +119,8 @@ async fn secrets_in_an_etcd_data_directory_are_encrypted_upgraded_and_rotated() 
 
     // What must never be found, plain and as a Secret's base64.
     let tag = format!("{}-{}", std::process::id(), rand::random::<u32>());
-    let (password, token, legacy, signing) = (format!("hunter2-{tag}"), format!("member-token-{tag}"), format!("legacy-token-{tag}"), b64(&format!("signing-key-{tag}")));
+    let (password, token, legacy, signing) =
+        (format!("hunter2-{tag}"), format!("member-token-{tag}"), format!("legacy-token-{tag}"), b64(&format!("signing-key-{tag}")));
     let needles = [
         ("a Secret's value", password.clone()),
         ("a Secret's value in base64", b64(&password)),
@@ -136,14 +137,18 @@ async fn secrets_in_an_etcd_data_directory_are_encrypted_upgraded_and_rotated() 
                 b64(&password)
             ),
         ),
-        ("/registry/core/secrets/karmada-cluster/member1".into(), format!(r#"{{"kind":"Secret","metadata":{{"name":"member1"}},"data":{{"token":"{}"}}}}"#, b64(&token))),
+        (
+            "/registry/core/secrets/karmada-cluster/member1".into(),
+            format!(r#"{{"kind":"Secret","metadata":{{"name":"member1"}},"data":{{"token":"{}"}}}}"#, b64(&token)),
+        ),
         ("/registry/flotilla.io/serviceaccounttokens/default/bot-token".into(), format!(r#"{{"token":"{legacy}"}}"#)),
         ("/registry/flotilla.io/serviceaccountsigningkey".into(), format!(r#"{{"pkcs8":"{signing}"}}"#)),
     ];
     // Large Secrets (a CA bundle beside a password) span many database pages: compaction frees
     // them but leaves their bytes in the file, which only a defragment rewrites.
     for i in 0..5 {
-        let bundle = format!(r#"{{"kind":"Secret","metadata":{{"name":"bundle-{i}"}},"data":{{"ca.crt":"{}","password":"{}"}}}}"#, "Q".repeat(200_000), b64(&password));
+        let bundle =
+            format!(r#"{{"kind":"Secret","metadata":{{"name":"bundle-{i}"}},"data":{{"ca.crt":"{}","password":"{}"}}}}"#, "Q".repeat(200_000), b64(&password));
         stored.push((format!("/registry/core/secrets/default/bundle-{i}"), bundle));
     }
     // The control: a value no rule covers stays plain, so the search does find what is there.
@@ -177,7 +182,12 @@ async fn secrets_in_an_etcd_data_directory_are_encrypted_upgraded_and_rotated() 
     assert_eq!(store.reencrypt(marker, |_| {}).await.unwrap(), Rewritten { rewritten: stored.len(), current: 0 });
     for prefix in ENCRYPTED {
         for (k, v) in raw_state(&*raw, prefix.as_bytes()).await.0 {
-            assert!(v.starts_with(b"k8s:enc:aesgcm:v1:new:"), "{} is stored as {:?}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v[..v.len().min(30)]));
+            assert!(
+                v.starts_with(b"k8s:enc:aesgcm:v1:new:"),
+                "{} is stored as {:?}",
+                String::from_utf8_lossy(&k),
+                String::from_utf8_lossy(&v[..v.len().min(30)])
+            );
         }
     }
     // Compaction drops the old revisions but leaves their bytes in the database's free pages

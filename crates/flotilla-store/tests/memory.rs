@@ -4,9 +4,9 @@ mod conformance;
 
 use std::sync::Arc;
 
+use flotilla_store::Store;
 use flotilla_store::hub::WatchConfig;
 use flotilla_store::memory::memory_store;
-use flotilla_store::Store;
 
 struct MemoryHarness {
     store: std::sync::Mutex<Option<Arc<dyn Store>>>,

@@ -110,11 +110,7 @@ impl TestEnv {
     /// Run `testenv <verb> --member NAME` (stop, kill, start) and refresh the member list.
     pub fn lifecycle(&mut self, verb: &str, member: &str) {
         assert!(self.private.is_some(), "only a private testenv may be stopped or killed");
-        let out = Command::new(binary())
-            .args([verb, "--member", member, "--out"])
-            .arg(&self.dir)
-            .output()
-            .expect("run testenv");
+        let out = Command::new(binary()).args([verb, "--member", member, "--out"]).arg(&self.dir).output().expect("run testenv");
         assert!(out.status.success(), "testenv {verb} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         self.members = read_ready(&self.dir);
     }

@@ -218,7 +218,9 @@ async fn watch_latencies(c: HttpClient, url: String, events: usize) -> Vec<u64> 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if std::env::args().any(|a| a == "--help" || a == "-h") {
-        println!("apiserver-bench [--smoke]: the full run (about 3 minutes: 5 s per closed-loop case, open loop at 250-2,000/s, 20,000 stored objects) or a smoke run of seconds. Build the flotilla binary beside it first (same profile).");
+        println!(
+            "apiserver-bench [--smoke]: the full run (about 3 minutes: 5 s per closed-loop case, open loop at 250-2,000/s, 20,000 stored objects) or a smoke run of seconds. Build the flotilla binary beside it first (same profile)."
+        );
         return;
     }
     let smoke = std::env::args().any(|a| a == "--smoke");

@@ -722,14 +722,7 @@ async fn ceiling(cp: &kube::Client, m: usize, sizes: &Sizes, timeout: Duration, 
     }
     pair.sort_unstable();
     all.sort_unstable();
-    Ceiling {
-        create_per_s,
-        apply_per_s,
-        pair_p50: pct(&pair, 0.5),
-        pair_p99: pct(&pair, 0.99),
-        all_p50: pct(&all, 0.5),
-        all_p99: pct(&all, 0.99),
-    }
+    Ceiling { create_per_s, apply_per_s, pair_p50: pct(&pair, 0.5), pair_p99: pct(&pair, 0.99), all_p50: pct(&all, 0.5), all_p99: pct(&all, 0.99) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -818,9 +811,8 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     policies.create(&PostParams::default(), &serde_json::from_value(duplicated_policy())?).await?;
     let arrivals = Arc::new(Arrivals::default());
     // Members are indexed by their number (member<i+1>), not by the fleet's name order.
-    let mut watchers: Vec<_> = (0..m)
-        .map(|i| tokio::spawn(follow_member(i, fleet.member(&member_name(i)).expect("a started member").store(), arrivals.clone())))
-        .collect();
+    let mut watchers: Vec<_> =
+        (0..m).map(|i| tokio::spawn(follow_member(i, fleet.member(&member_name(i)).expect("a started member").store(), arrivals.clone()))).collect();
     let stages = Arc::new(Stages::default());
     watchers.push(tokio::spawn(follow_control_plane(store.clone(), stages.clone())));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -856,7 +848,15 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         &cp,
         &arrivals,
         &stages,
-        RunSpec { label: "open", count: sizes.templates, rate: Some(sizes.rate), replicas: 2, targets: pair_targets.clone(), labels: pair_labels.clone(), per_member: halves },
+        RunSpec {
+            label: "open",
+            count: sizes.templates,
+            rate: Some(sizes.rate),
+            replicas: 2,
+            targets: pair_targets.clone(),
+            labels: pair_labels.clone(),
+            per_member: halves,
+        },
         args.settle_timeout,
         errors,
     )
@@ -875,7 +875,13 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         errors,
     )
     .await;
-    print_run(&format!("Divided over 2 members, 32 creators as fast as they go {}", phase.end()), &burst, ceiling.pair_p50, ceiling.pair_p99, ceiling.create_per_s);
+    print_run(
+        &format!("Divided over 2 members, 32 creators as fast as they go {}", phase.end()),
+        &burst,
+        ceiling.pair_p50,
+        ceiling.pair_p99,
+        ceiling.create_per_s,
+    );
     wait_members_idle(&fleet).await;
 
     // 4. Duplicated to every member.
@@ -897,7 +903,13 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         errors,
     )
     .await;
-    print_run(&format!("Duplicated to all {m} members at {}/s {}", args.duplicated_rate, phase.end()), &dup, ceiling.all_p50, ceiling.all_p99, ceiling.create_per_s);
+    print_run(
+        &format!("Duplicated to all {m} members at {}/s {}", args.duplicated_rate, phase.end()),
+        &dup,
+        ceiling.all_p50,
+        ceiling.all_p99,
+        ceiling.create_per_s,
+    );
 
     // 5. A member fails.
     let failure = if measure_failure {
@@ -992,7 +1004,13 @@ async fn main() -> std::process::ExitCode {
         federation.cluster_status().interval,
         federation.cluster_status().probe_timeout,
         federation.cluster_status().failure_threshold,
-        if args.smoke && args.federation.cluster_failure_threshold == federation.cluster_failure_threshold { "" } else if args.smoke { " (shortened for the smoke run)" } else { " (the flags' defaults unless set)" }
+        if args.smoke && args.federation.cluster_failure_threshold == federation.cluster_failure_threshold {
+            ""
+        } else if args.smoke {
+            " (shortened for the smoke run)"
+        } else {
+            " (the flags' defaults unless set)"
+        }
     );
     let errors = Errors::default();
     let mut results = Vec::new();

@@ -98,7 +98,10 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
             client.clone()
         })
     });
-    println!("flotilla controllers: {} controllers running (cluster, cluster-status, detector, binding, execution, work-status, namespace-sync, scheduler)", set.len());
+    println!(
+        "flotilla controllers: {} controllers running (cluster, cluster-status, detector, binding, execution, work-status, namespace-sync, scheduler)",
+        set.len()
+    );
     let outcome = tokio::select! {
         _ = term.recv() => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
@@ -125,7 +128,17 @@ mod tests {
 
     #[test]
     fn takes_the_host_and_flotilla_ups_timing_flags() {
-        let cli = Cli::parse_from(["t", "--kubeconfig", "host.kubeconfig", "--context", "admin", "--cluster-status-update-frequency", "1s", "--unschedulable-retry", "2s"]);
+        let cli = Cli::parse_from([
+            "t",
+            "--kubeconfig",
+            "host.kubeconfig",
+            "--context",
+            "admin",
+            "--cluster-status-update-frequency",
+            "1s",
+            "--unschedulable-retry",
+            "2s",
+        ]);
         assert_eq!(cli.args.kubeconfig.as_deref(), Some(std::path::Path::new("host.kubeconfig")));
         assert_eq!(cli.args.context.as_deref(), Some("admin"));
         assert_eq!(cli.args.federation.cluster_status().interval, std::time::Duration::from_secs(1));

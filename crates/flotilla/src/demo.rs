@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::StreamExt as _;
 use flotilla_member::join::{self, JoinOptions, MemberEndpoint};
 use flotilla_sim::{Fleet, FleetConfig, MemberConfig};
+use futures::StreamExt as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Members joined at once by [`start_fleet`].

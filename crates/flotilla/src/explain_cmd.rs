@@ -65,7 +65,9 @@ pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
 async fn rsp_text(client: &kube::Client, kind: &str, namespace: &str, name: &str) -> anyhow::Result<String> {
     use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
     use flotilla_scheduler::kubefed_rsp::{REPLICAS_PATH, target_resource};
-    let Some(rsp) = Api::<ReplicaSchedulingPreference>::namespaced(client.clone(), namespace).get_opt(name).await.context("reading the ReplicaSchedulingPreference")? else {
+    let Some(rsp) =
+        Api::<ReplicaSchedulingPreference>::namespaced(client.clone(), namespace).get_opt(name).await.context("reading the ReplicaSchedulingPreference")?
+    else {
         return Ok(String::new());
     };
     let head = format!("ReplicaSchedulingPreference {namespace}/{name} (totalReplicas {})", rsp.spec.total_replicas);

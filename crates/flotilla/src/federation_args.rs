@@ -197,11 +197,7 @@ impl FederationArgs {
     }
 
     pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
-        flotilla_scheduler::runner::Config {
-            unschedulable_retry: self.unschedulable_retry,
-            workers: self.concurrent_schedules.into(),
-            ..Default::default()
-        }
+        flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, workers: self.concurrent_schedules.into(), ..Default::default() }
     }
 
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
@@ -214,16 +210,19 @@ impl FederationArgs {
 
     /// The taint manager's settings, when the gates and flags let it run.
     pub fn taint_manager(&self) -> Option<flotilla_controllers::taint_manager::Config> {
-        (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction)
-            .then(|| flotilla_controllers::taint_manager::Config {
-            purge_mode: self.no_execute_taint_eviction_purge_mode,
-            eviction_rate: self.resource_eviction_rate,
-            ..Default::default()
+        (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction).then(|| {
+            flotilla_controllers::taint_manager::Config {
+                purge_mode: self.no_execute_taint_eviction_purge_mode,
+                eviction_rate: self.resource_eviction_rate,
+                ..Default::default()
+            }
         })
     }
 
     pub fn graceful_eviction(&self) -> Option<flotilla_controllers::graceful_eviction::Config> {
-        self.feature_gates.graceful_eviction.then(|| flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() })
+        self.feature_gates
+            .graceful_eviction
+            .then(|| flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() })
     }
 
     pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {

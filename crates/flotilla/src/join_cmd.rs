@@ -49,9 +49,7 @@ pub async fn control_plane_config(kubeconfig: Option<PathBuf>, context: Option<S
 
 async fn load(path: &Path, context: Option<String>) -> anyhow::Result<kube::Config> {
     let kc = Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
-    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions { context, ..Default::default() })
-        .await
-        .with_context(|| format!("use {}", path.display()))
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions { context, ..Default::default() }).await.with_context(|| format!("use {}", path.display()))
 }
 
 #[derive(clap::Args, Debug)]
@@ -93,12 +91,12 @@ pub struct JoinArgs {
 
 /// A cluster name as Karmada accepts it.
 pub fn check_cluster_name(name: &str) -> anyhow::Result<()> {
-    let label_ok = !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
+    let label_ok =
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') && !name.starts_with('-') && !name.ends_with('-');
     if !label_ok {
-        bail!("invalid cluster name {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character");
+        bail!(
+            "invalid cluster name {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+        );
     }
     if name.len() > 48 {
         bail!("invalid cluster name {name:?}: must be no more than 48 characters");
@@ -120,7 +118,8 @@ fn parse_labels(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     check_cluster_name(&args.name)?;
     let labels = parse_labels(&args.labels)?;
-    let extra_kinds = args.allow_kinds.iter().filter(|s| !s.is_empty()).map(|s| join::parse_kind(s).map_err(anyhow::Error::msg)).collect::<anyhow::Result<Vec<_>>>()?;
+    let extra_kinds =
+        args.allow_kinds.iter().filter(|s| !s.is_empty()).map(|s| join::parse_kind(s).map_err(anyhow::Error::msg)).collect::<anyhow::Result<Vec<_>>>()?;
     let member_config = load(&args.kubeconfig, args.context.clone()).await.context("the member's kubeconfig")?;
     let endpoint = MemberEndpoint::from_config(&member_config);
     let member = kube::Client::try_from(member_config).context("building the member client")?;
@@ -205,7 +204,11 @@ pub async fn unjoin(args: UnjoinArgs) -> anyhow::Result<()> {
     let mut last = Instant::now();
     while clusters.get_opt(&args.name).await?.is_some() {
         if Instant::now() > deadline {
-            bail!("cluster {} is still being removed after {}s; its Works are waiting on the member (re-run with --force if it will never come back)", args.name, args.wait_seconds);
+            bail!(
+                "cluster {} is still being removed after {}s; its Works are waiting on the member (re-run with --force if it will never come back)",
+                args.name,
+                args.wait_seconds
+            );
         }
         if last.elapsed() > Duration::from_secs(5) {
             println!("  waiting for the cluster's works to be removed ...");

@@ -15,8 +15,8 @@ use flotilla_api::federation::kubefed::enable::{DiscoveredResource, resolve};
 use flotilla_api::federation::kubefed::install::{self, KUBEFED_CONFIG_NAME};
 use flotilla_api::federation::kubefed::types::federated_type_definition;
 use flotilla_api::federation::kubefed::{FederatedTypeOptions, default_target_types, default_type_options, federated_type_crd_with};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -467,7 +467,10 @@ async fn enabled_type(client: &Client, target: &DiscoveredResource, options: &Fe
         return Ok(ftc);
     }
     if !options.enable_type || print_only {
-        bail!("{name} is not enabled for federation (no FederatedTypeConfig {}/{name}); run `flotilla enable {name}` or pass --enable-type", options.kubefed_namespace);
+        bail!(
+            "{name} is not enabled for federation (no FederatedTypeConfig {}/{name}); run `flotilla enable {name}` or pass --enable-type",
+            options.kubefed_namespace
+        );
     }
     let enable = EnableOptions {
         federated_group: flotilla_api::federation::kubefed::types::DEFAULT_FEDERATED_GROUP.into(),
@@ -498,14 +501,13 @@ pub async fn plan_federate(client: &Client, type_name: &str, name: &str, options
             None => Api::all_with(client.clone(), &target_resource(r)),
         }
     };
-    let object = read(target, options.namespace.as_deref())
-        .get_opt(name)
-        .await
-        .with_context(|| format!("read {} {name}", target.qualified_name()))?
-        .with_context(|| match &options.namespace {
-            Some(ns) if target.namespaced => format!("{} {ns}/{name} not found", target.qualified_name()),
-            _ => format!("{} {name} not found", target.qualified_name()),
-        })?;
+    let object =
+        read(target, options.namespace.as_deref()).get_opt(name).await.with_context(|| format!("read {} {name}", target.qualified_name()))?.with_context(
+            || match &options.namespace {
+                Some(ns) if target.namespaced => format!("{} {ns}/{name} not found", target.qualified_name()),
+                _ => format!("{} {name} not found", target.qualified_name()),
+            },
+        )?;
     let ftc = enabled_type(client, target, options, print_only).await?;
     let fed = federated_resource(&ftc);
     let mut push = |fed: &ApiResource, obj: &DynamicObject| {
@@ -570,7 +572,13 @@ mod tests {
     use super::*;
 
     fn fed(kind: &str) -> ApiResource {
-        ApiResource { group: "types.kubefed.io".into(), version: "v1beta1".into(), api_version: "types.kubefed.io/v1beta1".into(), kind: kind.into(), plural: format!("{}s", kind.to_lowercase()) }
+        ApiResource {
+            group: "types.kubefed.io".into(),
+            version: "v1beta1".into(),
+            api_version: "types.kubefed.io/v1beta1".into(),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+        }
     }
 
     #[test]

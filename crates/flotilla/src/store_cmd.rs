@@ -52,7 +52,9 @@ pub fn encryption_config(data_dir: &std::path::Path, explicit: Option<&std::path
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).with_context(|| format!("create {}", path.display()))?;
-        f.write_all(flotilla_apiserver::encryption::default_config(&key).as_bytes()).and_then(|_| f.sync_all()).with_context(|| format!("write {}", path.display()))?;
+        f.write_all(flotilla_apiserver::encryption::default_config(&key).as_bytes())
+            .and_then(|_| f.sync_all())
+            .with_context(|| format!("write {}", path.display()))?;
         println!("flotilla: Secrets are encrypted at rest with the new key in {} (keep a copy of it apart from the data directory)", path.display());
     }
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
@@ -81,10 +83,17 @@ pub async fn open_encrypted(config: EmbeddedConfig, encryption: EncryptionConfig
     // The marker is the write after the last rewrite that lets compaction drop what it replaced.
     let marker = |done: &flotilla_store::encrypted::Rewritten| {
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        (bytes::Bytes::from_static(b"/registry/flotilla.io/encryption-rewritten"), bytes::Bytes::from(format!("{{\"rewritten\":{},\"at\":{at}}}", done.rewritten)))
+        (
+            bytes::Bytes::from_static(b"/registry/flotilla.io/encryption-rewritten"),
+            bytes::Bytes::from(format!("{{\"rewritten\":{},\"at\":{at}}}", done.rewritten)),
+        )
     };
     let done = store
-        .reencrypt(marker, |n| if n % 1000 == 0 { eprintln!("flotilla: re-encrypting: {n} values written") })
+        .reencrypt(marker, |n| {
+            if n % 1000 == 0 {
+                eprintln!("flotilla: re-encrypting: {n} values written")
+            }
+        })
         .await
         .context("re-encrypting the store and compacting the values' old form away")?;
     if done.rewritten == 0 {
@@ -133,11 +142,7 @@ pub async fn run(cmd: StoreCommand) -> anyhow::Result<()> {
             let compacted = store.compacted_revision().await?;
             let keys = store.range(flotilla_store::RangeRequest { count_only: true, ..Default::default() }).await?.count;
             let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            println!(
-                "store {}: format {}, revision {rev}, compacted {compacted}, {keys} keys, {bytes} bytes",
-                path.display(),
-                embedded::FORMAT_VERSION
-            );
+            println!("store {}: format {}, revision {rev}, compacted {compacted}, {keys} keys, {bytes} bytes", path.display(), embedded::FORMAT_VERSION);
         }
         StoreCommand::Reencrypt { data_dir, encryption_provider_config } => {
             let path = store_path(&data_dir);

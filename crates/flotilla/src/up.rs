@@ -190,10 +190,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         api.set_tokens(t);
     }
     tracing::info!(installed, "federation CRDs registered");
-    let proxy = flotilla_member::proxy::ProxyConfig {
-        response_timeout: Duration::from_secs(args.cluster_proxy_timeout_seconds.max(1)),
-        ..Default::default()
-    };
+    let proxy = flotilla_member::proxy::ProxyConfig { response_timeout: Duration::from_secs(args.cluster_proxy_timeout_seconds.max(1)), ..Default::default() };
     crate::cluster_proxy::install(&api, proxy);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());

@@ -25,7 +25,8 @@ fn member_outage_recovery_and_rejected_credential() {
     let member_kc = env.member("member1").kubeconfig.clone();
     let cp = Flotilla::start_with(FAST);
     let kc = cp.kubeconfig.clone();
-    let (ok, out) = flotilla_cmd(&["join", "edge1", "--kubeconfig", member_kc.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap(), "--zone", "z1"]);
+    let (ok, out) =
+        flotilla_cmd(&["join", "edge1", "--kubeconfig", member_kc.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap(), "--zone", "z1"]);
     assert!(ok, "join failed:\n{out}");
     wait_for("edge1 Ready", Duration::from_secs(60), || {
         let c = get_json(&kc, &["get", "cluster", "edge1"])?;

@@ -184,7 +184,11 @@ fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
     ok(&kc, &["apply", "-f", "-"], Some(&cluster("nosecret", "Push", "https://127.0.0.1:1", "absent")));
     let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/nosecret/proxy/api")]);
     assert!(e.contains("ServiceUnavailable") && e.contains("credential secret karmada-cluster/absent"), "{e}");
-    ok(&kc, &["apply", "-f", "-"], Some(r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"ghost","namespace":"karmada-cluster"},"stringData":{"token":"abc"}}"#));
+    ok(
+        &kc,
+        &["apply", "-f", "-"],
+        Some(r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"ghost","namespace":"karmada-cluster"},"stringData":{"token":"abc"}}"#),
+    );
     ok(&kc, &["apply", "-f", "-"], Some(&cluster("ghost", "Push", "https://127.0.0.1:1", "ghost")));
     let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/ghost/proxy/api")]);
     assert!(e.contains("ServiceUnavailable") && e.contains("error trying to reach cluster ghost at https://127.0.0.1:1"), "{e}");

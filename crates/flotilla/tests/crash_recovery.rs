@@ -36,7 +36,9 @@ fn sigkill_mid_propagation_converges_without_duplicates() {
     );
     let mut docs = String::new();
     for i in 0..TEMPLATES {
-        docs.push_str(&format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:03}\n  namespace: {ns}\n  labels: {{app: crash}}\ndata:\n  index: \"{i}\"\n"));
+        docs.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:03}\n  namespace: {ns}\n  labels: {{app: crash}}\ndata:\n  index: \"{i}\"\n"
+        ));
     }
     apply_yaml(&kc, &docs);
 

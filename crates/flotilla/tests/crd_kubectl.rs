@@ -60,7 +60,9 @@ fn gadget(group: &str, name: &str, size: i64) -> String {
 
 /// `kubectl get` output without the values that differ run to run (AGE).
 fn table_without_age(out: &str) -> Vec<String> {
-    out.lines().map(|l| l.split_whitespace().filter(|c| !c.ends_with('s') || c.parse::<f64>().is_ok() || *c == "gadgets").collect::<Vec<_>>().join(" ")).collect()
+    out.lines()
+        .map(|l| l.split_whitespace().filter(|c| !c.ends_with('s') || c.parse::<f64>().is_ok() || *c == "gadgets").collect::<Vec<_>>().join(" "))
+        .collect()
 }
 
 fn crd_flow(bin: &Path, kc: &Path, group: &str, ns: &str, dir: &Path) -> (String, String) {
@@ -131,7 +133,13 @@ fn federation_manifests_apply_unchanged() {
     let kc = &server().kubeconfig;
     let data = support::manifest_dir().join("../flotilla-api/tests/data/federation");
     kubectl(bin, kc, &["create", "namespace", "test-namespace"]);
-    for f in ["karmada/nginx-deployment.yaml", "karmada/nginx-propagationpolicy.yaml", "karmada/nginx-overridepolicy.yaml", "kubefed/federateddeployment.yaml", "kubefed/federateddeployment-rsp.yaml"] {
+    for f in [
+        "karmada/nginx-deployment.yaml",
+        "karmada/nginx-propagationpolicy.yaml",
+        "karmada/nginx-overridepolicy.yaml",
+        "kubefed/federateddeployment.yaml",
+        "kubefed/federateddeployment-rsp.yaml",
+    ] {
         kubectl(bin, kc, &["apply", "-f", data.join(f).to_str().unwrap()]);
     }
     let pp: serde_json::Value = serde_json::from_str(&kubectl(bin, kc, &["get", "pp", "nginx-propagation", "-o", "json"])).unwrap();
@@ -141,7 +149,8 @@ fn federation_manifests_apply_unchanged() {
     assert_eq!(pp["spec"]["preemption"], "Never");
     assert_eq!(pp["spec"]["priority"], 0);
     assert_eq!(pp["spec"]["resourceSelectors"][0]["namespace"], "default");
-    let fd: serde_json::Value = serde_json::from_str(&kubectl(bin, kc, &["get", "federateddeployment", "test-deployment", "-n", "test-namespace", "-o", "json"])).unwrap();
+    let fd: serde_json::Value =
+        serde_json::from_str(&kubectl(bin, kc, &["get", "federateddeployment", "test-deployment", "-n", "test-namespace", "-o", "json"])).unwrap();
     assert_eq!(fd["spec"]["overrides"][0]["clusterOverrides"][0]["value"], 5);
     assert_eq!(fd["spec"]["template"]["spec"]["replicas"], 3);
     // Discovery: every kind with its upstream names and scope.

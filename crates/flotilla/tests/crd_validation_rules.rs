@@ -18,7 +18,15 @@ fn crd(group: &str, rule: &str) -> String {
 }
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
@@ -30,7 +38,9 @@ fn first_create(kubeconfig: &std::path::Path, object: &str) -> (bool, String) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let answer = kubectl(kubeconfig, &["create", "-f", "-"], object);
-        if !answer.1.contains("the server could not find the requested resource") && !answer.1.contains("no matches for kind") || std::time::Instant::now() > deadline {
+        if !answer.1.contains("the server could not find the requested resource") && !answer.1.contains("no matches for kind")
+            || std::time::Instant::now() > deadline
+        {
             return answer;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -67,7 +77,11 @@ fn validation_rules_answer_as_a_real_server_does() {
     kubectl(&member, &["delete", "namespace", &ns, "--wait=false"], "");
     let (real, ours) = (&answers[0], &answers[1]);
     // The scenario means something on the real server.
-    assert!(!real[0].0 && real[0].1.contains("minReplicas must not exceed maxReplicas") && real[0].1.contains("failed rule: self.name.startsWith('s')"), "{:?}", real[0]);
+    assert!(
+        !real[0].0 && real[0].1.contains("minReplicas must not exceed maxReplicas") && real[0].1.contains("failed rule: self.name.startsWith('s')"),
+        "{:?}",
+        real[0]
+    );
     assert!(real[1].0 && !real[2].0 && real[2].1.contains("name is immutable") && real[3].0, "{real:?}");
     for (i, (r, o)) in real.iter().zip(ours).enumerate() {
         assert_eq!(o, r, "answer {i}: Flotilla (left), kube-apiserver (right)");
@@ -174,8 +188,19 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     kubectl(&member, &["delete", "namespace", &ns, "--wait=false"], "");
     let (real, ours) = (&answers[0], &answers[1]);
     assert!(!real[0].0 && real[0].1.contains("min above four exceeds max"), "{:?}", real[0]);
-    assert!(!real[1].0 && real[1].1.contains("seven is not allowed") && real[1].1.contains("max seven") && real[1].1.contains("Duplicate value"), "{:?}", real[1]);
-    assert!(!real[2].0 && real[2].1.contains("failed rule: self.min != 8") && real[2].1.contains("spec.max: Forbidden: max is far above 100") && real[2].1.contains("name req needed"), "{:?}", real[2]);
+    assert!(
+        !real[1].0 && real[1].1.contains("seven is not allowed") && real[1].1.contains("max seven") && real[1].1.contains("Duplicate value"),
+        "{:?}",
+        real[1]
+    );
+    assert!(
+        !real[2].0
+            && real[2].1.contains("failed rule: self.min != 8")
+            && real[2].1.contains("spec.max: Forbidden: max is far above 100")
+            && real[2].1.contains("name req needed"),
+        "{:?}",
+        real[2]
+    );
     assert!(real[3].0, "{:?}", real[3]);
     assert!(!real[4].0 && real[4].1.contains("spec.labels[x.y]: Invalid value: a key of labels"), "{:?}", real[4]);
     for (i, (r, o)) in real.iter().zip(ours).enumerate() {
@@ -184,7 +209,11 @@ fn message_expressions_reasons_and_field_paths_answer_as_a_real_server_does() {
     for (ok, out) in &refused {
         assert!(!ok && out.contains("x-kubernetes-validations[4].messageExpression") && out.contains("messageExpression compilation failed"), "{out}");
     }
-    assert!(!refused_paths[0].0 && refused_paths[0].1.contains("x-kubernetes-validations[5].fieldPath: Invalid value: \".labels.x.nope\": must be a valid path"), "{:?}", refused_paths[0]);
+    assert!(
+        !refused_paths[0].0 && refused_paths[0].1.contains("x-kubernetes-validations[5].fieldPath: Invalid value: \".labels.x.nope\": must be a valid path"),
+        "{:?}",
+        refused_paths[0]
+    );
     assert_eq!(refused_paths[1], refused_paths[0], "Flotilla (left), kube-apiserver (right)");
     drop(cp);
 }
@@ -200,7 +229,17 @@ fn string_formats_answer_as_a_real_server_does() {
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: links.{group}}}\nspec:\n  group: {group}\n  scope: Cluster\n  names: {{plural: links, singular: link, kind: Link}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              u: {{type: string, format: uri}}\n              m: {{type: string, format: mac}}\n"
     );
     let cp = Flotilla::start();
-    let specs = ["{u: 'https://example.com/a?b'}", "{u: /p}", "{u: 'mailto:a'}", "{u: 'not a uri'}", "{u: example.com}", "{u: 'http://[::1'}", "{m: '01:23:45:67:89:ab'}", "{m: '0123.4567.89ab'}", "{m: '01:23:45'}"];
+    let specs = [
+        "{u: 'https://example.com/a?b'}",
+        "{u: /p}",
+        "{u: 'mailto:a'}",
+        "{u: 'not a uri'}",
+        "{u: example.com}",
+        "{u: 'http://[::1'}",
+        "{m: '01:23:45:67:89:ab'}",
+        "{m: '0123.4567.89ab'}",
+        "{m: '01:23:45'}",
+    ];
     let mut answers = Vec::new();
     for kc in [&member, &cp.kubeconfig] {
         let (ok, out) = kubectl(kc, &["apply", "-f", "-"], &crd);

@@ -72,7 +72,11 @@ fn demo_members_join_and_the_quick_start_sample_is_bound() {
     }
     wait_for("aggregated ready replicas", Duration::from_secs(120), || {
         let d = get_json(&kc, &["-n", "default", "get", "deployment", "nginx"])?;
-        if d["status"]["readyReplicas"] == 2 && d["status"]["observedGeneration"] == d["metadata"]["generation"] { Ok(()) } else { Err(d["status"].to_string()) }
+        if d["status"]["readyReplicas"] == 2 && d["status"]["observedGeneration"] == d["metadata"]["generation"] {
+            Ok(())
+        } else {
+            Err(d["status"].to_string())
+        }
     });
     // Namespaces reach the members, but never KubeFed's system namespace (it holds member
     // credentials), which has existed since start-up, before the one created here.
@@ -93,7 +97,8 @@ fn karmadas_nginx_samples_apply_unchanged() {
     let dir = support::manifest_dir().join("../../examples/karmada/samples/nginx");
     // Length and FNV-1a of each upstream file (examples/karmada/samples/README.md says where
     // they come from): an edited copy would no longer prove anything.
-    for (file, len, fnv) in [("deployment.yaml", 280, 0xaa56_11d5_u32), ("propagationpolicy.yaml", 641, 0xe143_c52c), ("overridepolicy.yaml", 939, 0xdbb3_26dd)] {
+    for (file, len, fnv) in [("deployment.yaml", 280, 0xaa56_11d5_u32), ("propagationpolicy.yaml", 641, 0xe143_c52c), ("overridepolicy.yaml", 939, 0xdbb3_26dd)]
+    {
         let bytes = std::fs::read(dir.join(file)).unwrap();
         assert_eq!((bytes.len(), flotilla_api::federation::karmada::names::fnv32a(&bytes)), (len, fnv), "{file} differs from Karmada's sample");
     }
@@ -110,7 +115,8 @@ fn karmadas_nginx_samples_apply_unchanged() {
     });
     for m in ["member1", "member2"] {
         let ns = format!("karmada-es-{m}");
-        let w = wait_for(&format!("Work nginx-687f7fb96f in {ns}"), Duration::from_secs(120), || get_json(&kc, &["-n", &ns, "get", "work", "nginx-687f7fb96f"]));
+        let w =
+            wait_for(&format!("Work nginx-687f7fb96f in {ns}"), Duration::from_secs(120), || get_json(&kc, &["-n", &ns, "get", "work", "nginx-687f7fb96f"]));
         assert!(w["metadata"]["labels"]["resourcebinding.karmada.io/permanent-id"].is_string(), "{}", w["metadata"]);
     }
     // The OverridePolicy: member2 gets the two labels (remove/replace of absent keys do nothing),

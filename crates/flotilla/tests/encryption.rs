@@ -32,11 +32,16 @@ fn leaks(store: &Path, needles: &[(&str, String)]) -> Vec<String> {
 fn secrets_are_encrypted_at_rest_and_upgraded_in_place() {
     let k = |f: &Flotilla, args: &[&str]| kubectl(&kubectl_bin(), &f.kubeconfig, args);
     let value = format!("hunter2-{}", std::process::id());
-    let applied = format!(r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"applied","namespace":"default"}},"stringData":{{"password":"{value}-applied"}}}}"#);
+    let applied =
+        format!(r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"applied","namespace":"default"}},"stringData":{{"password":"{value}-applied"}}}}"#);
 
     // A data directory written before encryption: Secrets stored as they are.
     let plain_config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(plain_config.path(), "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers: [{identity: {}}]\n").unwrap();
+    std::fs::write(
+        plain_config.path(),
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers: [{identity: {}}]\n",
+    )
+    .unwrap();
     let f = Flotilla::start_with(&["--encryption-provider-config", plain_config.path().to_str().unwrap()]);
     k(&f, &["-n", "default", "create", "secret", "generic", "plain", &format!("--from-literal=password={value}")]);
     let file = f.dir.path().join("applied.json");
@@ -47,7 +52,11 @@ fn secrets_are_encrypted_at_rest_and_upgraded_in_place() {
     let dir = f.stop();
     let data = dir.path().join("data");
     let store = data.join("store.redb");
-    let needles = [("a Secret's data", b64(&value)), ("kubectl's last-applied annotation", format!("{value}-applied")), ("the token-signing key", "\"pkcs8\":\"".to_string())];
+    let needles = [
+        ("a Secret's data", b64(&value)),
+        ("kubectl's last-applied annotation", format!("{value}-applied")),
+        ("the token-signing key", "\"pkcs8\":\"".to_string()),
+    ];
     assert_eq!(leaks(&store, &needles).len(), 3, "the scenario stores plaintext before encryption");
 
     // First start with encryption (the default: a key written into the data directory).

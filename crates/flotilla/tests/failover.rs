@@ -26,18 +26,9 @@ fn sim(cp: &Flotilla, path: &str, body: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{path}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn member(cp: &Flotilla, m: &str) -> PathBuf {
@@ -45,10 +36,7 @@ fn member(cp: &Flotilla, m: &str) -> PathBuf {
 }
 
 fn binding(kc: &std::path::Path) -> Result<serde_json::Value, String> {
-    get_json(
-        kc,
-        &["-n", "shop", "get", "resourcebinding", "web-deployment"],
-    )
+    get_json(kc, &["-n", "shop", "get", "resourcebinding", "web-deployment"])
 }
 
 fn clusters(rb: &serde_json::Value) -> Vec<(String, i64)> {
@@ -56,32 +44,17 @@ fn clusters(rb: &serde_json::Value) -> Vec<(String, i64)> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap_or("").to_string(),
-                c["replicas"].as_i64().unwrap_or(0),
-            )
-        })
+        .map(|c| (c["name"].as_str().unwrap_or("").to_string(), c["replicas"].as_i64().unwrap_or(0)))
         .collect()
 }
 
 fn old_work(kc: &std::path::Path) -> Option<serde_json::Value> {
     let works = get_json(kc, &["-n", "karmada-es-member1", "get", "works"]).ok()?;
-    works["items"]
-        .as_array()?
-        .iter()
-        .find(|w| {
-            w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "web-deployment"
-        })
-        .cloned()
+    works["items"].as_array()?.iter().find(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "web-deployment").cloned()
 }
 
 /// Taint-based eviction on (off by default, as in Karmada v1.16).
-const FAILOVER: &[&str] = &[
-    "--feature-gates",
-    "Failover=true",
-    "--enable-no-execute-taint-eviction",
-];
+const FAILOVER: &[&str] = &["--feature-gates", "Failover=true", "--enable-no-execute-taint-eviction"];
 
 /// `flotilla up --demo 2` with fast probes and `flags`, and the shop's Deployment (4 replicas,
 /// Divided 1:1 over both members, `policy_extra` added to the policy's spec) running 2 + 2.
@@ -106,11 +79,7 @@ fn started(flags: &[&str], policy_extra: &str) -> Flotilla {
     for name in ["member1", "member2"] {
         wait_for(&format!("{name} Ready"), LONG, || {
             let c = get_json(&kc, &["get", "cluster", name])?;
-            if has_condition(&c, "Ready", "True") {
-                Ok(())
-            } else {
-                Err(c["status"].to_string())
-            }
+            if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
         });
     }
     apply_yaml(
@@ -182,31 +151,19 @@ spec:
 
 /// Wait until the member no longer has the object.
 fn wait_gone(cp: &Flotilla, m: &str, kind: &str, name: &str) {
-    wait_for(
-        &format!("{kind} {name} removed from {m}"),
-        LONG,
-        || match get_json(&member(cp, m), &["-n", "shop", "get", kind, name]) {
-            Err(e) if e.contains("NotFound") => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => Err("still there".into()),
-        },
-    );
+    wait_for(&format!("{kind} {name} removed from {m}"), LONG, || match get_json(&member(cp, m), &["-n", "shop", "get", kind, name]) {
+        Err(e) if e.contains("NotFound") => Ok(()),
+        Err(e) => Err(e),
+        Ok(_) => Err("still there".into()),
+    });
 }
 
 /// member1 stops answering (its fault knob), and the control plane sees it not Ready.
 fn member1_down(cp: &Flotilla) {
-    sim(
-        cp,
-        "/sim/v1/members/member1/faults",
-        r#"{"blackhole": true}"#,
-    );
+    sim(cp, "/sim/v1/members/member1/faults", r#"{"blackhole": true}"#);
     wait_for("member1 not Ready", LONG, || {
         let c = get_json(&cp.kubeconfig, &["get", "cluster", "member1"])?;
-        if has_condition(&c, "Ready", "False") {
-            Ok(())
-        } else {
-            Err(c["status"].to_string())
-        }
+        if has_condition(&c, "Ready", "False") { Ok(()) } else { Err(c["status"].to_string()) }
     });
 }
 
@@ -216,11 +173,7 @@ fn taint_no_execute(kc: &std::path::Path, cluster: &str) {
     let mut taints = c["spec"]["taints"].as_array().cloned().unwrap_or_default();
     taints.push(serde_json::json!({"key": "example.com/outage", "effect": "NoExecute"}));
     let patch = serde_json::json!({"metadata": {"resourceVersion": c["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}).to_string();
-    support::kubectl(
-        &kubectl_bin(),
-        kc,
-        &["patch", "cluster", cluster, "--type", "merge", "-p", &patch],
-    );
+    support::kubectl(&kubectl_bin(), kc, &["patch", "cluster", cluster, "--type", "merge", "-p", &patch]);
 }
 
 #[test]
@@ -237,14 +190,8 @@ fn a_tainted_member_is_evicted_gracefully() {
     // Evicted: all replicas go to member2, the task remembers member1.
     let rb = wait_for("the binding failed over to member2", LONG, || {
         let rb = binding(&kc)?;
-        let tasks = rb["spec"]["gracefulEvictionTasks"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if clusters(&rb) == [("member2".to_string(), 4)]
-            && tasks.len() == 1
-            && tasks[0]["creationTimestamp"].is_string()
-        {
+        let tasks = rb["spec"]["gracefulEvictionTasks"].as_array().cloned().unwrap_or_default();
+        if clusters(&rb) == [("member2".to_string(), 4)] && tasks.len() == 1 && tasks[0]["creationTimestamp"].is_string() {
             Ok(rb)
         } else {
             Err(rb["spec"].to_string())
@@ -259,17 +206,9 @@ fn a_tainted_member_is_evicted_gracefully() {
     // While member2's copy is not healthy, member1's Work stays (the old copy is not deleted).
     for _ in 0..6 {
         let rb = binding(&kc).unwrap();
-        assert_eq!(
-            rb["spec"]["gracefulEvictionTasks"].as_array().map(Vec::len),
-            Some(1),
-            "the task ended with no healthy replacement: {}",
-            rb["spec"]
-        );
+        assert_eq!(rb["spec"]["gracefulEvictionTasks"].as_array().map(Vec::len), Some(1), "the task ended with no healthy replacement: {}", rb["spec"]);
         let work = old_work(&kc).expect("member1's Work is kept during the eviction");
-        assert!(
-            work["metadata"]["deletionTimestamp"].is_null(),
-            "member1's Work deleted early: {work}"
-        );
+        assert!(work["metadata"]["deletionTimestamp"].is_null(), "member1's Work deleted early: {work}");
         std::thread::sleep(Duration::from_millis(500));
     }
 
@@ -278,64 +217,27 @@ fn a_tainted_member_is_evicted_gracefully() {
     sim(&cp, "/sim/v1/members/member2/nodes/recover", "{}");
     wait_for("the eviction task ended", LONG, || {
         let rb = binding(&kc)?;
-        if rb["spec"]["gracefulEvictionTasks"]
-            .as_array()
-            .is_none_or(Vec::is_empty)
-        {
-            Ok(())
-        } else {
-            Err(rb["spec"].to_string())
-        }
+        if rb["spec"]["gracefulEvictionTasks"].as_array().is_none_or(Vec::is_empty) { Ok(()) } else { Err(rb["spec"].to_string()) }
     });
-    let d = get_json(
-        &member(&cp, "member2"),
-        &["-n", "shop", "get", "deployment", "web"],
-    )
-    .unwrap();
+    let d = get_json(&member(&cp, "member2"), &["-n", "shop", "get", "deployment", "web"]).unwrap();
     assert_eq!(d["spec"]["replicas"], 4);
-    assert_eq!(
-        d["status"]["availableReplicas"], 4,
-        "the task ended before member2 was healthy: {}",
-        d["status"]
-    );
+    assert_eq!(d["status"]["availableReplicas"], 4, "the task ended before member2 was healthy: {}", d["status"]);
     let events = get_json(&kc, &["-n", "shop", "get", "events"]).unwrap();
-    let reasons: Vec<&str> = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["involvedObject"]["name"] == "web-deployment")
-        .filter_map(|e| e["reason"].as_str())
-        .collect();
-    assert!(
-        reasons.contains(&"TaintUntolerated")
-            && reasons.contains(&"EvictWorkloadFromClusterSucceed"),
-        "{reasons:?}"
-    );
+    let reasons: Vec<&str> =
+        events["items"].as_array().unwrap().iter().filter(|e| e["involvedObject"]["name"] == "web-deployment").filter_map(|e| e["reason"].as_str()).collect();
+    assert!(reasons.contains(&"TaintUntolerated") && reasons.contains(&"EvictWorkloadFromClusterSucceed"), "{reasons:?}");
 
     // member1 back: its old copy is cleaned up; member2 keeps all 4 (no rebalance, as Karmada).
-    sim(
-        &cp,
-        "/sim/v1/members/member1/faults",
-        r#"{"blackhole": false}"#,
-    );
+    sim(&cp, "/sim/v1/members/member1/faults", r#"{"blackhole": false}"#);
     wait_for("member1's Work gone", LONG, || match old_work(&kc) {
         None => Ok(()),
         Some(w) => Err(w["metadata"].to_string()),
     });
     wait_gone(&cp, "member1", "deployment", "web");
-    assert_eq!(
-        clusters(&binding(&kc).unwrap()),
-        [("member2".to_string(), 4)]
-    );
+    assert_eq!(clusters(&binding(&kc).unwrap()), [("member2".to_string(), 4)]);
     // Its ConfigMap (propagateDeps) followed: only member2 has it now.
     wait_gone(&cp, "member1", "configmap", "web-config");
-    assert!(
-        get_json(
-            &member(&cp, "member2"),
-            &["-n", "shop", "get", "configmap", "web-config"]
-        )
-        .is_ok()
-    );
+    assert!(get_json(&member(&cp, "member2"), &["-n", "shop", "get", "configmap", "web-config"]).is_ok());
     drop(cp);
 }
 
@@ -343,65 +245,30 @@ fn a_tainted_member_is_evicted_gracefully() {
 /// only once it has — never two at once, even while the old cluster cannot be reached.
 #[test]
 fn a_directly_purged_eviction_removes_the_old_copy_first() {
-    let cp = started(
-        FAILOVER,
-        "  failover:\n    cluster:\n      purgeMode: Directly\n",
-    );
+    let cp = started(FAILOVER, "  failover:\n    cluster:\n      purgeMode: Directly\n");
     let kc = cp.kubeconfig.clone();
     member1_down(&cp);
     taint_no_execute(&kc, "member1");
     let rb = wait_for("the binding evicted from member1", LONG, || {
         let rb = binding(&kc)?;
-        if clusters(&rb) == [("member2".to_string(), 4)] {
-            Ok(rb)
-        } else {
-            Err(rb["spec"].to_string())
-        }
+        if clusters(&rb) == [("member2".to_string(), 4)] { Ok(rb) } else { Err(rb["spec"].to_string()) }
     });
-    let tasks = rb["spec"]["gracefulEvictionTasks"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        tasks.iter().all(|t| t["purgeMode"] == "Directly"),
-        "{tasks:?}"
-    );
+    let tasks = rb["spec"]["gracefulEvictionTasks"].as_array().cloned().unwrap_or_default();
+    assert!(tasks.iter().all(|t| t["purgeMode"] == "Directly"), "{tasks:?}");
     // member1's copy cannot be deleted while it is unreachable, so member2 is not given more.
     for _ in 0..6 {
-        let d = get_json(
-            &member(&cp, "member2"),
-            &["-n", "shop", "get", "deployment", "web"],
-        )
-        .unwrap();
-        assert_eq!(
-            d["spec"]["replicas"], 2,
-            "member2 scaled up while member1's copy may still run"
-        );
+        let d = get_json(&member(&cp, "member2"), &["-n", "shop", "get", "deployment", "web"]).unwrap();
+        assert_eq!(d["spec"]["replicas"], 2, "member2 scaled up while member1's copy may still run");
         std::thread::sleep(Duration::from_millis(500));
     }
     // member1 back: its copy goes, then member2 runs all 4.
-    sim(
-        &cp,
-        "/sim/v1/members/member1/faults",
-        r#"{"blackhole": false}"#,
-    );
+    sim(&cp, "/sim/v1/members/member1/faults", r#"{"blackhole": false}"#);
     wait_for("member2 running all 4", LONG, || {
-        let d = get_json(
-            &member(&cp, "member2"),
-            &["-n", "shop", "get", "deployment", "web"],
-        )?;
-        if d["spec"]["replicas"] == 4 {
-            Ok(())
-        } else {
-            Err(d["spec"].to_string())
-        }
+        let d = get_json(&member(&cp, "member2"), &["-n", "shop", "get", "deployment", "web"])?;
+        if d["spec"]["replicas"] == 4 { Ok(()) } else { Err(d["spec"].to_string()) }
     });
     assert!(
-        get_json(
-            &member(&cp, "member1"),
-            &["-n", "shop", "get", "deployment", "web"]
-        )
-        .is_err_and(|e| e.contains("NotFound")),
+        get_json(&member(&cp, "member1"), &["-n", "shop", "get", "deployment", "web"]).is_err_and(|e| e.contains("NotFound")),
         "member1 still runs web while member2 has been given all replicas"
     );
     drop(cp);
@@ -416,26 +283,11 @@ fn with_default_gates_a_no_execute_taint_evicts_nothing() {
     // For seconds after the taint, the binding stays put: nothing evicts.
     for _ in 0..6 {
         let rb = binding(&kc).unwrap();
-        assert_eq!(
-            clusters(&rb),
-            [("member1".to_string(), 2), ("member2".to_string(), 2)],
-            "{}",
-            rb["spec"]
-        );
-        assert!(
-            rb["spec"]["gracefulEvictionTasks"]
-                .as_array()
-                .is_none_or(Vec::is_empty),
-            "{}",
-            rb["spec"]
-        );
+        assert_eq!(clusters(&rb), [("member1".to_string(), 2), ("member2".to_string(), 2)], "{}", rb["spec"]);
+        assert!(rb["spec"]["gracefulEvictionTasks"].as_array().is_none_or(Vec::is_empty), "{}", rb["spec"]);
         std::thread::sleep(Duration::from_millis(500));
     }
-    let d = get_json(
-        &member(&cp, "member1"),
-        &["-n", "shop", "get", "deployment", "web"],
-    )
-    .unwrap();
+    let d = get_json(&member(&cp, "member1"), &["-n", "shop", "get", "deployment", "web"]).unwrap();
     assert_eq!(d["spec"]["replicas"], 2);
     drop(cp);
 }
@@ -445,10 +297,8 @@ fn with_default_gates_a_no_execute_taint_evicts_nothing() {
 /// stays until a person sets `suppressDeletion: false`.
 #[test]
 fn an_unhealthy_application_fails_over_and_the_old_copy_waits_for_a_person() {
-    let cp = started(
-        &[],
-        "  propagateDeps: true\n  failover:\n    application:\n      decisionConditions:\n        tolerationSeconds: 1\n      purgeMode: Never\n",
-    );
+    let cp =
+        started(&[], "  propagateDeps: true\n  failover:\n    application:\n      decisionConditions:\n        tolerationSeconds: 1\n      purgeMode: Never\n");
     let kc = cp.kubeconfig.clone();
     // member1's copy can no longer run its pods: a rollout to a node nobody has.
     apply_yaml(
@@ -475,52 +325,24 @@ spec:
     );
     let rb = wait_for("the binding failed over to member2", LONG, || {
         let rb = binding(&kc)?;
-        let tasks = rb["spec"]["gracefulEvictionTasks"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if clusters(&rb) == [("member2".to_string(), 4)] && tasks.len() == 1 {
-            Ok(rb)
-        } else {
-            Err(rb["spec"].to_string())
-        }
+        let tasks = rb["spec"]["gracefulEvictionTasks"].as_array().cloned().unwrap_or_default();
+        if clusters(&rb) == [("member2".to_string(), 4)] && tasks.len() == 1 { Ok(rb) } else { Err(rb["spec"].to_string()) }
     });
     let task = &rb["spec"]["gracefulEvictionTasks"][0];
     assert_eq!(task["fromCluster"], "member1");
     assert_eq!(task["reason"], "ApplicationFailure");
-    assert_eq!(
-        task["producer"],
-        "resource-binding-application-failover-controller"
-    );
+    assert_eq!(task["producer"], "resource-binding-application-failover-controller");
     assert_eq!(task["purgeMode"], "Never");
     assert_eq!(task["suppressDeletion"], true);
     wait_for("member2 running 4 ready", LONG, || {
-        let d = get_json(
-            &member(&cp, "member2"),
-            &["-n", "shop", "get", "deployment", "web"],
-        )?;
-        if d["status"]["readyReplicas"] == 4 {
-            Ok(())
-        } else {
-            Err(d["status"].to_string())
-        }
+        let d = get_json(&member(&cp, "member2"), &["-n", "shop", "get", "deployment", "web"])?;
+        if d["status"]["readyReplicas"] == 4 { Ok(()) } else { Err(d["status"].to_string()) }
     });
     // Healthy replacement or not, the task and member1's copy stay: deletion is suppressed.
     for _ in 0..6 {
         let rb = binding(&kc).unwrap();
-        assert_eq!(
-            rb["spec"]["gracefulEvictionTasks"].as_array().map(Vec::len),
-            Some(1),
-            "{}",
-            rb["spec"]
-        );
-        assert!(
-            get_json(
-                &member(&cp, "member1"),
-                &["-n", "shop", "get", "deployment", "web"]
-            )
-            .is_ok()
-        );
+        assert_eq!(rb["spec"]["gracefulEvictionTasks"].as_array().map(Vec::len), Some(1), "{}", rb["spec"]);
+        assert!(get_json(&member(&cp, "member1"), &["-n", "shop", "get", "deployment", "web"]).is_ok());
         std::thread::sleep(Duration::from_millis(500));
     }
     // A person lets it go.
@@ -528,29 +350,9 @@ spec:
     let mut tasks = rb["spec"]["gracefulEvictionTasks"].clone();
     tasks[0]["suppressDeletion"] = serde_json::json!(false);
     let patch = serde_json::json!({"metadata": {"resourceVersion": rb["metadata"]["resourceVersion"]}, "spec": {"gracefulEvictionTasks": tasks}}).to_string();
-    support::kubectl(
-        &kubectl_bin(),
-        &kc,
-        &[
-            "-n",
-            "shop",
-            "patch",
-            "resourcebinding",
-            "web-deployment",
-            "--type",
-            "merge",
-            "-p",
-            &patch,
-        ],
-    );
+    support::kubectl(&kubectl_bin(), &kc, &["-n", "shop", "patch", "resourcebinding", "web-deployment", "--type", "merge", "-p", &patch]);
     wait_gone(&cp, "member1", "deployment", "web");
     let rb = binding(&kc).unwrap();
-    assert!(
-        rb["spec"]["gracefulEvictionTasks"]
-            .as_array()
-            .is_none_or(Vec::is_empty),
-        "{}",
-        rb["spec"]
-    );
+    assert!(rb["spec"]["gracefulEvictionTasks"].as_array().is_none_or(Vec::is_empty), "{}", rb["spec"]);
     drop(cp);
 }

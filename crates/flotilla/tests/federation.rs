@@ -166,12 +166,8 @@ spec:
         let ok = rb["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
         if ok { Ok(rb) } else { Err(rb["status"].to_string()) }
     });
-    let clusters: Vec<(String, i64)> = rb["spec"]["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0)))
-        .collect();
+    let clusters: Vec<(String, i64)> =
+        rb["spec"]["clusters"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["replicas"].as_i64().unwrap_or(0))).collect();
     assert_eq!(clusters, vec![("member1".to_string(), 2), ("member2".to_string(), 2)]);
     // Status flows back: the members' fake kubelets make the pods ready; the template sums them.
     wait_for("aggregated ready replicas on the template", Duration::from_secs(240), || {
@@ -215,11 +211,17 @@ fn conflicts_updates_drift_and_custom_resources() {
     let ns = unique("drift");
     let group = format!("f{}.example.com", std::process::id());
     let allow = format!("gadgets.{group}");
-    let (ok, out) = flotilla_cmd(&["join", "drift1", "--kubeconfig", m.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap(), "--allow-kinds", &allow]);
+    let (ok, out) =
+        flotilla_cmd(&["join", "drift1", "--kubeconfig", m.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap(), "--allow-kinds", &allow]);
     assert!(ok, "join failed:\n{out}");
 
     // An object already in the member, not Flotilla's.
-    apply_yaml(&m, &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: preexisting\n  namespace: {ns}\ndata:\n  owner: member\n"));
+    apply_yaml(
+        &m,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: preexisting\n  namespace: {ns}\ndata:\n  owner: member\n"
+        ),
+    );
     apply_yaml(
         &kc,
         &format!(
@@ -277,7 +279,11 @@ spec:
     let item = wait_for("the conflict reported", Duration::from_secs(120), || {
         let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "preexisting-configmap"])?;
         let item = rb["status"]["aggregatedStatus"][0].clone();
-        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("Karmada will not manage this resource")) { Ok(item) } else { Err(rb["status"].to_string()) }
+        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("Karmada will not manage this resource")) {
+            Ok(item)
+        } else {
+            Err(rb["status"].to_string())
+        }
     });
     assert_eq!(item["clusterName"], "drift1");
     assert_eq!(get_json(&m, &["-n", &ns, "get", "configmap", "preexisting"]).unwrap()["data"]["owner"], "member");
@@ -392,7 +398,9 @@ fn failures_are_reported_and_nothing_else_stalls() {
     assert!(ok, "join failed:\n{out}");
     let ns = unique("fail");
     let policy = |name: &str, kind: &str, api: &str, target: &str| {
-        format!("---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  resourceSelectors:\n  - apiVersion: {api}\n    kind: {kind}\n    name: {target}\n  placement:\n    clusterAffinity:\n      clusterNames: [fail1]\n")
+        format!(
+            "---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  resourceSelectors:\n  - apiVersion: {api}\n    kind: {kind}\n    name: {target}\n  placement:\n    clusterAffinity:\n      clusterNames: [fail1]\n"
+        )
     };
     let mut yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
     yaml += &policy("selects-nothing", "ConfigMap", "v1", "does-not-exist");
@@ -471,17 +479,29 @@ data:
     assert_eq!(d["metadata"]["annotations"]["propagationpolicy.karmada.io/name"], "a-first");
     wait_for("ApplyPolicySucceed naming the winner", Duration::from_secs(60), || {
         let ev = events(&kc, &ns, "ApplyPolicySucceed");
-        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("a-first"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("a-first"))) {
+            Ok(())
+        } else {
+            Err(format!("{ev:?}"))
+        }
     });
 
     // The override that does not apply: Events on the template and the binding name it.
     wait_for("ApplyOverridePolicyFailed on web", Duration::from_secs(60), || {
         let ev = events(&kc, &ns, "ApplyOverridePolicyFailed");
-        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("broken"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web" && e["message"].as_str().is_some_and(|m| m.contains("broken"))) {
+            Ok(())
+        } else {
+            Err(format!("{ev:?}"))
+        }
     });
     wait_for("SyncWorkFailed on the binding", Duration::from_secs(60), || {
         let ev = events(&kc, &ns, "SyncWorkFailed");
-        if ev.iter().any(|e| e["involvedObject"]["name"] == "web-deployment" && e["message"].as_str().is_some_and(|m| m.contains("/spec/nothing/here"))) { Ok(()) } else { Err(format!("{ev:?}")) }
+        if ev.iter().any(|e| e["involvedObject"]["name"] == "web-deployment" && e["message"].as_str().is_some_and(|m| m.contains("/spec/nothing/here"))) {
+            Ok(())
+        } else {
+            Err(format!("{ev:?}"))
+        }
     });
     let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "web-deployment"]).unwrap();
     assert!(support::has_condition(&rb, "FullyApplied", "False"), "{}", rb["status"]);
@@ -491,7 +511,11 @@ data:
     let item = wait_for("the member's rejection reported", Duration::from_secs(120), || {
         let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "bad-port-service"])?;
         let item = rb["status"]["aggregatedStatus"][0].clone();
-        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("nodePort")) { Ok(item) } else { Err(rb["status"].to_string()) }
+        if item["applied"] == false && item["appliedMessage"].as_str().is_some_and(|s| s.contains("nodePort")) {
+            Ok(item)
+        } else {
+            Err(rb["status"].to_string())
+        }
     });
     assert!(item["appliedMessage"].as_str().unwrap().starts_with("Failed to apply all manifests (0/1)"), "{item}");
     wait_for("SyncFailed on the Work", Duration::from_secs(60), || {

@@ -17,7 +17,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use support::{Flotilla, kubectl_bin};
 
-
 const WAIT: Duration = Duration::from_secs(120);
 
 fn owner_ref(owner: &ConfigMap, block: bool) -> OwnerReference {
@@ -143,7 +142,13 @@ async fn scenario(kubeconfig: &std::path::Path, ns: &str, group: &str) {
     assert!(dep.metadata.deletion_timestamp.is_none());
 
     // An owner that never existed: collected. A dead owner beside a live one: shed, kept.
-    let ghost = OwnerReference { api_version: "v1".into(), kind: "ConfigMap".into(), name: "ghost".into(), uid: "00000000-0000-0000-0000-000000000001".into(), ..Default::default() };
+    let ghost = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "ghost".into(),
+        uid: "00000000-0000-0000-0000-000000000001".into(),
+        ..Default::default()
+    };
     config_map(&cms, "orphan-of-ghost", vec![ghost.clone()], &[]).await;
     let live = config_map(&cms, "live-owner", vec![], &[]).await;
     config_map(&cms, "two-owners", vec![ghost, owner_ref(&live, false)], &[]).await;
@@ -164,7 +169,8 @@ async fn scenario(kubeconfig: &std::path::Path, ns: &str, group: &str) {
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     });
-    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")));
+    let crds: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")));
     crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
     let widget_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget_ar);

@@ -58,14 +58,7 @@ data:
 
 /// Follow `kubectl get -w` until a line satisfies `done`.
 fn watch_until(bin: &Path, kubeconfig: &Path, args: &[&str], trigger: impl FnOnce(), done: impl Fn(&str) -> bool) {
-    let mut child = Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -99,10 +92,7 @@ async fn scenario(version: &str, bin: &Path) {
     let ns = format!("kubectl-{}", version.replace('.', "-"));
     // The namespace comes from another client.
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap())
-        .await
-        .unwrap();
+    namespaces.create(&PostParams::default(), &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap()).await.unwrap();
 
     // apply -f, twice (create, then unchanged).
     let manifest = srv.dir.path().join(format!("app-{version}.yaml"));
@@ -133,8 +123,7 @@ async fn scenario(version: &str, bin: &Path) {
             kc,
             &["get", "-n", &ns, "cm", "cfg", "-w", "-o", "jsonpath={.data.k}{\"\\n\"}"],
             || {
-                rt.block_on(cms2.patch("cfg", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "from-kube-rs"}}))))
-                    .unwrap();
+                rt.block_on(cms2.patch("cfg", &PatchParams::default(), &Patch::Merge(serde_json::json!({"data": {"k": "from-kube-rs"}})))).unwrap();
             },
             |line| line.trim() == "from-kube-rs",
         )

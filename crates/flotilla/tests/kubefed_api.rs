@@ -61,7 +61,9 @@ fn a_fresh_control_plane_serves_kubefeds_defaults() {
     // Each default type's Federated<Kind> is served, with the scope of its target (namespaces
     // excepted: FederatedNamespace is namespaced).
     let resources = kubectl(&k, kc, &["api-resources", "--api-group", "types.kubefed.io", "--no-headers"]);
-    for (plural, namespaced) in [("federateddeployments", "true"), ("federatednamespaces", "true"), ("federatedclusterroles", "false"), ("federatedconfigmaps", "true")] {
+    for (plural, namespaced) in
+        [("federateddeployments", "true"), ("federatednamespaces", "true"), ("federatedclusterroles", "false"), ("federatedconfigmaps", "true")]
+    {
         let line = resources.lines().find(|l| l.starts_with(&format!("{plural} "))).unwrap_or_else(|| panic!("{plural} not served:\n{resources}"));
         assert!(line.split_whitespace().any(|c| c == namespaced), "{line}");
     }
@@ -138,7 +140,10 @@ fn bad_kubefed_input_is_refused_naming_the_field() {
     }
     // KubeFed accepts minimums that exceed the total (its planner lets the heaviest clusters
     // win); so does Flotilla — the planner reports the shortfall when it plans.
-    apply_yaml(kc, "apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: greedy, namespace: bad-input}\nspec:\n  targetKind: FederatedDeployment\n  totalReplicas: 3\n  clusters:\n    '*': {minReplicas: 5, weight: 1}\n");
+    apply_yaml(
+        kc,
+        "apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: greedy, namespace: bad-input}\nspec:\n  targetKind: FederatedDeployment\n  totalReplicas: 3\n  clusters:\n    '*': {minReplicas: 5, weight: 1}\n",
+    );
 }
 
 #[test]
@@ -158,7 +163,10 @@ fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
     // Members joined by `flotilla join` cannot write VirtualServices yet: enable says how to fix it.
     assert!(out.contains("--allow-kinds virtualservices.networking.istio.io"), "{out}");
     let ftc = get_json(kc, &["-n", NS, "get", "ftc", "virtualservices.networking.istio.io"]).unwrap();
-    assert_eq!(ftc["spec"]["targetType"], serde_json::json!({"group": "networking.istio.io", "version": "v1", "kind": "VirtualService", "pluralName": "virtualservices", "scope": "Namespaced"}));
+    assert_eq!(
+        ftc["spec"]["targetType"],
+        serde_json::json!({"group": "networking.istio.io", "version": "v1", "kind": "VirtualService", "pluralName": "virtualservices", "scope": "Namespaced"})
+    );
     assert_eq!(ftc["spec"]["federatedType"]["kind"], "FederatedVirtualService");
     let generated = get_json(kc, &["get", "crd", "federatedvirtualservices.types.kubefed.io"]).unwrap();
     assert_eq!(generated["spec"]["scope"], "Namespaced");
@@ -171,7 +179,10 @@ fn enable_and_disable_a_crd_kind_flotilla_does_not_know() {
 
     // The new type accepts an object, template kept as written.
     kubectl(&k, kc, &["create", "namespace", "mesh"]);
-    apply_yaml(kc, "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedVirtualService\nmetadata: {name: reviews, namespace: mesh}\nspec:\n  template:\n    spec:\n      hosts: [reviews]\n      http:\n      - route:\n        - destination: {host: reviews, subset: v1}\n  placement:\n    clusterSelector:\n      matchLabels: {mesh: istio}\n  overrides:\n  - clusterName: cluster1\n    clusterOverrides:\n    - path: /spec/hosts/0\n      value: reviews.cluster1\n");
+    apply_yaml(
+        kc,
+        "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedVirtualService\nmetadata: {name: reviews, namespace: mesh}\nspec:\n  template:\n    spec:\n      hosts: [reviews]\n      http:\n      - route:\n        - destination: {host: reviews, subset: v1}\n  placement:\n    clusterSelector:\n      matchLabels: {mesh: istio}\n  overrides:\n  - clusterName: cluster1\n    clusterOverrides:\n    - path: /spec/hosts/0\n      value: reviews.cluster1\n",
+    );
     let fvs = get_json(kc, &["-n", "mesh", "get", "fvs", "reviews"]).unwrap();
     assert_eq!(fvs["spec"]["template"]["spec"]["http"][0]["route"][0]["destination"]["subset"], "v1");
     assert_eq!(fvs["spec"]["placement"]["clusterSelector"]["matchLabels"]["mesh"], "istio");
@@ -210,7 +221,10 @@ fn enable_agrees_with_the_seeded_types_and_detects_scalable_crds() {
     let fdeploy = get_json(kc, &["get", "crd", "federateddeployments.types.kubefed.io"]).unwrap();
     assert_eq!(fdeploy.pointer(retain).unwrap()["type"], "boolean");
 
-    apply_yaml(kc, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: scalers.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: scalers, singular: scaler, kind: Scaler}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              replicas: {type: integer, format: int32}\n");
+    apply_yaml(
+        kc,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: scalers.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: scalers, singular: scaler, kind: Scaler}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              replicas: {type: integer, format: int32}\n",
+    );
     let (ok, out) = flotilla(kc, &["enable", "scalers.example.com"]);
     assert!(ok, "{out}");
     let fscaler = get_json(kc, &["get", "crd", "federatedscalers.types.kubefed.io"]).unwrap();

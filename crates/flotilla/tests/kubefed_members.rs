@@ -36,7 +36,17 @@ fn join_two(env: &flotilla_testenv::TestEnv, cp: &Flotilla, extra: &[&str]) -> V
 fn clean_members(cp: &Flotilla, members: &[(String, PathBuf)], ns: &str) {
     for (name, mk) in members {
         let _ = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(mk).args(["delete", "namespace", ns, "--wait=false"]).output();
-        let (ok, out) = flotilla_cmd(&["unjoin", name, "--yes", "--kubeconfig", mk.to_str().unwrap(), "--control-plane-kubeconfig", cp.kubeconfig.to_str().unwrap(), "--wait-seconds", "60"]);
+        let (ok, out) = flotilla_cmd(&[
+            "unjoin",
+            name,
+            "--yes",
+            "--kubeconfig",
+            mk.to_str().unwrap(),
+            "--control-plane-kubeconfig",
+            cp.kubeconfig.to_str().unwrap(),
+            "--wait-seconds",
+            "60",
+        ]);
         if !ok {
             eprintln!("unjoin {name}: {out}");
         }
@@ -147,7 +157,8 @@ fn an_enabled_crd_kind_unknown_to_flotilla_reaches_real_members() {
     });
     clean_members(&cp, &members, &ns);
     for m in ["member1", "member2"] {
-        let _ = std::process::Command::new(&k).arg("--kubeconfig").arg(&env.member(m).kubeconfig).args(["delete", "crd", &plural_group, "--wait=false"]).output();
+        let _ =
+            std::process::Command::new(&k).arg("--kubeconfig").arg(&env.member(m).kubeconfig).args(["delete", "crd", &plural_group, "--wait=false"]).output();
     }
     drop(cp);
 }

@@ -99,7 +99,16 @@ fn bad_input_is_each_reported_and_nothing_else_stalls() {
     // (b) a cluster that is not joined: ignored, the joined one still gets the object.
     apply_yaml(&kc, &federated_configmap(ns, "elsewhere", "v", json!({"clusters": [{"name": "nowhere"}, {"name": "member1"}]}), json!([])));
     // (c) a path that does not exist, for member2 only.
-    apply_yaml(&kc, &federated_configmap(ns, "badpath", "v", both.clone(), json!([{"clusterName": "member2", "clusterOverrides": [{"path": "/data/missing/deeper", "value": "x"}]}])));
+    apply_yaml(
+        &kc,
+        &federated_configmap(
+            ns,
+            "badpath",
+            "v",
+            both.clone(),
+            json!([{"clusterName": "member2", "clusterOverrides": [{"path": "/data/missing/deeper", "value": "x"}]}]),
+        ),
+    );
     // (d) an RSP whose minimums (2 + 2) exceed its 3 replicas.
     apply_yaml(
         &kc,
@@ -109,7 +118,13 @@ fn bad_input_is_each_reported_and_nothing_else_stalls() {
     );
 
     // Each is reported with KubeFed's reason codes (and an Event naming the cause).
-    let cond = status_of(&kc, ns, "federatedconfigmap/dup", json!([{"name": "member1", "status": "ApplyOverridesFailed"}, {"name": "member2", "status": "ApplyOverridesFailed"}]), "False");
+    let cond = status_of(
+        &kc,
+        ns,
+        "federatedconfigmap/dup",
+        json!([{"name": "member1", "status": "ApplyOverridesFailed"}, {"name": "member2", "status": "ApplyOverridesFailed"}]),
+        "False",
+    );
     assert_eq!(cond["reason"], "CheckClusters", "{cond}");
     warning(&kc, ns, "FederatedConfigMap", "dup", "ApplyOverridesFailed", "member1 appears more than once in spec.overrides");
 
@@ -140,12 +155,21 @@ fn bad_input_is_each_reported_and_nothing_else_stalls() {
     gone(&m2, &["-n", ns, "get", "configmap", "badpath"]).unwrap();
 
     // And the well-formed one still updates while the bad ones stay.
-    apply_yaml(&kc, &federated_configmap(ns, "good", "v2", both, json!([{"clusterName": "member2", "clusterOverrides": [{"path": "/data/k", "value": "v2-on-2"}]}])));
+    apply_yaml(
+        &kc,
+        &federated_configmap(ns, "good", "v2", both, json!([{"clusterName": "member2", "clusterOverrides": [{"path": "/data/k", "value": "v2-on-2"}]}])),
+    );
     assert_eq!(wait_for("good v2 in member1", LONG, || configmap_value(&m1, ns, "good").and_then(|v| if v == "v2" { Ok(v) } else { Err(v) })), "v2");
     wait_for("good's override in member2", LONG, || configmap_value(&m2, ns, "good").and_then(|v| if v == "v2-on-2" { Ok(v) } else { Err(v) }));
     status_of(&kc, ns, "federatedconfigmap/good", json!([{"name": "member1"}, {"name": "member2"}]), "True");
     // The bad ones are still reported as they were.
-    status_of(&kc, ns, "federatedconfigmap/dup", json!([{"name": "member1", "status": "ApplyOverridesFailed"}, {"name": "member2", "status": "ApplyOverridesFailed"}]), "False");
+    status_of(
+        &kc,
+        ns,
+        "federatedconfigmap/dup",
+        json!([{"name": "member1", "status": "ApplyOverridesFailed"}, {"name": "member2", "status": "ApplyOverridesFailed"}]),
+        "False",
+    );
 
     // Fixing the duplicate lets it through.
     apply_yaml(
@@ -196,7 +220,9 @@ fn a_stopped_real_member_is_reported_with_kubefeds_reason() {
     env.lifecycle("stop", "member1");
     let cond = status_of(&kc, "outage", "federatedconfigmap/cfg", json!([{"name": "edge1", "status": "ClusterNotReady"}]), "False");
     assert_eq!(cond["reason"], "CheckClusters", "{cond}");
-    kfc(&|c| c.iter().any(|c| c["type"] == "Offline" && c["status"] == "True" && c["reason"] == "ClusterNotReachable") && !c.iter().any(|c| c["type"] == "Ready"));
+    kfc(&|c| {
+        c.iter().any(|c| c["type"] == "Offline" && c["status"] == "True" && c["reason"] == "ClusterNotReachable") && !c.iter().any(|c| c["type"] == "Ready")
+    });
 
     env.lifecycle("start", "member1");
     kfc(&|c| c.len() == 1 && c[0]["type"] == "Ready" && c[0]["status"] == "True");
@@ -231,7 +257,9 @@ fn the_kubefed_config_tunes_the_probe_below_explicit_flags() {
             r#"{"spec": {"clusterHealthCheck": {"period": "500ms", "timeout": "1s", "failureThreshold": 3, "successThreshold": 2}}}"#,
         ],
     );
-    settings("probe every 500ms (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 1s failing (KubeFedConfig), restored after 500ms ready (KubeFedConfig)");
+    settings(
+        "probe every 500ms (KubeFedConfig), timeout 2s (flag), Ready withdrawn after 1s failing (KubeFedConfig), restored after 500ms ready (KubeFedConfig)",
+    );
     wait_cluster_ready(&kc, "member2", "True");
     support::sim_faults(&cp, "member2", r#"{"blackhole": true}"#);
     wait_cluster_ready(&kc, "member2", "False");

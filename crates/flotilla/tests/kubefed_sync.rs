@@ -137,7 +137,11 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     assert_eq!(d2["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.17.0-alpine", "member2 keeps what it had");
 
     // Placement shrinks to member1: member2's object and Work go; status lists member1 only.
-    patch(&kc, &["-n", NS, "patch", "federateddeployment", "test-deployment"], &json!({"spec": {"overrides": null, "placement": {"clusters": [{"name": "member1"}]}}}));
+    patch(
+        &kc,
+        &["-n", NS, "patch", "federateddeployment", "test-deployment"],
+        &json!({"spec": {"overrides": null, "placement": {"clusters": [{"name": "member1"}]}}}),
+    );
     wait_for("the Deployment deleted from member2", LONG, || match get_json(&member(&cp, "member2"), &["-n", NS, "get", "deployment", "test-deployment"]) {
         Err(e) if e.contains("NotFound") || e.contains("not found") => Ok(()),
         other => Err(format!("{other:?}")),
@@ -174,7 +178,12 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     kubectl(&k, &kc, &["-n", NS, "delete", "federatedconfigmap", "keep"]);
     wait_for("the configmap's Works released", LONG, || {
         let list = get_json(&kc, &["get", "works", "-A"])?;
-        let left = list["items"].as_array().unwrap().iter().filter(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "keep-federatedconfigmap").count();
+        let left = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == "keep-federatedconfigmap")
+            .count();
         if left == 0 { Ok(()) } else { Err(format!("{left} works")) }
     });
     for m in ["member1", "member2"] {
@@ -265,18 +274,25 @@ fn the_federated_deployment_on_real_members() {
     let example = std::fs::read_to_string(support::manifest_dir().join("../../examples/kubefed/federateddeployment.yaml")).unwrap();
     apply_yaml(&kc, &example.replace(NS, &ns));
     let deploy = |m: usize| get_json(&members[m].1, &["-n", &ns, "get", "deployment", "test-deployment"]);
-    let d1 = wait_for("member1's Deployment with 5 replicas", LONG, || deploy(0).and_then(|d| if d["spec"]["replicas"] == 5 { Ok(d) } else { Err(d["spec"].to_string()) }));
+    let d1 = wait_for("member1's Deployment with 5 replicas", LONG, || {
+        deploy(0).and_then(|d| if d["spec"]["replicas"] == 5 { Ok(d) } else { Err(d["spec"].to_string()) })
+    });
     assert_eq!(d1["metadata"]["labels"]["kubefed.io/managed"], "true");
     assert_eq!(d1["spec"]["template"]["spec"]["containers"][0]["image"], "nginx");
     let d2 = wait_for("member2's Deployment with the other image", LONG, || {
-        deploy(1).and_then(|d| if d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.17.0-alpine" { Ok(d) } else { Err(d["spec"].to_string()) })
+        deploy(1)
+            .and_then(|d| if d["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.17.0-alpine" { Ok(d) } else { Err(d["spec"].to_string()) })
     });
     assert_eq!(d2["spec"]["replicas"], 3);
     assert_eq!(d2["metadata"]["annotations"]["team"], "edge");
     assert!(d2["metadata"]["annotations"].get("foo").is_none(), "{}", d2["metadata"]);
     let fd = wait_for("status of both clusters", LONG, || {
         let fd = get_json(&kc, &["-n", &ns, "get", "federateddeployment", "test-deployment"])?;
-        if fd["status"]["clusters"] == json!([{"name": "member1"}, {"name": "member2"}]) && has_condition(&fd, "Propagation", "True") { Ok(fd) } else { Err(fd["status"].to_string()) }
+        if fd["status"]["clusters"] == json!([{"name": "member1"}, {"name": "member2"}]) && has_condition(&fd, "Propagation", "True") {
+            Ok(fd)
+        } else {
+            Err(fd["status"].to_string())
+        }
     });
     assert_eq!(fd["status"]["observedGeneration"], fd["metadata"]["generation"]);
 

@@ -86,7 +86,9 @@ fn diff_shows_only_real_differences() {
     let bin = kubectl("1.33");
     let dir = tempfile::tempdir().unwrap();
     let manifest = |image: &str| {
-        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: diffme, namespace: default}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: diffme}}}}\n  template:\n    metadata: {{labels: {{app: diffme}}}}\n    spec: {{containers: [{{name: app, image: \"{image}\"}}]}}\n")
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: diffme, namespace: default}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: diffme}}}}\n  template:\n    metadata: {{labels: {{app: diffme}}}}\n    spec: {{containers: [{{name: app, image: \"{image}\"}}]}}\n"
+        )
     };
     let same = dir.path().join("same.yaml");
     let changed = dir.path().join("changed.yaml");
@@ -101,7 +103,11 @@ fn diff_shows_only_real_differences() {
         let (code, out) = run(&bin, &cp.kubeconfig, &[&["diff", "-f", changed.to_str().unwrap()], mode].concat());
         assert_eq!(code, 1, "{out}");
         let changes: Vec<&str> = out.lines().filter(|l| (l.starts_with('-') || l.starts_with('+')) && !l.starts_with("---") && !l.starts_with("+++")).collect();
-        assert_eq!(changes, ["-  generation: 1", "+  generation: 2", "-      - image: nginx:1.27", "+      - image: nginx:1.28"], "server-side {server_side}:\n{out}");
+        assert_eq!(
+            changes,
+            ["-  generation: 1", "+  generation: 2", "-      - image: nginx:1.27", "+      - image: nginx:1.28"],
+            "server-side {server_side}:\n{out}"
+        );
     }
 }
 
@@ -369,9 +375,8 @@ fn crd_and_builtin_schemas_are_a_real_servers() {
     // v2: every built-in definition (other tests' CRDs may come and go on the shared member),
     // and the CRD's: the same names, the same schemas.
     assert!(real.len() > 600, "{} definitions on the real server", real.len());
-    let compared = |d: &serde_json::Map<String, Value>| -> Vec<String> {
-        d.keys().filter(|n| n.starts_with("io.k8s.") || n.starts_with(&prefix)).cloned().collect()
-    };
+    let compared =
+        |d: &serde_json::Map<String, Value>| -> Vec<String> { d.keys().filter(|n| n.starts_with("io.k8s.") || n.starts_with(&prefix)).cloned().collect() };
     assert_eq!(compared(&ours), compared(&real), "definition names: Flotilla (left), kube-apiserver (right)");
     assert_same_schemas("/openapi/v2", &ours, &real, &compared(&real));
     assert!(!ours.contains_key(&format!("{prefix}v0.Widget")), "an unserved version has no definitions");

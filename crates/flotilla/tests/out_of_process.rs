@@ -56,7 +56,17 @@ fn controllers_out_of_process_on_a_plain_kube_apiserver_host() {
 
     let start_controllers = || {
         let mut controllers = Daemon::start(
-            &["controllers", "--kubeconfig", host_s, "--cluster-status-update-frequency", "1s", "--cluster-success-threshold", "1s", "--unschedulable-retry", "2s"],
+            &[
+                "controllers",
+                "--kubeconfig",
+                host_s,
+                "--cluster-status-update-frequency",
+                "1s",
+                "--cluster-success-threshold",
+                "1s",
+                "--unschedulable-retry",
+                "2s",
+            ],
             "warn",
         );
         controllers.wait_line("controllers running", Duration::from_secs(60));
@@ -285,7 +295,13 @@ spec:
         let items = rb["status"]["aggregatedStatus"].as_array().cloned().unwrap_or_default();
         let got: Vec<(String, i64, String)> = items
             .iter()
-            .map(|i| (i["clusterName"].as_str().unwrap_or("").to_string(), i["status"]["readyReplicas"].as_i64().unwrap_or(0), i["health"].as_str().unwrap_or("").to_string()))
+            .map(|i| {
+                (
+                    i["clusterName"].as_str().unwrap_or("").to_string(),
+                    i["status"]["readyReplicas"].as_i64().unwrap_or(0),
+                    i["health"].as_str().unwrap_or("").to_string(),
+                )
+            })
             .collect();
         let want = vec![("oop-m1".to_string(), 2, "Healthy".to_string()), ("oop-m2".to_string(), 1, "Healthy".to_string())];
         if got == want { Ok(()) } else { Err(format!("{got:?}")) }
@@ -319,7 +335,11 @@ spec:
     let works_after: Vec<String> = clusters
         .iter()
         .map(|(cluster, _)| {
-            let work = get_json(&host, &["-n", &format!("karmada-es-{cluster}"), "get", "work", "-l", &format!("resourcebinding.karmada.io/permanent-id={binding_id}")]).unwrap();
+            let work = get_json(
+                &host,
+                &["-n", &format!("karmada-es-{cluster}"), "get", "work", "-l", &format!("resourcebinding.karmada.io/permanent-id={binding_id}")],
+            )
+            .unwrap();
             work["items"].as_array().map(|items| items.len().to_string()).unwrap_or_default()
         })
         .collect();

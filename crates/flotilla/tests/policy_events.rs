@@ -42,7 +42,8 @@ fn a_policy_selecting_nothing_is_reported() {
         Some((_, bin)) => {
             let out = kubectl(&bin, kc, &["events", "-n", "default", "--for", "propagationpolicy/selects-nothing"]);
             assert!(out.contains("NoResourceSelected") && out.contains("no resource matches"), "{out}");
-            let out = kubectl(&bin, kc, &["get", "events.v1.events.k8s.io", "-n", "default", "--field-selector", "regarding.name=selects-nothing", "-o", "json"]);
+            let out =
+                kubectl(&bin, kc, &["get", "events.v1.events.k8s.io", "-n", "default", "--field-selector", "regarding.name=selects-nothing", "-o", "json"]);
             let list: serde_json::Value = serde_json::from_str(&out).unwrap();
             let ev = list["items"].as_array().unwrap().iter().find(|e| e["reason"] == "NoResourceSelected").unwrap_or_else(|| panic!("{out}")).clone();
             assert_eq!(ev["apiVersion"], "events.k8s.io/v1");

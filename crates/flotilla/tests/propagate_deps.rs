@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::{
-    Flotilla, apply_yaml, flotilla_cmd, get_json, kubectl, kubectl_bin, unique, wait_for,
-};
+use support::{Flotilla, apply_yaml, flotilla_cmd, get_json, kubectl, kubectl_bin, unique, wait_for};
 
 fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
     match get_json(kc, args) {
@@ -24,32 +22,14 @@ fn gone(kc: &Path, args: &[&str]) -> Result<(), String> {
 
 /// Join testenv's member1 and member2 under `names`, both Ready.
 fn join_two(env: &flotilla_testenv::TestEnv, kc: &Path, names: [&str; 2]) -> (PathBuf, PathBuf) {
-    let members = [
-        env.member("member1").kubeconfig.clone(),
-        env.member("member2").kubeconfig.clone(),
-    ];
+    let members = [env.member("member1").kubeconfig.clone(), env.member("member2").kubeconfig.clone()];
     for (name, member) in names.iter().zip(&members) {
-        let (ok, out) = flotilla_cmd(&[
-            "join",
-            name,
-            "--kubeconfig",
-            member.to_str().unwrap(),
-            "--control-plane-kubeconfig",
-            kc.to_str().unwrap(),
-        ]);
+        let (ok, out) = flotilla_cmd(&["join", name, "--kubeconfig", member.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
         assert!(ok, "join {name} failed:\n{out}");
-        wait_for(
-            &format!("cluster {name} Ready"),
-            Duration::from_secs(120),
-            || {
-                let c = get_json(kc, &["get", "cluster", name])?;
-                if support::has_condition(&c, "Ready", "True") {
-                    Ok(())
-                } else {
-                    Err(c["status"].to_string())
-                }
-            },
-        );
+        wait_for(&format!("cluster {name} Ready"), Duration::from_secs(120), || {
+            let c = get_json(kc, &["get", "cluster", name])?;
+            if support::has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
+        });
     }
     let [m1, m2] = members;
     (m1, m2)
@@ -71,17 +51,9 @@ fn clean_up(kc: &Path, ns: &str, members: [&PathBuf; 2], clusters: [&str; 2]) {
         ]);
         assert!(ok, "unjoin {name} failed:\n{out}");
     }
-    kubectl(
-        &kubectl_bin(),
-        kc,
-        &["delete", "namespace", ns, "--wait=false"],
-    );
+    kubectl(&kubectl_bin(), kc, &["delete", "namespace", ns, "--wait=false"]);
     for member in members {
-        let _ = Command::new(kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(member)
-            .args(["delete", "namespace", ns, "--wait=false"])
-            .output();
+        let _ = Command::new(kubectl_bin()).arg("--kubeconfig").arg(member).args(["delete", "namespace", ns, "--wait=false"]).output();
     }
 }
 
@@ -154,59 +126,29 @@ spec:
     );
 
     // The Deployment and both of its dependencies run in the chosen member.
-    wait_for("deployment in member1", Duration::from_secs(180), || {
-        get_json(&m1, &["-n", &ns, "get", "deployment", "web"])
-    });
-    let cm = wait_for("configmap in member1", Duration::from_secs(120), || {
-        get_json(&m1, &["-n", &ns, "get", "configmap", "web-config"])
-    });
+    wait_for("deployment in member1", Duration::from_secs(180), || get_json(&m1, &["-n", &ns, "get", "deployment", "web"]));
+    let cm = wait_for("configmap in member1", Duration::from_secs(120), || get_json(&m1, &["-n", &ns, "get", "configmap", "web-config"]));
     assert_eq!(cm["data"]["mode"], "federated");
     assert_eq!(cm["metadata"]["labels"]["karmada.io/managed"], "true");
-    assert_eq!(
-        cm["metadata"]["annotations"]["resourcebinding.karmada.io/name"],
-        "web-config-configmap"
-    );
-    let secret = wait_for("secret in member1", Duration::from_secs(120), || {
-        get_json(&m1, &["-n", &ns, "get", "secret", "web-secret"])
-    });
+    assert_eq!(cm["metadata"]["annotations"]["resourcebinding.karmada.io/name"], "web-config-configmap");
+    let secret = wait_for("secret in member1", Duration::from_secs(120), || get_json(&m1, &["-n", &ns, "get", "secret", "web-secret"]));
     assert_eq!(secret["data"]["token"], "czNjcmV0");
     // Nothing went to the other member.
     assert!(gone(&m2, &["-n", &ns, "get", "configmap", "web-config"]).is_ok());
     // A dependency's change follows it into the member.
-    apply_yaml(
-        &kc,
-        &format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\n  namespace: {ns}\ndata:\n  mode: changed\n"
-        ),
-    );
-    wait_for(
-        "the changed configmap in member1",
-        Duration::from_secs(120),
-        || {
-            let cm = get_json(&m1, &["-n", &ns, "get", "configmap", "web-config"])?;
-            if cm["data"]["mode"] == "changed" {
-                Ok(())
-            } else {
-                Err(cm["data"].to_string())
-            }
-        },
-    );
+    apply_yaml(&kc, &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\n  namespace: {ns}\ndata:\n  mode: changed\n"));
+    wait_for("the changed configmap in member1", Duration::from_secs(120), || {
+        let cm = get_json(&m1, &["-n", &ns, "get", "configmap", "web-config"])?;
+        if cm["data"]["mode"] == "changed" { Ok(()) } else { Err(cm["data"].to_string()) }
+    });
 
     // Karmada's bookkeeping: the independent binding records its dependencies and keeps the
     // distributor's finalizer; each attached binding is named like any binding, owned by its
     // dependency, labelled with the requirer's permanent id, and lists it in requiredBy.
-    let rb = get_json(
-        &kc,
-        &["-n", &ns, "get", "resourcebinding", "web-deployment"],
-    )
-    .unwrap();
+    let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "web-deployment"]).unwrap();
     assert_eq!(rb["spec"]["propagateDeps"], true);
-    let deps: serde_json::Value = serde_json::from_str(
-        rb["metadata"]["annotations"]["resourcebinding.karmada.io/dependencies"]
-            .as_str()
-            .expect("dependencies annotation"),
-    )
-    .unwrap();
+    let deps: serde_json::Value =
+        serde_json::from_str(rb["metadata"]["annotations"]["resourcebinding.karmada.io/dependencies"].as_str().expect("dependencies annotation")).unwrap();
     assert_eq!(
         deps,
         serde_json::json!([
@@ -214,117 +156,44 @@ spec:
             {"apiVersion": "v1", "kind": "Secret", "namespace": ns, "name": "web-secret"},
         ])
     );
-    assert!(
-        rb["metadata"]["finalizers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "karmada.io/binding-dependencies-distributor"),
-        "{rb}"
-    );
-    let rb_id = rb["metadata"]["labels"]["resourcebinding.karmada.io/permanent-id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for (attached, kind, name) in [
-        ("web-config-configmap", "ConfigMap", "web-config"),
-        ("web-secret-secret", "Secret", "web-secret"),
-    ] {
+    assert!(rb["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "karmada.io/binding-dependencies-distributor"), "{rb}");
+    let rb_id = rb["metadata"]["labels"]["resourcebinding.karmada.io/permanent-id"].as_str().unwrap().to_string();
+    for (attached, kind, name) in [("web-config-configmap", "ConfigMap", "web-config"), ("web-secret-secret", "Secret", "web-secret")] {
         let a = get_json(&kc, &["-n", &ns, "get", "resourcebinding", attached]).unwrap();
         assert_eq!(a["spec"]["resource"]["kind"], kind);
         assert_eq!(a["metadata"]["ownerReferences"][0]["name"], name);
         let labels = a["metadata"]["labels"].as_object().unwrap();
-        let depended: Vec<(&String, &serde_json::Value)> = labels
-            .iter()
-            .filter(|(k, _)| k.starts_with("resourcebinding.karmada.io/depended-by-"))
-            .collect();
+        let depended: Vec<(&String, &serde_json::Value)> = labels.iter().filter(|(k, _)| k.starts_with("resourcebinding.karmada.io/depended-by-")).collect();
         assert_eq!(depended.len(), 1, "{labels:?}");
         assert_eq!(depended[0].1, &serde_json::json!(rb_id));
         assert_eq!(a["spec"]["requiredBy"][0]["name"], "web-deployment");
         assert_eq!(a["spec"]["requiredBy"][0]["clusters"][0]["name"], c1);
-        assert!(
-            a["spec"].get("placement").is_none(),
-            "no policy placed it: {a}"
-        );
+        assert!(a["spec"].get("placement").is_none(), "no policy placed it: {a}");
     }
 
     // Placement moves: the dependencies move with the workload, and leave the old member.
     apply_yaml(&kc, &policy(c2));
-    for (kind, name) in [
-        ("deployment", "web"),
-        ("configmap", "web-config"),
-        ("secret", "web-secret"),
-    ] {
-        wait_for(
-            &format!("{kind} in member2"),
-            Duration::from_secs(180),
-            || get_json(&m2, &["-n", &ns, "get", kind, name]),
-        );
-        wait_for(
-            &format!("{kind} gone from member1"),
-            Duration::from_secs(180),
-            || gone(&m1, &["-n", &ns, "get", kind, name]),
-        );
+    for (kind, name) in [("deployment", "web"), ("configmap", "web-config"), ("secret", "web-secret")] {
+        wait_for(&format!("{kind} in member2"), Duration::from_secs(180), || get_json(&m2, &["-n", &ns, "get", kind, name]));
+        wait_for(&format!("{kind} gone from member1"), Duration::from_secs(180), || gone(&m1, &["-n", &ns, "get", kind, name]));
     }
 
     // The ConfigMap reference removed: its attached binding goes, and its member copy with it;
     // the Secret stays.
-    apply_yaml(
-        &kc,
-        &deployment("      - name: scratch\n        emptyDir: {}\n"),
-    );
-    wait_for(
-        "attached ConfigMap binding deleted",
-        Duration::from_secs(120),
-        || {
-            gone(
-                &kc,
-                &["-n", &ns, "get", "resourcebinding", "web-config-configmap"],
-            )
-        },
-    );
-    wait_for(
-        "configmap gone from member2",
-        Duration::from_secs(120),
-        || gone(&m2, &["-n", &ns, "get", "configmap", "web-config"]),
-    );
+    apply_yaml(&kc, &deployment("      - name: scratch\n        emptyDir: {}\n"));
+    wait_for("attached ConfigMap binding deleted", Duration::from_secs(120), || gone(&kc, &["-n", &ns, "get", "resourcebinding", "web-config-configmap"]));
+    wait_for("configmap gone from member2", Duration::from_secs(120), || gone(&m2, &["-n", &ns, "get", "configmap", "web-config"]));
     assert!(get_json(&m2, &["-n", &ns, "get", "secret", "web-secret"]).is_ok());
     // The control plane's ConfigMap itself is untouched.
     assert!(get_json(&kc, &["-n", &ns, "get", "configmap", "web-config"]).is_ok());
 
     // propagateDeps turned off: the Secret is let go as well; the Deployment keeps running.
-    apply_yaml(
-        &kc,
-        &policy(c2).replace("propagateDeps: true", "propagateDeps: false"),
-    );
-    wait_for(
-        "attached Secret binding deleted",
-        Duration::from_secs(120),
-        || {
-            gone(
-                &kc,
-                &["-n", &ns, "get", "resourcebinding", "web-secret-secret"],
-            )
-        },
-    );
-    wait_for("secret gone from member2", Duration::from_secs(120), || {
-        gone(&m2, &["-n", &ns, "get", "secret", "web-secret"])
-    });
-    let rb = get_json(
-        &kc,
-        &["-n", &ns, "get", "resourcebinding", "web-deployment"],
-    )
-    .unwrap();
-    let finalizers = rb["metadata"]["finalizers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        !finalizers
-            .iter()
-            .any(|f| f == "karmada.io/binding-dependencies-distributor"),
-        "{rb}"
-    );
+    apply_yaml(&kc, &policy(c2).replace("propagateDeps: true", "propagateDeps: false"));
+    wait_for("attached Secret binding deleted", Duration::from_secs(120), || gone(&kc, &["-n", &ns, "get", "resourcebinding", "web-secret-secret"]));
+    wait_for("secret gone from member2", Duration::from_secs(120), || gone(&m2, &["-n", &ns, "get", "secret", "web-secret"]));
+    let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "web-deployment"]).unwrap();
+    let finalizers = rb["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+    assert!(!finalizers.iter().any(|f| f == "karmada.io/binding-dependencies-distributor"), "{rb}");
     assert!(get_json(&m2, &["-n", &ns, "get", "deployment", "web"]).is_ok());
 
     clean_up(&kc, &ns, [&m1, &m2], [c1, c2]);
@@ -369,102 +238,42 @@ fn a_dependency_its_own_policy_selects_goes_where_both_say() {
     );
     // Both requirers listed, their settings resolved as Karmada does (Overwrite wins) with a
     // Warning Event naming the disagreement.
-    let a = wait_for(
-        "attached binding required by both",
-        Duration::from_secs(180),
-        || {
-            let a = get_json(
-                &kc,
-                &["-n", &ns, "get", "resourcebinding", "shared-configmap"],
-            )?;
-            if a["spec"]["requiredBy"].as_array().map(Vec::len) == Some(2) {
-                Ok(a)
-            } else {
-                Err(a["spec"].to_string())
-            }
-        },
-    );
+    let a = wait_for("attached binding required by both", Duration::from_secs(180), || {
+        let a = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "shared-configmap"])?;
+        if a["spec"]["requiredBy"].as_array().map(Vec::len) == Some(2) { Ok(a) } else { Err(a["spec"].to_string()) }
+    });
     assert_eq!(a["spec"]["conflictResolution"], "Overwrite");
-    wait_for(
-        "DependencyPolicyConflict event",
-        Duration::from_secs(60),
-        || {
-            let list = get_json(&kc, &["-n", &ns, "get", "events"])?;
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            let found = items.iter().any(|e| {
-                e["reason"] == "DependencyPolicyConflict"
-                    && e["involvedObject"]["name"] == "shared-configmap"
-                    && e["message"]
-                        .as_str()
-                        .unwrap_or("")
-                        .contains("ConflictResolution conflicted (Overwrite vs Abort)")
-            });
-            if found {
-                Ok(())
-            } else {
-                Err(format!("{} events, none the conflict", items.len()))
-            }
-        },
-    );
-    wait_for(
-        "shared configmap in member1",
-        Duration::from_secs(180),
-        || get_json(&m1, &["-n", &ns, "get", "configmap", "shared"]),
-    );
+    wait_for("DependencyPolicyConflict event", Duration::from_secs(60), || {
+        let list = get_json(&kc, &["-n", &ns, "get", "events"])?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let found = items.iter().any(|e| {
+            e["reason"] == "DependencyPolicyConflict"
+                && e["involvedObject"]["name"] == "shared-configmap"
+                && e["message"].as_str().unwrap_or("").contains("ConflictResolution conflicted (Overwrite vs Abort)")
+        });
+        if found { Ok(()) } else { Err(format!("{} events, none the conflict", items.len())) }
+    });
+    wait_for("shared configmap in member1", Duration::from_secs(180), || get_json(&m1, &["-n", &ns, "get", "configmap", "shared"]));
     assert!(gone(&m2, &["-n", &ns, "get", "configmap", "shared"]).is_ok());
 
     // Its own policy places it in the second member: it now runs in both, the policy's
     // settings (Abort) win over the requirers', and requiredBy stays.
     apply_yaml(&kc, &pp("shared", "ConfigMap", "shared", c2, ""));
-    wait_for(
-        "shared configmap in member2",
-        Duration::from_secs(180),
-        || get_json(&m2, &["-n", &ns, "get", "configmap", "shared"]),
-    );
-    let a = wait_for(
-        "the policy's placement on the attached binding",
-        Duration::from_secs(60),
-        || {
-            let a = get_json(
-                &kc,
-                &["-n", &ns, "get", "resourcebinding", "shared-configmap"],
-            )?;
-            if a["spec"]["placement"].is_object() && a["spec"]["conflictResolution"] == "Abort" {
-                Ok(a)
-            } else {
-                Err(a["spec"].to_string())
-            }
-        },
-    );
-    assert_eq!(
-        a["spec"]["requiredBy"].as_array().map(Vec::len),
-        Some(2),
-        "{a}"
-    );
+    wait_for("shared configmap in member2", Duration::from_secs(180), || get_json(&m2, &["-n", &ns, "get", "configmap", "shared"]));
+    let a = wait_for("the policy's placement on the attached binding", Duration::from_secs(60), || {
+        let a = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "shared-configmap"])?;
+        if a["spec"]["placement"].is_object() && a["spec"]["conflictResolution"] == "Abort" { Ok(a) } else { Err(a["spec"].to_string()) }
+    });
+    assert_eq!(a["spec"]["requiredBy"].as_array().map(Vec::len), Some(2), "{a}");
     assert!(get_json(&m1, &["-n", &ns, "get", "configmap", "shared"]).is_ok());
 
     // Both requirers deleted: the binding stays (its policy claims it), only in member2.
-    kubectl(
-        &kubectl_bin(),
-        &kc,
-        &["-n", &ns, "delete", "deployment", "a", "b"],
-    );
+    kubectl(&kubectl_bin(), &kc, &["-n", &ns, "delete", "deployment", "a", "b"]);
     wait_for("requiredBy emptied", Duration::from_secs(120), || {
-        let a = get_json(
-            &kc,
-            &["-n", &ns, "get", "resourcebinding", "shared-configmap"],
-        )?;
-        if a["spec"]["requiredBy"].as_array().is_none_or(Vec::is_empty) {
-            Ok(())
-        } else {
-            Err(a["spec"].to_string())
-        }
+        let a = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "shared-configmap"])?;
+        if a["spec"]["requiredBy"].as_array().is_none_or(Vec::is_empty) { Ok(()) } else { Err(a["spec"].to_string()) }
     });
-    wait_for(
-        "shared configmap gone from member1",
-        Duration::from_secs(120),
-        || gone(&m1, &["-n", &ns, "get", "configmap", "shared"]),
-    );
+    wait_for("shared configmap gone from member1", Duration::from_secs(120), || gone(&m1, &["-n", &ns, "get", "configmap", "shared"]));
     assert!(get_json(&m2, &["-n", &ns, "get", "configmap", "shared"]).is_ok());
 
     clean_up(&kc, &ns, [&m1, &m2], [c1, c2]);

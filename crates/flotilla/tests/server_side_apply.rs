@@ -60,7 +60,12 @@ const STEPS: &[Step] = &[
         object: "configmap/s1",
     },
     Step { what: "kubectl label", args: &["label", "configmap", "s1", "extra=yes"], stdin: None, object: "configmap/s1" },
-    Step { what: "create a Deployment (defaults owned by kubectl-create)", args: &["create", "deployment", "dep", "--image=nginx"], stdin: None, object: "deployment/dep" },
+    Step {
+        what: "create a Deployment (defaults owned by kubectl-create)",
+        args: &["create", "deployment", "dep", "--image=nginx"],
+        stdin: None,
+        object: "deployment/dep",
+    },
     Step {
         what: "apply over kubectl create: two conflicts",
         args: &["apply", "--server-side", "--field-manager=m3", "-f", "-"],
@@ -183,11 +188,13 @@ async fn a_kube_rs_controller_applies_its_status() {
                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
                     "status": {"type": "object", "properties": {"seenSize": {"type": "integer"}}}}}}}]}
     });
-    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")));
+    let crds: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")));
     crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ssa.example.com", "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let w: DynamicObject = serde_json::from_value(json!({"apiVersion": "ssa.example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}})).unwrap();
+    let w: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "ssa.example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}})).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while let Err(e) = widgets.create(&PostParams { field_manager: Some("creator".into()), ..Default::default() }, &w).await {
         assert!(std::time::Instant::now() < deadline, "creating the Widget: {e}");

@@ -46,7 +46,9 @@ impl TokenAccess {
         }
         let c = claims(token);
         let mut info = String::from_utf8_lossy(&out.stdout).into_owned();
-        for (v, placeholder) in [(&c["jti"], "<jti>"), (&c["kubernetes.io"]["serviceaccount"]["uid"], "<uid>"), (&c["kubernetes.io"]["secret"]["uid"], "<secret-uid>")] {
+        for (v, placeholder) in
+            [(&c["jti"], "<jti>"), (&c["kubernetes.io"]["serviceaccount"]["uid"], "<uid>"), (&c["kubernetes.io"]["secret"]["uid"], "<secret-uid>")]
+        {
             if let Some(v) = v.as_str() {
                 info = info.replace(v, placeholder);
             }
@@ -82,7 +84,8 @@ fn scenario(kc: &Path, access: &TokenAccess, ns: &str) -> Vec<String> {
         c.as_object_mut().unwrap().remove(k);
     }
     c["kubernetes.io"]["serviceaccount"]["uid"] = "<uid>".into();
-    let mut answers = vec![c.to_string(), format!("{:?}", access.whoami(&token)), format!("{:?}", access.whoami(&bound)), format!("{:?}", access.whoami(&other_audience))];
+    let mut answers =
+        vec![c.to_string(), format!("{:?}", access.whoami(&token)), format!("{:?}", access.whoami(&bound)), format!("{:?}", access.whoami(&other_audience))];
     // Deleting the bound object revokes its token (kube-apiserver's cache may lag a moment).
     k(&["-n", ns, "delete", "secret", "binder"]);
     answers.push(wait_for("the bound token refused", Duration::from_secs(60), || access.whoami(&bound).err().ok_or_else(|| "still accepted".to_string())));
@@ -117,7 +120,14 @@ fn create_token_gives_a_jwt_that_authenticates_as_the_service_account_until_revo
     let (real, ours) = (&answers[0], &answers[1]);
     // The scenario means something on the real server.
     let user = "system:serviceaccount:{ns}:bot";
-    assert!(real[1].contains(user) && real[1].contains("system:serviceaccounts:{ns}") && real[1].contains("JTI=<jti>") && real[1].contains("<uid>") && real[2].contains(user), "{real:?}");
+    assert!(
+        real[1].contains(user)
+            && real[1].contains("system:serviceaccounts:{ns}")
+            && real[1].contains("JTI=<jti>")
+            && real[1].contains("<uid>")
+            && real[2].contains(user),
+        "{real:?}"
+    );
     for refused in [3, 4, 5, 6] {
         assert!(real[refused].contains("Unauthorized"), "answer {refused}: {}", real[refused]);
     }

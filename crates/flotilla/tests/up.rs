@@ -40,11 +40,7 @@ async fn restart_keeps_objects_and_certificates() {
     // Rotation: new serving and admin certificates from the same CA; the restarted server
     // serves them and the rewritten kubeconfig works.
     let dir = f.stop();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["certs", "rotate", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla")).args(["certs", "rotate", "--data-dir"]).arg(dir.path().join("data")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let f = Flotilla::start_in(dir, &[]);
     let data = data_of(&f);
@@ -63,11 +59,8 @@ fn sigterm_exits_cleanly() {
     let f = Flotilla::start();
     // Stop sends SIGTERM and waits; a clean exit releases the store so it can be inspected.
     let dir = f.stop();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(["store", "inspect", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_flotilla")).args(["store", "inspect", "--data-dir"]).arg(dir.path().join("data")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("keys"));
 }
@@ -120,7 +113,10 @@ async fn the_listen_address_is_advertised_and_the_kubernetes_service_exists() {
     assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
     assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     let p = &spec.ports.unwrap()[0];
-    assert_eq!((p.name.as_deref(), p.port, p.target_port.clone()), (Some("https"), 443, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(port as i32))));
+    assert_eq!(
+        (p.name.as_deref(), p.port, p.target_port.clone()),
+        (Some("https"), 443, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(port as i32)))
+    );
     assert_eq!(svc.metadata.labels.unwrap().get("component").map(String::as_str), Some("apiserver"));
     // A loopback address may not be an endpoint: the Service only.
     let endpoints: Api<Endpoints> = Api::namespaced(client, "default");
@@ -186,7 +182,11 @@ fn http2_clients_get_answers_for_large_bodies_and_long_urls() {
     }
     let f = Flotilla::start();
     let big = f.dir.path().join("big.json");
-    std::fs::write(&big, serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x".repeat(4 << 20)}}).to_string()).unwrap();
+    std::fs::write(
+        &big,
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x".repeat(4 << 20)}}).to_string(),
+    )
+    .unwrap();
     let url = format!("{}/api/v1/namespaces/default/configmaps", f.server);
     let (code, body) = curl_h2(&f, &["-H", "Content-Type: application/json", "--data-binary", &format!("@{}", big.display()), &url]);
     assert_eq!(code, "413", "{body}");

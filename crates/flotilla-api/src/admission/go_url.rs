@@ -37,10 +37,7 @@ pub(crate) fn parse(raw: &str) -> Result<GoUrl, String> {
     if without_fragment.bytes().any(|b| b < 0x20 || b == 0x7f) {
         return Err(wrap("net/url: invalid control character in URL"));
     }
-    let mut url = GoUrl {
-        fragment: fragment.to_string(),
-        ..GoUrl::default()
-    };
+    let mut url = GoUrl { fragment: fragment.to_string(), ..GoUrl::default() };
     let (scheme, rest) = scheme(without_fragment).map_err(&wrap)?;
     url.scheme = scheme.to_ascii_lowercase();
     let mut rest = rest;
@@ -98,9 +95,7 @@ fn scheme(raw: &str) -> Result<(&str, &str), &'static str> {
 }
 
 fn check_host(host: &str) -> Result<(), String> {
-    let valid_port = |p: &str| {
-        p.is_empty() || (p.starts_with(':') && p[1..].bytes().all(|b| b.is_ascii_digit()))
-    };
+    let valid_port = |p: &str| p.is_empty() || (p.starts_with(':') && p[1..].bytes().all(|b| b.is_ascii_digit()));
     if host.starts_with('[') {
         let Some(end) = host.rfind(']') else {
             return Err("missing ']' in host".to_string());
@@ -125,25 +120,11 @@ mod tests {
     #[test]
     fn parses_like_go() {
         let u = parse("https://10.0.0.1:6443").unwrap();
-        assert_eq!(
-            (u.scheme.as_str(), u.host.as_str(), u.port()),
-            ("https", "10.0.0.1:6443", "6443")
-        );
-        assert!(
-            parse("10.0.0.1:6443")
-                .unwrap_err()
-                .contains("first path segment in URL cannot contain colon")
-        );
+        assert_eq!((u.scheme.as_str(), u.host.as_str(), u.port()), ("https", "10.0.0.1:6443", "6443"));
+        assert!(parse("10.0.0.1:6443").unwrap_err().contains("first path segment in URL cannot contain colon"));
         let opaque = parse("member1:6443").unwrap();
-        assert_eq!(
-            (opaque.scheme.as_str(), opaque.host.as_str()),
-            ("member1", "")
-        );
-        assert!(
-            parse(":6443")
-                .unwrap_err()
-                .contains("missing protocol scheme")
-        );
+        assert_eq!((opaque.scheme.as_str(), opaque.host.as_str()), ("member1", ""));
+        assert!(parse(":6443").unwrap_err().contains("missing protocol scheme"));
         assert!(parse("https://h:x1").unwrap_err().contains("invalid port"));
         let u = parse("https://user@h/p?q=1#f").unwrap();
         assert!(u.has_user);

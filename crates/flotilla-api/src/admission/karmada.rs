@@ -12,26 +12,18 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use super::{
-    Defaulting, FieldError, FieldPath, GroupVersionKind, Operation, Reason, decode,
-    dns1123_label_errors, encode, go_url, json_pointer_error, path,
-};
+use super::{Defaulting, FieldError, FieldPath, GroupVersionKind, Operation, Reason, decode, dns1123_label_errors, encode, go_url, json_pointer_error, path};
 use crate::defaults::quantity::Quantity as ParsedQuantity;
-use crate::federation::karmada::cluster::{
-    Cluster, ClusterSpec, ResourceModel, ResourceModelRange,
-};
+use crate::federation::karmada::cluster::{Cluster, ClusterSpec, ResourceModel, ResourceModelRange};
 use crate::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-    ClusterAffinity, ClusterOverridePolicy, ClusterPropagationPolicy, FailoverBehavior,
-    OverridePolicy, OverrideSpec, OverriderOperator, PROPAGATION_POLICY_FINALIZER,
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL, PatchOperation, Placement, PreemptionBehavior,
-    PropagationPolicy, PropagationSpec, PurgeMode, ReplicaDivisionPreference,
-    ReplicaSchedulingType, ResourceSelector, SpreadByField, SpreadConstraint,
+    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, ClusterOverridePolicy, ClusterPropagationPolicy,
+    FailoverBehavior, OverridePolicy, OverrideSpec, OverriderOperator, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PatchOperation,
+    Placement, PreemptionBehavior, PropagationPolicy, PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingType, ResourceSelector,
+    SpreadByField, SpreadConstraint,
 };
 use crate::federation::karmada::work::{
-    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding,
-    MANAGED_ANNOTATIONS_ANNOTATION, MANAGED_LABELS_ANNOTATION, RESOURCE_BINDING_PERMANENT_ID_LABEL,
-    ResourceBinding, WORK_PERMANENT_ID_LABEL, Work,
+    CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding, MANAGED_ANNOTATIONS_ANNOTATION, MANAGED_LABELS_ANNOTATION,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, WORK_PERMANENT_ID_LABEL, Work,
 };
 use crate::selector::{label_key_errors, label_value_errors};
 
@@ -56,25 +48,17 @@ enum Kind {
 }
 
 fn kind(gvk: &GroupVersionKind) -> Option<Kind> {
-    Some(
-        match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
-            ("cluster.karmada.io", "v1alpha1", "Cluster") => Kind::Cluster,
-            ("policy.karmada.io", "v1alpha1", "PropagationPolicy") => Kind::PropagationPolicy,
-            ("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy") => {
-                Kind::ClusterPropagationPolicy
-            }
-            ("policy.karmada.io", "v1alpha1", "OverridePolicy") => Kind::OverridePolicy,
-            ("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy") => {
-                Kind::ClusterOverridePolicy
-            }
-            ("work.karmada.io", "v1alpha2", "ResourceBinding") => Kind::ResourceBinding,
-            ("work.karmada.io", "v1alpha2", "ClusterResourceBinding") => {
-                Kind::ClusterResourceBinding
-            }
-            ("work.karmada.io", "v1alpha1", "Work") => Kind::Work,
-            _ => return None,
-        },
-    )
+    Some(match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
+        ("cluster.karmada.io", "v1alpha1", "Cluster") => Kind::Cluster,
+        ("policy.karmada.io", "v1alpha1", "PropagationPolicy") => Kind::PropagationPolicy,
+        ("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy") => Kind::ClusterPropagationPolicy,
+        ("policy.karmada.io", "v1alpha1", "OverridePolicy") => Kind::OverridePolicy,
+        ("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy") => Kind::ClusterOverridePolicy,
+        ("work.karmada.io", "v1alpha2", "ResourceBinding") => Kind::ResourceBinding,
+        ("work.karmada.io", "v1alpha2", "ClusterResourceBinding") => Kind::ClusterResourceBinding,
+        ("work.karmada.io", "v1alpha1", "Work") => Kind::Work,
+        _ => return None,
+    })
 }
 
 /// Whether `gvk` is a Karmada kind with admission duties.
@@ -83,11 +67,7 @@ pub fn handles(gvk: &GroupVersionKind) -> bool {
 }
 
 /// Karmada's mutating step.
-pub fn default(
-    gvk: &GroupVersionKind,
-    obj: &mut Value,
-    ctx: &mut Defaulting<'_>,
-) -> Result<(), Vec<FieldError>> {
+pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
     match kind(gvk) {
         Some(Kind::Cluster) => {
             let mut cluster: Cluster = decode(obj)?;
@@ -96,27 +76,17 @@ pub fn default(
         }
         Some(Kind::PropagationPolicy) => {
             let mut policy: PropagationPolicy = decode(obj)?;
-            default_selector_namespaces(
-                policy.spec.resource_selectors.iter_mut(),
-                ctx,
-                &policy.metadata,
-            );
+            default_selector_namespaces(policy.spec.resource_selectors.iter_mut(), ctx, &policy.metadata);
             let name = policy.metadata.name.as_deref().unwrap_or("");
             if name.len() > POLICY_NAME_MAX_LENGTH {
                 return Err(vec![FieldError::invalid(
                     "metadata.name",
-                    format!(
-                        "PropagationPolicy's name should be no more than {POLICY_NAME_MAX_LENGTH} characters"
-                    ),
+                    format!("PropagationPolicy's name should be no more than {POLICY_NAME_MAX_LENGTH} characters"),
                 )]);
             }
             default_propagation_spec(&mut policy.spec);
             if ctx.operation == Operation::Create {
-                set_label(
-                    &mut policy.metadata,
-                    PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-                    (ctx.new_uuid)(),
-                );
+                set_label(&mut policy.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, (ctx.new_uuid)());
                 add_finalizer(&mut policy.metadata, PROPAGATION_POLICY_FINALIZER);
             }
             encode(&policy, obj);
@@ -125,63 +95,35 @@ pub fn default(
             let mut policy: ClusterPropagationPolicy = decode(obj)?;
             default_propagation_spec(&mut policy.spec.0);
             if ctx.operation == Operation::Create {
-                set_label(
-                    &mut policy.metadata,
-                    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-                    (ctx.new_uuid)(),
-                );
+                set_label(&mut policy.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, (ctx.new_uuid)());
                 add_finalizer(&mut policy.metadata, CLUSTER_PROPAGATION_POLICY_FINALIZER);
             }
             encode(&policy, obj);
         }
         Some(Kind::OverridePolicy) => {
             let mut policy: OverridePolicy = decode(obj)?;
-            default_selector_namespaces(
-                policy.spec.resource_selectors.iter_mut().flatten(),
-                ctx,
-                &policy.metadata,
-            );
+            default_selector_namespaces(policy.spec.resource_selectors.iter_mut().flatten(), ctx, &policy.metadata);
             encode(&policy, obj);
         }
         Some(Kind::ClusterOverridePolicy) => {}
         Some(Kind::ResourceBinding) => {
             let mut binding: ResourceBinding = decode(obj)?;
-            ensure_permanent_id(
-                &mut binding.metadata,
-                RESOURCE_BINDING_PERMANENT_ID_LABEL,
-                ctx,
-            );
+            ensure_permanent_id(&mut binding.metadata, RESOURCE_BINDING_PERMANENT_ID_LABEL, ctx);
             encode(&binding, obj);
         }
         Some(Kind::ClusterResourceBinding) => {
             let mut binding: ClusterResourceBinding = decode(obj)?;
-            ensure_permanent_id(
-                &mut binding.metadata,
-                CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
-                ctx,
-            );
+            ensure_permanent_id(&mut binding.metadata, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ctx);
             encode(&binding, obj);
         }
         Some(Kind::Work) => {
             let mut work: Work = decode(obj)?;
             ensure_permanent_id(&mut work.metadata, WORK_PERMANENT_ID_LABEL, ctx);
-            let work_id = work
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(WORK_PERMANENT_ID_LABEL))
-                .cloned();
-            let manifests = work
-                .spec
-                .workload
-                .as_mut()
-                .and_then(|w| w.manifests.as_mut());
+            let work_id = work.metadata.labels.as_ref().and_then(|l| l.get(WORK_PERMANENT_ID_LABEL)).cloned();
+            let manifests = work.spec.workload.as_mut().and_then(|w| w.manifests.as_mut());
             for (i, manifest) in manifests.into_iter().flatten().enumerate() {
                 if !manifest.is_object() {
-                    return Err(vec![FieldError::invalid(
-                        path("spec").child("workload").child("manifests").index(i),
-                        "manifest must be an object",
-                    )]);
+                    return Err(vec![FieldError::invalid(path("spec").child("workload").child("manifests").index(i), "manifest must be an object")]);
                 }
                 prune_irrelevant_fields(manifest);
                 label_workload(manifest, work_id.as_deref());
@@ -200,34 +142,16 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec
         Some(Kind::PropagationPolicy) => decode::<PropagationPolicy>(obj).and_then(|p| {
             let old = old.map(decode::<PropagationPolicy>).transpose()?;
             let old = old.as_ref().map(|o| (&o.metadata, &o.spec));
-            Ok(validate_policy(
-                &p.metadata,
-                &p.spec,
-                old,
-                PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-            ))
+            Ok(validate_policy(&p.metadata, &p.spec, old, PROPAGATION_POLICY_PERMANENT_ID_LABEL))
         }),
-        Some(Kind::ClusterPropagationPolicy) => {
-            decode::<ClusterPropagationPolicy>(obj).and_then(|p| {
-                let old = old.map(decode::<ClusterPropagationPolicy>).transpose()?;
-                let old = old.as_ref().map(|o| (&o.metadata, &o.spec.0));
-                Ok(validate_policy(
-                    &p.metadata,
-                    &p.spec.0,
-                    old,
-                    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
-                ))
-            })
-        }
-        Some(Kind::OverridePolicy) => {
-            decode::<OverridePolicy>(obj).map(|p| validate_override_spec(&p.spec))
-        }
-        Some(Kind::ClusterOverridePolicy) => {
-            decode::<ClusterOverridePolicy>(obj).map(|p| validate_override_spec(&p.spec.0))
-        }
-        Some(Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work) | None => {
-            Ok(Vec::new())
-        }
+        Some(Kind::ClusterPropagationPolicy) => decode::<ClusterPropagationPolicy>(obj).and_then(|p| {
+            let old = old.map(decode::<ClusterPropagationPolicy>).transpose()?;
+            let old = old.as_ref().map(|o| (&o.metadata, &o.spec.0));
+            Ok(validate_policy(&p.metadata, &p.spec.0, old, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+        }),
+        Some(Kind::OverridePolicy) => decode::<OverridePolicy>(obj).map(|p| validate_override_spec(&p.spec)),
+        Some(Kind::ClusterOverridePolicy) => decode::<ClusterOverridePolicy>(obj).map(|p| validate_override_spec(&p.spec.0)),
+        Some(Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work) | None => Ok(Vec::new()),
     };
     result.unwrap_or_else(|errors| errors)
 }
@@ -236,16 +160,8 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec
 // Defaulting
 
 /// Namespaced policies: a selector without a namespace selects in the request's namespace.
-fn default_selector_namespaces<'a>(
-    selectors: impl Iterator<Item = &'a mut ResourceSelector>,
-    ctx: &Defaulting<'_>,
-    meta: &ObjectMeta,
-) {
-    let Some(namespace) = ctx
-        .namespace
-        .map(str::to_string)
-        .or_else(|| meta.namespace.clone())
-    else {
+fn default_selector_namespaces<'a>(selectors: impl Iterator<Item = &'a mut ResourceSelector>, ctx: &Defaulting<'_>, meta: &ObjectMeta) {
+    let Some(namespace) = ctx.namespace.map(str::to_string).or_else(|| meta.namespace.clone()) else {
         return;
     };
     for selector in selectors {
@@ -263,10 +179,7 @@ pub fn default_propagation_spec(spec: &mut PropagationSpec) {
         default_spread_constraints(placement.spread_constraints.iter_mut().flatten());
         default_replica_division_preference(placement);
     }
-    let selects_service_import = spec
-        .resource_selectors
-        .iter()
-        .any(|s| s.api_version == "multicluster.x-k8s.io/v1alpha1" && s.kind == "ServiceImport");
+    let selects_service_import = spec.resource_selectors.iter().any(|s| s.api_version == "multicluster.x-k8s.io/v1alpha1" && s.kind == "ServiceImport");
     if selects_service_import {
         spec.propagate_deps = Some(true);
     }
@@ -274,8 +187,7 @@ pub fn default_propagation_spec(spec: &mut PropagationSpec) {
         // The CRD default of purgeMode (Gracefully) has been applied before admission runs.
         let graceful = application.purge_mode.is_none_or(PurgeMode::is_graceful);
         if graceful && application.grace_period_seconds.is_none() {
-            application.grace_period_seconds =
-                Some(DEFAULT_APPLICATION_FAILOVER_GRACE_PERIOD_SECONDS);
+            application.grace_period_seconds = Some(DEFAULT_APPLICATION_FAILOVER_GRACE_PERIOD_SECONDS);
         }
     }
 }
@@ -284,13 +196,7 @@ pub fn default_propagation_spec(spec: &mut PropagationSpec) {
 /// given; at least one group.
 fn default_spread_constraints<'a>(constraints: impl Iterator<Item = &'a mut SpreadConstraint>) {
     for constraint in constraints {
-        if constraint
-            .spread_by_label
-            .as_deref()
-            .unwrap_or("")
-            .is_empty()
-            && constraint.spread_by_field.is_none()
-        {
+        if constraint.spread_by_label.as_deref().unwrap_or("").is_empty() && constraint.spread_by_field.is_none() {
             constraint.spread_by_field = Some(SpreadByField::Cluster);
         }
         if constraint.min_groups.unwrap_or(0) == 0 {
@@ -311,9 +217,7 @@ fn default_replica_division_preference(placement: &mut Placement) {
 }
 
 fn set_label(meta: &mut ObjectMeta, key: &str, value: String) {
-    meta.labels
-        .get_or_insert_with(BTreeMap::new)
-        .insert(key.to_string(), value);
+    meta.labels.get_or_insert_with(BTreeMap::new).insert(key.to_string(), value);
 }
 
 fn add_finalizer(meta: &mut ObjectMeta, finalizer: &str) {
@@ -325,11 +229,7 @@ fn add_finalizer(meta: &mut ObjectMeta, finalizer: &str) {
 
 /// Binding and Work webhooks: a permanent id unless one is already there.
 fn ensure_permanent_id(meta: &mut ObjectMeta, key: &str, ctx: &mut Defaulting<'_>) {
-    let present = meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .is_some_and(|v| !v.is_empty());
+    let present = meta.labels.as_ref().and_then(|l| l.get(key)).is_some_and(|v| !v.is_empty());
     if !present {
         set_label(meta, key, (ctx.new_uuid)());
     }
@@ -338,18 +238,10 @@ fn ensure_permanent_id(meta: &mut ObjectMeta, key: &str, ctx: &mut Defaulting<'_
 /// karmada-aggregated-apiserver's Cluster strategy: NoExecute taints get `timeAdded`, the
 /// deprecated `zone` moves into `zones`, resource models get their defaults on create and are
 /// standardised (sorted by grade, first min 0, last max MaxInt64).
-fn default_cluster(
-    spec: &mut ClusterSpec,
-    ctx: &mut Defaulting<'_>,
-) -> Result<(), Vec<FieldError>> {
+fn default_cluster(spec: &mut ClusterSpec, ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
     for taint in spec.taints.iter_mut().flatten() {
         if taint.effect == "NoExecute" && taint.time_added.is_none() {
-            let now = serde_json::from_value(json!(ctx.now)).map_err(|e| {
-                vec![FieldError::invalid(
-                    "spec.taints",
-                    format!("admission clock: {e}"),
-                )]
-            })?;
+            let now = serde_json::from_value(json!(ctx.now)).map_err(|e| vec![FieldError::invalid("spec.taints", format!("admission clock: {e}"))])?;
             taint.time_added = Some(now);
         }
     }
@@ -360,8 +252,7 @@ fn default_cluster(
             spec.zone = Some(zone);
         }
     }
-    if ctx.operation == Operation::Create && spec.resource_models.as_ref().is_none_or(Vec::is_empty)
-    {
+    if ctx.operation == Operation::Create && spec.resource_models.as_ref().is_none_or(Vec::is_empty) {
         spec.resource_models = Some(default_resource_models());
     }
     if let Some(models) = spec.resource_models.as_mut().filter(|m| !m.is_empty()) {
@@ -383,23 +274,13 @@ const MAX_INT64: &str = "9223372036854775807";
 /// [4Gi,16Gi) [16Gi,32Gi) ... [1Ti,∞).
 pub fn default_resource_models() -> Vec<ResourceModel> {
     const CPU: [&str; 10] = ["0", "1", "2", "4", "8", "16", "32", "64", "128", MAX_INT64];
-    const MEMORY: [&str; 10] = [
-        "0", "4Gi", "16Gi", "32Gi", "64Gi", "128Gi", "256Gi", "512Gi", "1Ti", MAX_INT64,
-    ];
+    const MEMORY: [&str; 10] = ["0", "4Gi", "16Gi", "32Gi", "64Gi", "128Gi", "256Gi", "512Gi", "1Ti", MAX_INT64];
     (0..9)
         .map(|grade| ResourceModel {
             grade: grade as u32,
             ranges: vec![
-                ResourceModelRange {
-                    name: "cpu".into(),
-                    min: Quantity(CPU[grade].into()),
-                    max: Quantity(CPU[grade + 1].into()),
-                },
-                ResourceModelRange {
-                    name: "memory".into(),
-                    min: Quantity(MEMORY[grade].into()),
-                    max: Quantity(MEMORY[grade + 1].into()),
-                },
+                ResourceModelRange { name: "cpu".into(), min: Quantity(CPU[grade].into()), max: Quantity(CPU[grade + 1].into()) },
+                ResourceModelRange { name: "memory".into(), min: Quantity(MEMORY[grade].into()), max: Quantity(MEMORY[grade + 1].into()) },
             ],
         })
         .collect()
@@ -408,22 +289,10 @@ pub fn default_resource_models() -> Vec<ResourceModel> {
 /// `prune.RemoveIrrelevantFields` (with `RemoveJobTTLSeconds`): what the member would reject or
 /// own is dropped from a Work manifest.
 fn prune_irrelevant_fields(manifest: &mut Value) {
-    let api_version = manifest
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let kind = manifest
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let api_version = manifest.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+    let kind = manifest.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    let name = manifest
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let name = manifest.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
     let object = manifest.as_object_mut().expect("manifest is an object");
     object.remove("status");
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -447,19 +316,9 @@ fn prune_irrelevant_fields(manifest: &mut Value) {
         ("batch", "Job") => {
             let manual = manifest.pointer("/spec/manualSelector") == Some(&Value::Bool(true));
             if !manual {
-                for labels in [
-                    "/spec/selector/matchLabels",
-                    "/spec/template/metadata/labels",
-                ] {
-                    if let Some(labels) =
-                        manifest.pointer_mut(labels).and_then(Value::as_object_mut)
-                    {
-                        for key in [
-                            "controller-uid",
-                            "batch.kubernetes.io/controller-uid",
-                            "job-name",
-                            "batch.kubernetes.io/job-name",
-                        ] {
+                for labels in ["/spec/selector/matchLabels", "/spec/template/metadata/labels"] {
+                    if let Some(labels) = manifest.pointer_mut(labels).and_then(Value::as_object_mut) {
+                        for key in ["controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"] {
                             labels.remove(key);
                         }
                     }
@@ -469,9 +328,7 @@ fn prune_irrelevant_fields(manifest: &mut Value) {
                 spec.remove("ttlSecondsAfterFinished");
             }
         }
-        ("", "Service")
-            if manifest.pointer("/spec/clusterIP").and_then(Value::as_str) != Some("None") =>
-        {
+        ("", "Service") if manifest.pointer("/spec/clusterIP").and_then(Value::as_str) != Some("None") => {
             if let Some(spec) = manifest.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.remove("clusterIP");
                 spec.remove("clusterIPs");
@@ -480,34 +337,22 @@ fn prune_irrelevant_fields(manifest: &mut Value) {
         ("", "ServiceAccount") => {
             let prefix = format!("{name}-token-");
             if let Some(secrets) = manifest.get_mut("secrets").and_then(Value::as_array_mut) {
-                secrets.retain(|s| {
-                    !s.get("name")
-                        .and_then(Value::as_str)
-                        .is_some_and(|n| n.starts_with(&prefix))
-                });
+                secrets.retain(|s| !s.get("name").and_then(Value::as_str).is_some_and(|n| n.starts_with(&prefix)));
             }
         }
-        ("", "Secret")
-            if manifest.get("type").and_then(Value::as_str)
-                == Some("kubernetes.io/service-account-token") =>
-        {
+        ("", "Secret") if manifest.get("type").and_then(Value::as_str) == Some("kubernetes.io/service-account-token") => {
             remove_annotation(manifest, "kubernetes.io/service-account.uid");
             if let Some(object) = manifest.as_object_mut() {
                 object.remove("data");
             }
         }
-        ("", "PersistentVolumeClaim") => {
-            remove_annotation(manifest, "volume.kubernetes.io/selected-node")
-        }
+        ("", "PersistentVolumeClaim") => remove_annotation(manifest, "volume.kubernetes.io/selected-node"),
         _ => {}
     }
 }
 
 fn remove_annotation(manifest: &mut Value, key: &str) {
-    if let Some(annotations) = manifest
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
+    if let Some(annotations) = manifest.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
         annotations.remove(key);
     }
 }
@@ -531,11 +376,8 @@ fn label_workload(manifest: &mut Value, work_id: Option<&str>) {
     };
     let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
     if let Some(annotations) = annotations.as_object_mut() {
-        let mut keys: BTreeSet<String> = annotations
-            .keys()
-            .filter(|k| *k != MANAGED_ANNOTATIONS_ANNOTATION && *k != MANAGED_LABELS_ANNOTATION)
-            .cloned()
-            .collect();
+        let mut keys: BTreeSet<String> =
+            annotations.keys().filter(|k| *k != MANAGED_ANNOTATIONS_ANNOTATION && *k != MANAGED_LABELS_ANNOTATION).cloned().collect();
         keys.insert(MANAGED_ANNOTATIONS_ANNOTATION.into());
         keys.insert(MANAGED_LABELS_ANNOTATION.into());
         let joined = keys.into_iter().collect::<Vec<_>>().join(",");
@@ -547,38 +389,21 @@ fn label_workload(manifest: &mut Value, work_id: Option<&str>) {
             labels.insert(WORK_PERMANENT_ID_LABEL.into(), json!(id));
         }
     }
-    let label_keys: Vec<String> = meta
-        .get("labels")
-        .and_then(Value::as_object)
-        .map(|l| l.keys().cloned().collect())
-        .unwrap_or_default();
+    let label_keys: Vec<String> = meta.get("labels").and_then(Value::as_object).map(|l| l.keys().cloned().collect()).unwrap_or_default();
     if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-        annotations.insert(
-            MANAGED_LABELS_ANNOTATION.into(),
-            json!(label_keys.join(",")),
-        );
+        annotations.insert(MANAGED_LABELS_ANNOTATION.into(), json!(label_keys.join(",")));
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Validation
 
-fn validate_policy(
-    meta: &ObjectMeta,
-    spec: &PropagationSpec,
-    old: Option<(&ObjectMeta, &PropagationSpec)>,
-    id_label: &str,
-) -> Vec<FieldError> {
+fn validate_policy(meta: &ObjectMeta, spec: &PropagationSpec, old: Option<(&ObjectMeta, &PropagationSpec)>, id_label: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let label = |m: &ObjectMeta| m.labels.as_ref().and_then(|l| l.get(id_label)).cloned();
     if let Some((old_meta, old_spec)) = old {
-        if spec.scheduler_name.as_deref().unwrap_or("")
-            != old_spec.scheduler_name.as_deref().unwrap_or("")
-        {
-            errs.push(FieldError::forbidden(
-                "spec.schedulerName",
-                "the schedulerName should not be updated",
-            ));
+        if spec.scheduler_name.as_deref().unwrap_or("") != old_spec.scheduler_name.as_deref().unwrap_or("") {
+            errs.push(FieldError::forbidden("spec.schedulerName", "the schedulerName should not be updated"));
         }
         if label(meta) != label(old_meta) {
             errs.push(FieldError::forbidden(
@@ -606,10 +431,7 @@ pub fn validate_propagation_spec(spec: &PropagationSpec) -> Vec<FieldError> {
     }
     let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
     if application.is_some() && spec.propagate_deps != Some(true) {
-        errs.push(FieldError::invalid(
-            spec_path.child("propagateDeps"),
-            "application failover is set, propagateDeps must be true",
-        ));
+        errs.push(FieldError::invalid(spec_path.child("propagateDeps"), "application failover is set, propagateDeps must be true"));
     }
     if let Some(failover) = &spec.failover {
         errs.extend(validate_failover(failover, &spec_path.child("failover")));
@@ -626,11 +448,7 @@ pub fn validate_propagation_spec(spec: &PropagationSpec) -> Vec<FieldError> {
     }
     if let Some(suspension) = &spec.suspension {
         let all = suspension.dispatching == Some(true);
-        let some = suspension
-            .dispatching_on_clusters
-            .as_ref()
-            .and_then(|c| c.cluster_names.as_ref())
-            .is_some_and(|n| !n.is_empty());
+        let some = suspension.dispatching_on_clusters.as_ref().and_then(|c| c.cluster_names.as_ref()).is_some_and(|n| !n.is_empty());
         if all && some {
             errs.push(FieldError::invalid(
                 spec_path.child("suspension").child("suspension"),
@@ -644,16 +462,10 @@ pub fn validate_propagation_spec(spec: &PropagationSpec) -> Vec<FieldError> {
 fn validate_placement(placement: &Placement, at: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if placement.cluster_affinity.is_some() && placement.cluster_affinities.is_some() {
-        errs.push(FieldError::invalid(
-            at,
-            "clusterAffinities cannot co-exist with clusterAffinity",
-        ));
+        errs.push(FieldError::invalid(at, "clusterAffinities cannot co-exist with clusterAffinity"));
     }
     if let Some(affinity) = &placement.cluster_affinity {
-        errs.extend(validate_cluster_affinity(
-            affinity,
-            &at.child("clusterAffinity"),
-        ));
+        errs.extend(validate_cluster_affinity(affinity, &at.child("clusterAffinity")));
     }
     let mut names = BTreeSet::new();
     for (i, term) in placement.cluster_affinities.iter().flatten().enumerate() {
@@ -662,37 +474,22 @@ fn validate_placement(placement: &Placement, at: &FieldPath) -> Vec<FieldError> 
             errs.push(FieldError::invalid(&term_path, message));
         }
         if !names.insert(term.affinity_name.as_str()) {
-            errs.push(FieldError::invalid(
-                at.child("clusterAffinities"),
-                "each affinity term in a policy must have a unique name",
-            ));
+            errs.push(FieldError::invalid(at.child("clusterAffinities"), "each affinity term in a policy must have a unique name"));
         }
         errs.extend(validate_cluster_affinity(&term.affinity, &term_path));
     }
-    errs.extend(validate_spread_constraints(
-        placement.spread_constraints.as_deref().unwrap_or_default(),
-        &at.child("spreadConstraints"),
-    ));
+    errs.extend(validate_spread_constraints(placement.spread_constraints.as_deref().unwrap_or_default(), &at.child("spreadConstraints")));
     errs
 }
 
 /// `ValidateClusterAffinity`: field selector keys provider/region/zone, operators In/NotIn.
 fn validate_cluster_affinity(affinity: &ClusterAffinity, at: &FieldPath) -> Vec<FieldError> {
-    let expressions = affinity
-        .field_selector
-        .as_ref()
-        .and_then(|f| f.match_expressions.as_ref());
+    let expressions = affinity.field_selector.as_ref().and_then(|f| f.match_expressions.as_ref());
     for expression in expressions.into_iter().flatten() {
         let message = if !["provider", "region", "zone"].contains(&expression.key.as_str()) {
-            format!(
-                "unsupported key {:?}, must be provider, region, or zone",
-                expression.key
-            )
+            format!("unsupported key {:?}, must be provider, region, or zone", expression.key)
         } else if !["In", "NotIn"].contains(&expression.operator.as_str()) {
-            format!(
-                "unsupported operator {:?}, must be In or NotIn",
-                expression.operator
-            )
+            format!("unsupported operator {:?}, must be In or NotIn", expression.operator)
         } else {
             continue;
         };
@@ -702,39 +499,24 @@ fn validate_cluster_affinity(affinity: &ClusterAffinity, at: &FieldPath) -> Vec<
 }
 
 /// `ValidateSpreadConstraint`.
-fn validate_spread_constraints(
-    constraints: &[SpreadConstraint],
-    at: &FieldPath,
-) -> Vec<FieldError> {
+fn validate_spread_constraints(constraints: &[SpreadConstraint], at: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut seen: BTreeMap<SpreadByField, bool> = BTreeMap::new();
     for (i, c) in constraints.iter().enumerate() {
         let here = at.index(i);
         let by_label = !c.spread_by_label.as_deref().unwrap_or("").is_empty();
         if c.spread_by_field.is_some() && by_label {
-            errs.push(FieldError::invalid(
-                &here,
-                "spreadByLabel should not co-exist with spreadByField",
-            ));
+            errs.push(FieldError::invalid(&here, "spreadByLabel should not co-exist with spreadByField"));
         }
         let (min, max) = (c.min_groups.unwrap_or(0), c.max_groups.unwrap_or(0));
         if min < 0 {
-            errs.push(FieldError::invalid(
-                &here,
-                "minGroups lower than 0 is not allowed",
-            ));
+            errs.push(FieldError::invalid(&here, "minGroups lower than 0 is not allowed"));
         }
         if max < 0 {
-            errs.push(FieldError::invalid(
-                &here,
-                "maxGroups lower than 0 is not allowed",
-            ));
+            errs.push(FieldError::invalid(&here, "maxGroups lower than 0 is not allowed"));
         }
         if max > 0 && max < min {
-            errs.push(FieldError::invalid(
-                &here,
-                "maxGroups lower than minGroups is not allowed",
-            ));
+            errs.push(FieldError::invalid(&here, "maxGroups lower than minGroups is not allowed"));
         }
         if let Some(field) = c.spread_by_field {
             match seen.get_mut(&field) {
@@ -742,10 +524,7 @@ fn validate_spread_constraints(
                     if !*reported {
                         let name = serde_json::to_value(field).expect("enum serialises");
                         let name = name.as_str().unwrap_or_default();
-                        errs.push(FieldError::invalid(
-                            at,
-                            format!("multiple {name} spread constraints are not allowed"),
-                        ));
+                        errs.push(FieldError::invalid(at, format!("multiple {name} spread constraints are not allowed")));
                         *reported = true;
                     }
                 }
@@ -756,10 +535,7 @@ fn validate_spread_constraints(
         }
     }
     if !seen.is_empty() && !seen.contains_key(&SpreadByField::Cluster) {
-        errs.push(FieldError::invalid(
-            at,
-            "the cluster spread constraint must be enabled in one of the constraints in case of SpreadByField is enabled",
-        ));
+        errs.push(FieldError::invalid(at, "the cluster spread constraint must be enabled in one of the constraints in case of SpreadByField is enabled"));
     }
     errs
 }
@@ -771,33 +547,17 @@ fn validate_failover(failover: &FailoverBehavior, at: &FieldPath) -> Vec<FieldEr
         return errs;
     };
     let at = at.child("application");
-    if application
-        .decision_conditions
-        .toleration_seconds
-        .is_some_and(|s| s < 0)
-    {
-        errs.push(FieldError::invalid(
-            at.child("decisionConditions").child("tolerationSeconds"),
-            "must be greater than or equal to 0",
-        ));
+    if application.decision_conditions.toleration_seconds.is_some_and(|s| s < 0) {
+        errs.push(FieldError::invalid(at.child("decisionConditions").child("tolerationSeconds"), "must be greater than or equal to 0"));
     }
     let graceful = application.purge_mode.is_none_or(PurgeMode::is_graceful);
     match (graceful, application.grace_period_seconds) {
-        (false, Some(_)) => errs.push(FieldError::invalid(
-            at.child("gracePeriodSeconds"),
-            "only takes effect when purgeMode is gracefully",
-        )),
-        (true, None) => errs.push(FieldError::invalid(
-            at.child("gracePeriodSeconds"),
-            "should not be empty when purgeMode is gracefully",
-        )),
+        (false, Some(_)) => errs.push(FieldError::invalid(at.child("gracePeriodSeconds"), "only takes effect when purgeMode is gracefully")),
+        (true, None) => errs.push(FieldError::invalid(at.child("gracePeriodSeconds"), "should not be empty when purgeMode is gracefully")),
         _ => {}
     }
     if application.grace_period_seconds.is_some_and(|s| s <= 0) {
-        errs.push(FieldError::invalid(
-            at.child("gracePeriodSeconds"),
-            "must be greater than 0",
-        ));
+        errs.push(FieldError::invalid(at.child("gracePeriodSeconds"), "must be greater than 0"));
     }
     errs
 }
@@ -807,63 +567,30 @@ pub fn validate_override_spec(spec: &OverrideSpec) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let spec_path = path("spec");
     if let Some(target) = &spec.target_cluster {
-        errs.extend(validate_cluster_affinity(
-            target,
-            &spec_path.child("targetCluster"),
-        ));
+        errs.extend(validate_cluster_affinity(target, &spec_path.child("targetCluster")));
         if spec.override_rules.is_some() {
-            errs.push(FieldError::invalid(
-                spec_path.child("targetCluster"),
-                "overrideRules and targetCluster can't co-exist",
-            ));
+            errs.push(FieldError::invalid(spec_path.child("targetCluster"), "overrideRules and targetCluster can't co-exist"));
         }
     }
     if spec.overriders.as_ref().is_some_and(|o| !o.is_empty()) && spec.override_rules.is_some() {
-        errs.push(FieldError::invalid(
-            spec_path.child("overriders"),
-            "overrideRules and overriders can't co-exist",
-        ));
+        errs.push(FieldError::invalid(spec_path.child("overriders"), "overrideRules and overriders can't co-exist"));
     }
     for (i, rule) in spec.override_rules.iter().flatten().enumerate() {
         let rule_path = spec_path.child("overrideRules").index(i);
         let overriders = rule_path.child("overriders");
-        for (j, a) in rule
-            .overriders
-            .annotations_overrider
-            .iter()
-            .flatten()
-            .enumerate()
-        {
-            let at = overriders
-                .child("annotationsOverrider")
-                .index(j)
-                .child("value");
-            let total: usize = a
-                .value
-                .iter()
-                .flatten()
-                .map(|(k, v)| k.len() + v.len())
-                .sum();
+        for (j, a) in rule.overriders.annotations_overrider.iter().flatten().enumerate() {
+            let at = overriders.child("annotationsOverrider").index(j).child("value");
+            let total: usize = a.value.iter().flatten().map(|(k, v)| k.len() + v.len()).sum();
             for key in a.value.iter().flatten().map(|(k, _)| k) {
                 for message in label_key_errors(&key.to_lowercase()) {
                     errs.push(FieldError::invalid(at.clone(), message));
                 }
             }
             if total > 256 * 1024 {
-                errs.push(FieldError::new(
-                    at,
-                    Reason::TooLong,
-                    "may not be more than 262144 bytes",
-                ));
+                errs.push(FieldError::new(at, Reason::TooLong, "may not be more than 262144 bytes"));
             }
         }
-        for (j, l) in rule
-            .overriders
-            .labels_overrider
-            .iter()
-            .flatten()
-            .enumerate()
-        {
+        for (j, l) in rule.overriders.labels_overrider.iter().flatten().enumerate() {
             let at = overriders.child("labelsOverrider").index(j).child("value");
             for (key, value) in l.value.iter().flatten() {
                 for message in label_key_errors(key) {
@@ -875,32 +602,15 @@ pub fn validate_override_spec(spec: &OverrideSpec) -> Vec<FieldError> {
             }
         }
         for (j, image) in rule.overriders.image_overrider.iter().flatten().enumerate() {
-            if let Some(message) = image
-                .predicate
-                .as_ref()
-                .and_then(|p| json_pointer_error(&p.path))
-            {
-                errs.push(FieldError::invalid(
-                    overriders
-                        .child("imageOverrider")
-                        .index(j)
-                        .child("predicate")
-                        .child("path"),
-                    message,
-                ));
+            if let Some(message) = image.predicate.as_ref().and_then(|p| json_pointer_error(&p.path)) {
+                errs.push(FieldError::invalid(overriders.child("imageOverrider").index(j).child("predicate").child("path"), message));
             }
         }
         for (j, field) in rule.overriders.field_overrider.iter().flatten().enumerate() {
             let at = overriders.child("fieldOverrider").index(j);
-            let (json, yaml) = (
-                field.json.as_deref().unwrap_or_default(),
-                field.yaml.as_deref().unwrap_or_default(),
-            );
+            let (json, yaml) = (field.json.as_deref().unwrap_or_default(), field.yaml.as_deref().unwrap_or_default());
             if !json.is_empty() && !yaml.is_empty() {
-                errs.push(FieldError::invalid(
-                    &at,
-                    "FieldOverrider has both YAML and JSON set. Only one is allowed",
-                ));
+                errs.push(FieldError::invalid(&at, "FieldOverrider has both YAML and JSON set. Only one is allowed"));
             }
             if let Some(message) = json_pointer_error(&field.field_path) {
                 errs.push(FieldError::invalid(at.child("fieldPath"), message));
@@ -917,10 +627,7 @@ pub fn validate_override_spec(spec: &OverrideSpec) -> Vec<FieldError> {
             }
         }
         if let Some(target) = &rule.target_cluster {
-            errs.extend(validate_cluster_affinity(
-                target,
-                &rule_path.child("targetCluster"),
-            ));
+            errs.extend(validate_cluster_affinity(target, &rule_path.child("targetCluster")));
         }
     }
     errs
@@ -947,15 +654,9 @@ fn validate_patch_operations(operations: &[PatchOperation], at: &FieldPath) -> V
         let has_value = op.value.is_some();
         match op.operator {
             OverriderOperator::Add | OverriderOperator::Replace if !has_value => {
-                errs.push(FieldError::invalid(
-                    here.child("value"),
-                    "value is required for add or replace operation",
-                ))
+                errs.push(FieldError::invalid(here.child("value"), "value is required for add or replace operation"))
             }
-            OverriderOperator::Remove if has_value => errs.push(FieldError::invalid(
-                here.child("value"),
-                "value is not allowed for remove operation",
-            )),
+            OverriderOperator::Remove if has_value => errs.push(FieldError::invalid(here.child("value"), "value is not allowed for remove operation")),
             _ => {}
         }
     }
@@ -979,9 +680,7 @@ pub fn cluster_name_errors(name: &str) -> Vec<String> {
         return vec!["must be not empty".into()];
     }
     if name.len() > CLUSTER_NAME_MAX_LENGTH {
-        return vec![format!(
-            "must be no more than {CLUSTER_NAME_MAX_LENGTH} characters"
-        )];
+        return vec![format!("must be no more than {CLUSTER_NAME_MAX_LENGTH} characters")];
     }
     dns1123_label_errors(name)
 }
@@ -992,10 +691,7 @@ fn validate_cluster_spec(spec: &ClusterSpec) -> Vec<FieldError> {
     if let Some(endpoint) = spec.api_endpoint.as_deref().filter(|e| !e.is_empty()) {
         errs.extend(validate_api_endpoint(endpoint, &at.child("apiEndpoint")));
     }
-    for (field, reference) in [
-        ("secretRef", &spec.secret_ref),
-        ("impersonatorSecretRef", &spec.impersonator_secret_ref),
-    ] {
+    for (field, reference) in [("secretRef", &spec.secret_ref), ("impersonatorSecretRef", &spec.impersonator_secret_ref)] {
         if let Some(reference) = reference {
             if reference.namespace.is_empty() {
                 errs.push(FieldError::required(at.child(field).child("namespace"), ""));
@@ -1007,18 +703,9 @@ fn validate_cluster_spec(spec: &ClusterSpec) -> Vec<FieldError> {
     }
     if let Some(proxy) = spec.proxy_url.as_deref().filter(|p| !p.is_empty()) {
         match go_url::parse(proxy) {
-            Err(e) => errs.push(FieldError::invalid(
-                at.child("proxyURL"),
-                format!("apiEndpoint must be a valid URL: {e}"),
-            )),
+            Err(e) => errs.push(FieldError::invalid(at.child("proxyURL"), format!("apiEndpoint must be a valid URL: {e}"))),
             Ok(u) if !["http", "https", "socks5"].contains(&u.scheme.as_str()) => {
-                errs.push(FieldError::invalid(
-                    at.child("proxyURL"),
-                    format!(
-                        "unsupported scheme {:?}, must be http, https, or socks5",
-                        u.scheme
-                    ),
-                ))
+                errs.push(FieldError::invalid(at.child("proxyURL"), format!("unsupported scheme {:?}, must be http, https, or socks5", u.scheme)))
             }
             Ok(_) => {}
         }
@@ -1033,18 +720,10 @@ fn validate_cluster_spec(spec: &ClusterSpec) -> Vec<FieldError> {
             errs.push(FieldError::invalid(here.child("value"), message));
         }
         if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
-            errs.push(FieldError::new(
-                here.child("effect"),
-                Reason::NotSupported,
-                "supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
-            ));
+            errs.push(FieldError::new(here.child("effect"), Reason::NotSupported, "supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""));
         }
         if !taints.insert((taint.key.as_str(), taint.effect.as_str())) {
-            errs.push(FieldError::new(
-                here,
-                Reason::Duplicate,
-                "taints must be unique by key and effect pair",
-            ));
+            errs.push(FieldError::new(here, Reason::Duplicate, "taints must be unique by key and effect pair"));
         }
     }
     if let Some(models) = spec.resource_models.as_deref().filter(|m| !m.is_empty())
@@ -1062,36 +741,21 @@ fn validate_api_endpoint(endpoint: &str, at: &FieldPath) -> Vec<FieldError> {
     let url = match go_url::parse(endpoint) {
         Ok(url) => url,
         Err(e) => {
-            return vec![FieldError::invalid(
-                at,
-                format!("apiEndpoint must be a valid URL: {e}{FORM}"),
-            )];
+            return vec![FieldError::invalid(at, format!("apiEndpoint must be a valid URL: {e}{FORM}"))];
         }
     };
     let mut errs = Vec::new();
     if url.host.is_empty() {
-        errs.push(FieldError::invalid(
-            at,
-            format!("host must be provided{FORM}"),
-        ));
+        errs.push(FieldError::invalid(at, format!("host must be provided{FORM}")));
     }
     if url.has_user {
-        errs.push(FieldError::invalid(
-            at,
-            "user information is not permitted in the URL",
-        ));
+        errs.push(FieldError::invalid(at, "user information is not permitted in the URL"));
     }
     if !url.fragment.is_empty() {
-        errs.push(FieldError::invalid(
-            at,
-            "fragments are not permitted in the URL",
-        ));
+        errs.push(FieldError::invalid(at, "fragments are not permitted in the URL"));
     }
     if !url.raw_query.is_empty() {
-        errs.push(FieldError::invalid(
-            at,
-            "query parameters are not permitted in the URL",
-        ));
+        errs.push(FieldError::invalid(at, "query parameters are not permitted in the URL"));
     }
     errs
 }
@@ -1121,29 +785,19 @@ fn validate_resource_models(models: &[ResourceModel], at: &FieldPath) -> Option<
                 return invalid("quantities must match the regular expression");
             };
             if max.cmp_value(&min).is_le() {
-                return invalid(
-                    "The max value of each resource must be greater than the min value",
-                );
+                return invalid("The max value of each resource must be greater than the min value");
             }
             if i == 0 {
                 if !min.is_zero() {
-                    return invalid(
-                        "The min value of each resource in the first model should be 0",
-                    );
+                    return invalid("The min value of each resource in the first model should be 0");
                 }
             } else if models[i - 1].ranges[j].name != range.name {
                 return invalid("The resource types of each models should be the same");
-            } else if parse(&models[i - 1].ranges[j].max)
-                .is_none_or(|prev| prev.cmp_value(&min).is_ne())
-            {
-                return invalid(
-                    "Model intervals for resources must be contiguous and non-overlapping",
-                );
+            } else if parse(&models[i - 1].ranges[j].max).is_none_or(|prev| prev.cmp_value(&min).is_ne()) {
+                return invalid("Model intervals for resources must be contiguous and non-overlapping");
             }
             if i == models.len() - 1 && max.cmp_value(&max_int64).is_lt() {
-                return invalid(
-                    "The max value of each resource in the last model should be MaxInt64",
-                );
+                return invalid("The max value of each resource in the last model should be MaxInt64");
             }
         }
     }

@@ -9,16 +9,10 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use super::{Defaulting, FieldError, FieldPath, GroupVersionKind, Reason, decode, go_url, path};
-use crate::federation::kubefed::core::{
-    FederatedTypeConfig, KubeFedCluster, KubeFedConfig, KubeFedConfigSpec, TlsValidation,
-};
+use crate::federation::kubefed::core::{FederatedTypeConfig, KubeFedCluster, KubeFedConfig, KubeFedConfigSpec, TlsValidation};
 
 /// Feature gates of KubeFed v0.10 and whether each is on by default.
-pub const FEATURE_GATES: [(&str, bool); 3] = [
-    ("PushReconciler", true),
-    ("RawResourceStatusCollection", false),
-    ("SchedulerPreferences", true),
-];
+pub const FEATURE_GATES: [(&str, bool); 3] = [("PushReconciler", true), ("RawResourceStatusCollection", false), ("SchedulerPreferences", true)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -45,22 +39,14 @@ pub fn handles(gvk: &GroupVersionKind) -> bool {
 }
 
 /// KubeFed's mutating step. Works on the JSON so that fields the defaults fill may be missing.
-pub fn default(
-    gvk: &GroupVersionKind,
-    obj: &mut Value,
-    _ctx: &mut Defaulting<'_>,
-) -> Result<(), Vec<FieldError>> {
+pub fn default(gvk: &GroupVersionKind, obj: &mut Value, _ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
     let Some(object) = obj.as_object_mut() else {
         return Err(vec![FieldError::invalid("", "object expected")]);
     };
     match kind(gvk) {
         Some(Kind::KubeFedConfig) => default_kubefed_config(spec_of(object)),
         Some(Kind::FederatedTypeConfig) => {
-            let name = object
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = object.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
             let name = name.to_string();
             default_federated_type_config(&name, spec_of(object));
         }
@@ -72,19 +58,12 @@ pub fn default(
 /// KubeFed's validating step.
 pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let result = match kind(gvk) {
-        Some(Kind::KubeFedCluster) => {
-            decode::<KubeFedCluster>(obj).map(|c| validate_kubefed_cluster(&c))
-        }
+        Some(Kind::KubeFedCluster) => decode::<KubeFedCluster>(obj).map(|c| validate_kubefed_cluster(&c)),
         Some(Kind::KubeFedConfig) => decode::<KubeFedConfig>(obj).and_then(|c| {
             let old = old.map(decode::<KubeFedConfig>).transpose()?;
-            Ok(validate_kubefed_config(
-                &c.spec,
-                old.as_ref().map(|o| &o.spec),
-            ))
+            Ok(validate_kubefed_config(&c.spec, old.as_ref().map(|o| &o.spec)))
         }),
-        Some(Kind::FederatedTypeConfig) => {
-            decode::<FederatedTypeConfig>(obj).map(|f| validate_federated_type_config(&f))
-        }
+        Some(Kind::FederatedTypeConfig) => decode::<FederatedTypeConfig>(obj).map(|f| validate_federated_type_config(&f)),
         None => Ok(Vec::new()),
     };
     result.unwrap_or_else(|errors| errors)
@@ -127,11 +106,7 @@ pub(crate) fn default_kubefed_config(spec: &mut Map<String, Value>) {
     set_default(election, "resourceLock", json!("configmaps"));
     let gates = spec.entry("featureGates").or_insert_with(|| json!([]));
     if let Some(gates) = gates.as_array_mut() {
-        let present: BTreeSet<String> = gates
-            .iter()
-            .filter_map(|g| g.get("name").and_then(Value::as_str))
-            .map(str::to_string)
-            .collect();
+        let present: BTreeSet<String> = gates.iter().filter_map(|g| g.get("name").and_then(Value::as_str)).map(str::to_string).collect();
         for (name, on) in FEATURE_GATES {
             if !present.contains(name) {
                 let configuration = if on { "Enabled" } else { "Disabled" };
@@ -147,11 +122,7 @@ pub(crate) fn default_kubefed_config(spec: &mut Map<String, Value>) {
     let sync = child(spec, "syncController");
     set_default(sync, "maxConcurrentReconciles", json!(1));
     set_default(sync, "adoptResources", json!("Enabled"));
-    set_default(
-        child(spec, "statusController"),
-        "maxConcurrentReconciles",
-        json!(1),
-    );
+    set_default(child(spec, "statusController"), "maxConcurrentReconciles", json!(1));
 }
 
 /// `SetFederatedTypeConfigDefaults`: the FTC name `<plural>[.<group>]` gives the target's plural
@@ -168,17 +139,10 @@ fn default_federated_type_config(name: &str, spec: &mut Map<String, Value>) {
         set_default(target, "group", json!(group));
     }
     let federated = child(spec, "federatedType");
-    if let Some(kind) = federated
-        .get("kind")
-        .and_then(Value::as_str)
-        .map(plural_name)
-    {
+    if let Some(kind) = federated.get("kind").and_then(Value::as_str).map(plural_name) {
         set_default(federated, "pluralName", json!(kind));
     }
-    let (group, version) = (
-        federated.get("group").cloned(),
-        federated.get("version").cloned(),
-    );
+    let (group, version) = (federated.get("group").cloned(), federated.get("version").cloned());
     if let Some(status) = spec.get_mut("statusType").and_then(Value::as_object_mut) {
         if let Some(kind) = status.get("kind").and_then(Value::as_str).map(plural_name) {
             set_default(status, "pluralName", json!(kind));
@@ -199,10 +163,7 @@ pub fn plural_name(kind: &str) -> String {
     if let Some(stem) = lower.strip_suffix('y') {
         return format!("{stem}ies");
     }
-    if ["s", "x", "ch", "sh", "z", "o"]
-        .iter()
-        .any(|end| lower.ends_with(end))
-    {
+    if ["s", "x", "ch", "sh", "z", "o"].iter().any(|end| lower.ends_with(end)) {
         return format!("{lower}es");
     }
     format!("{lower}s")
@@ -219,40 +180,23 @@ fn validate_kubefed_cluster(cluster: &KubeFedCluster) -> Vec<FieldError> {
             Err(e) => errs.push(FieldError::invalid(at.child("apiEndpoint"), e)),
             Ok(url) => {
                 let port = url.port();
-                if !port.is_empty() && !port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p))
-                {
-                    errs.push(FieldError::invalid(
-                        at.child("apiEndpoint"),
-                        "port must be between 1 and 65535",
-                    ));
+                if !port.is_empty() && !port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p)) {
+                    errs.push(FieldError::invalid(at.child("apiEndpoint"), "port must be between 1 and 65535"));
                 }
             }
         }
     }
     if cluster.spec.secret_ref.name.is_empty() {
-        errs.push(FieldError::required(
-            at.child("secretRef").child("name"),
-            "",
-        ));
+        errs.push(FieldError::required(at.child("secretRef").child("name"), ""));
     }
-    let validations = cluster
-        .spec
-        .disabled_tls_validations
-        .as_deref()
-        .unwrap_or_default();
+    let validations = cluster.spec.disabled_tls_validations.as_deref().unwrap_or_default();
     if validations.contains(&TlsValidation::All) && validations.len() > 1 {
-        errs.push(FieldError::invalid(
-            at.child("disabledTLSValidations"),
-            "when * is specified, it is expected to be the only option in list",
-        ));
+        errs.push(FieldError::invalid(at.child("disabledTLSValidations"), "when * is specified, it is expected to be the only option in list"));
     }
     errs
 }
 
-fn validate_kubefed_config(
-    spec: &KubeFedConfigSpec,
-    old: Option<&KubeFedConfigSpec>,
-) -> Vec<FieldError> {
+fn validate_kubefed_config(spec: &KubeFedConfigSpec, old: Option<&KubeFedConfigSpec>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let at = path("spec");
     if old.is_some_and(|old| old.scope != spec.scope) {
@@ -267,10 +211,7 @@ fn validate_kubefed_config(
                 None
             }
             None => {
-                errs.push(FieldError::invalid(
-                    at,
-                    format!("invalid duration {text:?}"),
-                ));
+                errs.push(FieldError::invalid(at, format!("invalid duration {text:?}")));
                 None
             }
         }
@@ -290,28 +231,19 @@ fn validate_kubefed_config(
         if let (Some(lease), Some(renew)) = (lease, renew)
             && lease <= renew
         {
-            leader_errors.push(FieldError::invalid(
-                at.child("leaseDuration"),
-                "leaseDuration must be greater than renewDeadline",
-            ));
+            leader_errors.push(FieldError::invalid(at.child("leaseDuration"), "leaseDuration must be greater than renewDeadline"));
         }
         if let (Some(renew), Some(retry)) = (renew, retry)
             && renew <= retry * 1.2
         {
-            leader_errors.push(FieldError::invalid(
-                at.child("renewDeadline"),
-                "renewDeadline must be greater than retryPeriod*JitterFactor(1.2)",
-            ));
+            leader_errors.push(FieldError::invalid(at.child("renewDeadline"), "renewDeadline must be greater than retryPeriod*JitterFactor(1.2)"));
         }
     }
     if let Some(h) = &spec.cluster_health_check {
         let at = at.child("clusterHealthCheck");
         positive_duration(&h.period, at.child("period"));
         positive_duration(&h.timeout, at.child("timeout"));
-        for (value, name) in [
-            (h.failure_threshold, "failureThreshold"),
-            (h.success_threshold, "successThreshold"),
-        ] {
+        for (value, name) in [(h.failure_threshold, "failureThreshold"), (h.success_threshold, "successThreshold")] {
             if value.is_some_and(|v| v <= 0) {
                 errs.push(FieldError::invalid(at.child(name), "should be positive"));
             }
@@ -329,33 +261,16 @@ fn validate_kubefed_config(
             ));
         }
         if !names.insert(gate.name.as_str()) {
-            errs.push(FieldError::new(
-                here,
-                Reason::Duplicate,
-                format!("{:?}", gate.name),
-            ));
+            errs.push(FieldError::new(here, Reason::Duplicate, format!("{:?}", gate.name)));
         }
     }
     let workers = [
-        (
-            spec.sync_controller
-                .as_ref()
-                .and_then(|s| s.max_concurrent_reconciles),
-            "syncController",
-        ),
-        (
-            spec.status_controller
-                .as_ref()
-                .and_then(|s| s.max_concurrent_reconciles),
-            "statusController",
-        ),
+        (spec.sync_controller.as_ref().and_then(|s| s.max_concurrent_reconciles), "syncController"),
+        (spec.status_controller.as_ref().and_then(|s| s.max_concurrent_reconciles), "statusController"),
     ];
     for (value, controller) in workers {
         if value.is_some_and(|v| v <= 0) {
-            errs.push(FieldError::invalid(
-                at.child(controller).child("maxConcurrentReconciles"),
-                "should be positive",
-            ));
+            errs.push(FieldError::invalid(at.child(controller).child("maxConcurrentReconciles"), "should be positive"));
         }
     }
     errs
@@ -371,37 +286,18 @@ fn validate_federated_type_config(ftc: &FederatedTypeConfig) -> Vec<FieldError> 
         None => target.plural_name.clone(),
     };
     if ftc.metadata.name.as_deref() != Some(expected.as_str()) {
-        errs.push(FieldError::invalid(
-            "metadata.name",
-            format!("name must be {expected:?}"),
-        ));
+        errs.push(FieldError::invalid("metadata.name", format!("name must be {expected:?}")));
     }
-    for (field, resource) in [
-        ("targetType", target),
-        ("federatedType", &spec.federated_type),
-    ] {
+    for (field, resource) in [("targetType", target), ("federatedType", &spec.federated_type)] {
         let here = at.child(field);
-        for (name, value) in [
-            ("version", &resource.version),
-            ("kind", &resource.kind),
-            ("pluralName", &resource.plural_name),
-        ] {
+        for (name, value) in [("version", &resource.version), ("kind", &resource.kind), ("pluralName", &resource.plural_name)] {
             if value.is_empty() {
                 errs.push(FieldError::required(here.child(name), ""));
             }
         }
     }
-    if !spec
-        .federated_type
-        .group
-        .as_deref()
-        .unwrap_or("")
-        .contains('.')
-    {
-        errs.push(FieldError::invalid(
-            at.child("federatedType").child("group"),
-            "should be a domain with at least one dot",
-        ));
+    if !spec.federated_type.group.as_deref().unwrap_or("").contains('.') {
+        errs.push(FieldError::invalid(at.child("federatedType").child("group"), "should be a domain with at least one dot"));
     }
     errs
 }
@@ -421,14 +317,10 @@ pub fn go_duration_seconds(text: &str) -> Option<f64> {
     }
     let mut total = 0.0;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number: f64 = rest[..number_len].parse().ok()?;
         rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" | "μs" => 1e-6,
@@ -461,9 +353,6 @@ mod tests {
     fn plurals() {
         assert_eq!(plural_name("FederatedDeployment"), "federateddeployments");
         assert_eq!(plural_name("FederatedIngress"), "federatedingresses");
-        assert_eq!(
-            plural_name("FederatedNetworkPolicy"),
-            "federatednetworkpolicies"
-        );
+        assert_eq!(plural_name("FederatedNetworkPolicy"), "federatednetworkpolicies");
     }
 }

@@ -45,11 +45,7 @@ pub struct Defaulting<'a> {
 
 impl fmt::Debug for Defaulting<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Defaulting")
-            .field("operation", &self.operation)
-            .field("namespace", &self.namespace)
-            .field("now", &self.now)
-            .finish_non_exhaustive()
+        f.debug_struct("Defaulting").field("operation", &self.operation).field("namespace", &self.namespace).field("now", &self.now).finish_non_exhaustive()
     }
 }
 
@@ -67,11 +63,7 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(path: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
-        FieldError {
-            path: path.into(),
-            reason,
-            message: message.into(),
-        }
+        FieldError { path: path.into(), reason, message: message.into() }
     }
 
     pub fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
@@ -100,11 +92,7 @@ pub fn handles(gvk: &GroupVersionKind) -> bool {
 
 /// The mutating step for `obj` of kind `gvk`. Kinds the chain does not know are left alone.
 /// An error means the request is rejected (upstream: the webhook answered an error).
-pub fn default(
-    gvk: &GroupVersionKind,
-    obj: &mut Value,
-    ctx: &mut Defaulting<'_>,
-) -> Result<(), Vec<FieldError>> {
+pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>) -> Result<(), Vec<FieldError>> {
     if karmada::handles(gvk) {
         karmada::default(gvk, obj, ctx)
     } else if kubefed::handles(gvk) {
@@ -150,11 +138,7 @@ fn path(root: &str) -> FieldPath {
 
 impl FieldPath {
     fn child(&self, name: &str) -> FieldPath {
-        if self.0.is_empty() {
-            FieldPath(name.to_string())
-        } else {
-            FieldPath(format!("{}.{name}", self.0))
-        }
+        if self.0.is_empty() { FieldPath(name.to_string()) } else { FieldPath(format!("{}.{name}", self.0)) }
     }
 
     fn index(&self, i: usize) -> FieldPath {
@@ -186,10 +170,7 @@ fn dns1123_label_errors(value: &str) -> Vec<String> {
     }
     let b = value.as_bytes();
     let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let ok = !b.is_empty()
-        && edge(b[0])
-        && edge(b[b.len() - 1])
-        && b.iter().all(|&c| edge(c) || c == b'-');
+    let ok = !b.is_empty() && edge(b[0]) && edge(b[b.len() - 1]) && b.iter().all(|&c| edge(c) || c == b'-');
     if !ok {
         errs.push(
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
@@ -203,6 +184,5 @@ fn dns1123_label_errors(value: &str) -> Vec<String> {
 
 /// go-openapi `jsonpointer.New`: a pointer is empty or starts with `/`.
 fn json_pointer_error(pointer: &str) -> Option<String> {
-    (!pointer.is_empty() && !pointer.starts_with('/'))
-        .then(|| "JSON pointer must be empty or start with a \"/\"".to_string())
+    (!pointer.is_empty() && !pointer.starts_with('/')).then(|| "JSON pointer must be empty or start with a \"/\"".to_string())
 }

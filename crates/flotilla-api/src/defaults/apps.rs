@@ -6,8 +6,7 @@ use super::FieldError;
 use super::core::default_claim_template;
 use super::pod::default_pod_template_at;
 use super::zero_values::{
-    Object, always_written, always_written_counters, default_string, default_value, object,
-    object_or_insert, objects_mut, omit_empty, str_of,
+    Object, always_written, always_written_counters, default_string, default_value, object, object_or_insert, objects_mut, omit_empty, str_of,
 };
 
 pub(crate) fn default_deployment(deployment: &mut Object) -> Result<(), FieldError> {
@@ -86,15 +85,7 @@ pub(crate) fn default_daemon_set(set: &mut Object) -> Result<(), FieldError> {
     default_pod_template_at(spec, "template", "spec")?;
     omit_empty(spec, &["minReadySeconds"]);
     if let Some(status) = object_or_insert(set, "status") {
-        always_written_counters(
-            status,
-            &[
-                "currentNumberScheduled",
-                "numberMisscheduled",
-                "desiredNumberScheduled",
-                "numberReady",
-            ],
-        );
+        always_written_counters(status, &["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"]);
     }
     Ok(())
 }
@@ -116,15 +107,10 @@ pub(crate) fn default_replica_set(set: &mut Object) -> Result<(), FieldError> {
 pub(crate) fn prepare_daemon_set_for_create(set: &mut Object) {
     set.insert("status".into(), json!({}));
     const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
-    let Some(annotations) =
-        object_or_insert(set, "metadata").and_then(|m| object_or_insert(m, "annotations"))
-    else {
+    let Some(annotations) = object_or_insert(set, "metadata").and_then(|m| object_or_insert(m, "annotations")) else {
         return;
     };
-    let generation = annotations
-        .get(TEMPLATE_GENERATION)
-        .and_then(Value::as_str)
-        .and_then(|g| g.parse::<i64>().ok());
+    let generation = annotations.get(TEMPLATE_GENERATION).and_then(Value::as_str).and_then(|g| g.parse::<i64>().ok());
     if generation.is_none_or(|g| g < 1) {
         annotations.insert(TEMPLATE_GENERATION.into(), Value::from("1"));
     }

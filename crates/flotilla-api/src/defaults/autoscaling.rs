@@ -5,18 +5,12 @@ use serde_json::{Value, json};
 
 use super::FieldError;
 use super::quantity::canonicalize_field;
-use super::zero_values::{
-    Object, always_written, always_written_counters, default_value, object, object_or_insert,
-    objects_mut,
-};
+use super::zero_values::{Object, always_written, always_written_counters, default_value, object, object_or_insert, objects_mut};
 
 pub(crate) fn default_horizontal_pod_autoscaler(hpa: &mut Object) -> Result<(), FieldError> {
     if let Some(spec) = object_or_insert(hpa, "spec") {
         default_value(spec, "minReplicas", 1);
-        let no_metrics = spec
-            .get("metrics")
-            .and_then(Value::as_array)
-            .is_none_or(Vec::is_empty);
+        let no_metrics = spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty);
         if no_metrics {
             spec.insert(
                 "metrics".into(),
@@ -24,13 +18,7 @@ pub(crate) fn default_horizontal_pod_autoscaler(hpa: &mut Object) -> Result<(), 
             );
         }
         for (i, metric) in objects_mut(spec, "metrics") {
-            for source in [
-                "object",
-                "pods",
-                "resource",
-                "containerResource",
-                "external",
-            ] {
+            for source in ["object", "pods", "resource", "containerResource", "external"] {
                 if let Some(target) = object(metric, source).and_then(|s| object(s, "target")) {
                     let path = format!("spec.metrics[{i}].{source}.target");
                     canonicalize_field(target, "value", &path)?;
@@ -47,9 +35,7 @@ pub(crate) fn default_horizontal_pod_autoscaler(hpa: &mut Object) -> Result<(), 
             let scale_down = json!({"selectPolicy": "Max", "policies": [
                 {"type": "Percent", "value": 100, "periodSeconds": 15}]});
             for (direction, rules) in [("scaleUp", scale_up), ("scaleDown", scale_down)] {
-                if let (Some(target), Value::Object(rules)) =
-                    (object_or_insert(behavior, direction), rules)
-                {
+                if let (Some(target), Value::Object(rules)) = (object_or_insert(behavior, direction), rules) {
                     for (key, value) in rules {
                         default_value(target, &key, value);
                     }
@@ -66,14 +52,6 @@ pub(crate) fn default_horizontal_pod_autoscaler(hpa: &mut Object) -> Result<(), 
 
 pub(crate) fn default_pod_disruption_budget(budget: &mut Object) {
     if let Some(status) = object_or_insert(budget, "status") {
-        always_written_counters(
-            status,
-            &[
-                "disruptionsAllowed",
-                "currentHealthy",
-                "desiredHealthy",
-                "expectedPods",
-            ],
-        );
+        always_written_counters(status, &["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"]);
     }
 }

@@ -4,10 +4,7 @@ use serde_json::{Value, json};
 
 use super::FieldError;
 use super::pod::{default_pod_template_at, template_labels};
-use super::zero_values::{
-    Object, always_written, default_string, default_value, is_unset, object, object_or_insert,
-    objects_mut, omit_empty_metadata, str_of,
-};
+use super::zero_values::{Object, always_written, default_string, default_value, is_unset, object, object_or_insert, objects_mut, omit_empty_metadata, str_of};
 
 /// The label keys a generated Job selector uses, legacy spelling first.
 const JOB_NAME_LABELS: [&str; 2] = ["job-name", "batch.kubernetes.io/job-name"];
@@ -16,10 +13,7 @@ const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io
 pub(crate) fn default_job(job: &mut Object) -> Result<(), FieldError> {
     if let Some(labels) = template_labels(job)
         && let Some(meta) = object_or_insert(job, "metadata")
-        && meta
-            .get("labels")
-            .and_then(Value::as_object)
-            .is_none_or(Object::is_empty)
+        && meta.get("labels").and_then(Value::as_object).is_none_or(Object::is_empty)
     {
         meta.insert("labels".into(), Value::Object(labels));
         omit_empty_metadata(meta);
@@ -46,18 +40,10 @@ fn default_job_spec(spec: &mut Object, path: &str) -> Result<(), FieldError> {
     }
     default_value(spec, "parallelism", 1);
     let per_index = !is_unset(spec, "backoffLimitPerIndex");
-    default_value(
-        spec,
-        "backoffLimit",
-        if per_index { i64::from(i32::MAX) } else { 6 },
-    );
+    default_value(spec, "backoffLimit", if per_index { i64::from(i32::MAX) } else { 6 });
     default_value(spec, "completionMode", "NonIndexed");
     default_value(spec, "suspend", false);
-    let replacement = if is_unset(spec, "podFailurePolicy") {
-        "TerminatingOrFailed"
-    } else {
-        "Failed"
-    };
+    let replacement = if is_unset(spec, "podFailurePolicy") { "TerminatingOrFailed" } else { "Failed" };
     default_value(spec, "podReplacementPolicy", replacement);
     default_job_template_spec(spec, path)
 }
@@ -78,41 +64,26 @@ fn default_pod_failure_policy(spec: &mut Object) {
 pub(crate) fn prepare_job_for_create(job: &mut Object, labels_were_empty: bool) {
     job.insert("status".into(), json!({}));
     let meta = job.get("metadata").and_then(Value::as_object);
-    let name = meta
-        .map(|m| str_of(m, "name").to_owned())
-        .unwrap_or_default();
-    let uid = meta
-        .map(|m| str_of(m, "uid").to_owned())
-        .unwrap_or_default();
+    let name = meta.map(|m| str_of(m, "name").to_owned()).unwrap_or_default();
+    let uid = meta.map(|m| str_of(m, "uid").to_owned()).unwrap_or_default();
     let Some(spec) = object(job, "spec") else {
         return;
     };
     if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
         return;
     }
-    let Some(labels) = object_or_insert(spec, "template")
-        .and_then(|t| object_or_insert(t, "metadata"))
-        .and_then(|m| object_or_insert(m, "labels"))
-    else {
+    let Some(labels) = object_or_insert(spec, "template").and_then(|t| object_or_insert(t, "metadata")).and_then(|m| object_or_insert(m, "labels")) else {
         return;
     };
     for key in JOB_NAME_LABELS {
-        labels
-            .entry(key)
-            .or_insert_with(|| Value::from(name.clone()));
+        labels.entry(key).or_insert_with(|| Value::from(name.clone()));
     }
     for key in CONTROLLER_UID_LABELS {
-        labels
-            .entry(key)
-            .or_insert_with(|| Value::from(uid.clone()));
+        labels.entry(key).or_insert_with(|| Value::from(uid.clone()));
     }
     let labels = labels.clone();
-    if let Some(match_labels) =
-        object_or_insert(spec, "selector").and_then(|s| object_or_insert(s, "matchLabels"))
-    {
-        match_labels
-            .entry(CONTROLLER_UID_LABELS[1])
-            .or_insert_with(|| Value::from(uid.clone()));
+    if let Some(match_labels) = object_or_insert(spec, "selector").and_then(|s| object_or_insert(s, "matchLabels")) {
+        match_labels.entry(CONTROLLER_UID_LABELS[1]).or_insert_with(|| Value::from(uid.clone()));
     }
     if labels_were_empty && let Some(meta) = object_or_insert(job, "metadata") {
         meta.insert("labels".into(), Value::Object(labels));

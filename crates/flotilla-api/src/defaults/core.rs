@@ -7,8 +7,8 @@ use super::FieldError;
 use super::pod::{default_claim_spec, default_pod_template_at, template_labels};
 use super::quantity::canonicalize_resource_list;
 use super::zero_values::{
-    Object, always_written, always_written_counters, default_string, default_value, is_unset,
-    object, object_or_insert, objects_mut, omit_empty, omit_empty_metadata, str_of,
+    Object, always_written, always_written_counters, default_string, default_value, is_unset, object, object_or_insert, objects_mut, omit_empty,
+    omit_empty_metadata, str_of,
 };
 
 const SERVICE_SPEC_OMIT_EMPTY: &[&str] = &[
@@ -44,11 +44,7 @@ pub(crate) fn default_service(service: &mut Object) {
 }
 
 fn spec_type(service: &Object) -> &str {
-    service
-        .get("spec")
-        .and_then(|s| s.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    service.get("spec").and_then(|s| s.get("type")).and_then(Value::as_str).unwrap_or("")
 }
 
 fn default_service_spec(spec: &mut Object) {
@@ -58,16 +54,10 @@ fn default_service_spec(spec: &mut Object) {
             spec.remove("sessionAffinityConfig");
         }
         "ClientIP" => {
-            let has_timeout = spec
-                .get("sessionAffinityConfig")
-                .and_then(|c| c.get("clientIP"))
-                .and_then(|c| c.get("timeoutSeconds"))
-                .is_some_and(|t| !t.is_null());
+            let has_timeout =
+                spec.get("sessionAffinityConfig").and_then(|c| c.get("clientIP")).and_then(|c| c.get("timeoutSeconds")).is_some_and(|t| !t.is_null());
             if !has_timeout {
-                spec.insert(
-                    "sessionAffinityConfig".into(),
-                    json!({"clientIP": {"timeoutSeconds": 10800}}),
-                );
+                spec.insert("sessionAffinityConfig".into(), json!({"clientIP": {"timeoutSeconds": 10800}}));
             }
         }
         _ => {}
@@ -88,20 +78,12 @@ fn default_service_spec(spec: &mut Object) {
         omit_empty(port, &["name", "nodePort"]);
     }
     let service_type = str_of(spec, "type").to_owned();
-    let external_ips = spec
-        .get("externalIPs")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
-    let externally_accessible = service_type == "LoadBalancer"
-        || service_type == "NodePort"
-        || (service_type == "ClusterIP" && external_ips);
+    let external_ips = spec.get("externalIPs").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let externally_accessible = service_type == "LoadBalancer" || service_type == "NodePort" || (service_type == "ClusterIP" && external_ips);
     if externally_accessible {
         default_string(spec, "externalTrafficPolicy", "Cluster");
     }
-    if matches!(
-        service_type.as_str(),
-        "ClusterIP" | "NodePort" | "LoadBalancer"
-    ) {
+    if matches!(service_type.as_str(), "ClusterIP" | "NodePort" | "LoadBalancer") {
         default_value(spec, "internalTrafficPolicy", "Cluster");
     }
     if service_type == "LoadBalancer" {
@@ -110,12 +92,7 @@ fn default_service_spec(spec: &mut Object) {
     // clusterIP and clusterIPs[0] are one value written twice (see ADR 0004: Flotilla allocates
     // neither, but keeps what the user set, e.g. a headless "None", in both places).
     let cluster_ip = str_of(spec, "clusterIP").to_owned();
-    let first = spec
-        .get("clusterIPs")
-        .and_then(Value::as_array)
-        .and_then(|ips| ips.first())
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let first = spec.get("clusterIPs").and_then(Value::as_array).and_then(|ips| ips.first()).and_then(Value::as_str).map(str::to_owned);
     match (cluster_ip.is_empty(), first) {
         (false, None) => {
             spec.insert("clusterIPs".into(), json!([cluster_ip]));
@@ -130,13 +107,9 @@ fn default_service_spec(spec: &mut Object) {
 
 /// Namespaces carry their own name as a label, and a status.
 pub(crate) fn default_namespace(namespace: &mut Object) {
-    let name = namespace
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str);
+    let name = namespace.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str);
     if let Some(name) = name.filter(|n| !n.is_empty()).map(str::to_owned)
-        && let Some(labels) =
-            object(namespace, "metadata").and_then(|m| object_or_insert(m, "labels"))
+        && let Some(labels) = object(namespace, "metadata").and_then(|m| object_or_insert(m, "labels"))
     {
         labels.insert("kubernetes.io/metadata.name".into(), Value::from(name));
     }
@@ -219,16 +192,8 @@ pub(crate) fn default_limit_range(range: &mut Object) -> Result<(), FieldError> 
     };
     for (i, item) in objects_mut(spec, "limits") {
         if str_of(item, "type") == "Container" {
-            for (from, to) in [
-                ("max", "default"),
-                ("default", "defaultRequest"),
-                ("min", "defaultRequest"),
-            ] {
-                let source = item
-                    .get(from)
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
+            for (from, to) in [("max", "default"), ("default", "defaultRequest"), ("min", "defaultRequest")] {
+                let source = item.get(from).and_then(Value::as_object).cloned().unwrap_or_default();
                 if let Some(target) = object_or_insert(item, to) {
                     for (name, value) in source {
                         target.entry(name).or_insert(value);
@@ -237,25 +202,10 @@ pub(crate) fn default_limit_range(range: &mut Object) -> Result<(), FieldError> 
             }
         }
         let path = format!("spec.limits[{i}]");
-        for list in [
-            "max",
-            "min",
-            "default",
-            "defaultRequest",
-            "maxLimitRequestRatio",
-        ] {
+        for list in ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"] {
             canonicalize_resource_list(item, list, &path)?;
         }
-        omit_empty(
-            item,
-            &[
-                "max",
-                "min",
-                "default",
-                "defaultRequest",
-                "maxLimitRequestRatio",
-            ],
-        );
+        omit_empty(item, &["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"]);
     }
     Ok(())
 }
@@ -294,18 +244,12 @@ pub(crate) fn default_pod_template_object(template: &mut Object) -> Result<(), F
 pub(crate) fn default_replication_controller(controller: &mut Object) -> Result<(), FieldError> {
     if let Some(labels) = template_labels(controller) {
         if let Some(spec) = object(controller, "spec")
-            && spec
-                .get("selector")
-                .and_then(Value::as_object)
-                .is_none_or(Object::is_empty)
+            && spec.get("selector").and_then(Value::as_object).is_none_or(Object::is_empty)
         {
             spec.insert("selector".into(), Value::Object(labels.clone()));
         }
         if let Some(meta) = object_or_insert(controller, "metadata")
-            && meta
-                .get("labels")
-                .and_then(Value::as_object)
-                .is_none_or(Object::is_empty)
+            && meta.get("labels").and_then(Value::as_object).is_none_or(Object::is_empty)
         {
             meta.insert("labels".into(), Value::Object(labels));
         }
@@ -326,11 +270,7 @@ fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {

@@ -85,9 +85,7 @@ mod zero_values;
 
 use serde_json::Value;
 
-use zero_values::{
-    Object, drop_nulls, object_or_insert, omit_empty_label_selectors, omit_empty_metadata,
-};
+use zero_values::{Object, drop_nulls, object_or_insert, omit_empty_label_selectors, omit_empty_metadata};
 
 /// A field the server could not accept, with its path in Kubernetes' notation
 /// (`spec.containers[0].resources.requests[cpu]`).
@@ -114,21 +112,14 @@ pub enum FieldErrorKind {
 
 impl FieldError {
     fn undecodable(path: &str, detail: &str) -> FieldError {
-        FieldError {
-            path: path.to_owned(),
-            kind: FieldErrorKind::Undecodable,
-            detail: detail.to_owned(),
-        }
+        FieldError { path: path.to_owned(), kind: FieldErrorKind::Undecodable, detail: detail.to_owned() }
     }
 
     /// The `message` of the Status the real server returns for this error on `kind`/`version`.
     pub fn status_message(&self, kind: &str, version: &str) -> String {
         match self.kind {
             FieldErrorKind::Undecodable => {
-                format!(
-                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {}",
-                    self.detail
-                )
+                format!("{kind} in version \"{version}\" cannot be handled as a {kind}: {}", self.detail)
             }
         }
     }
@@ -137,12 +128,7 @@ impl FieldError {
 /// Applies the defaults kube-apiserver applies whenever it decodes `obj` (see the module docs).
 /// `obj` is a whole object of the given group (`""` for core), version and kind. Objects that
 /// are not JSON objects and kinds not listed above are left alone.
-pub fn apply_defaults(
-    group: &str,
-    version: &str,
-    kind: &str,
-    obj: &mut Value,
-) -> Result<(), FieldError> {
+pub fn apply_defaults(group: &str, version: &str, kind: &str, obj: &mut Value) -> Result<(), FieldError> {
     let Some(o) = obj.as_object_mut() else {
         return Ok(());
     };
@@ -177,20 +163,10 @@ pub fn apply_defaults(
 /// `generateName`), `namespace`, `uid` and `creationTimestamp` — as kube-apiserver fills those
 /// before its create strategy runs: a Job's generated selector uses the uid, and a
 /// scheduling-gated Pod's condition is stamped with the creation time.
-pub fn apply_create_defaults(
-    group: &str,
-    version: &str,
-    kind: &str,
-    obj: &mut Value,
-) -> Result<(), FieldError> {
-    let job_labels_were_empty = obj
-        .get("metadata")
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
-        .is_none_or(Object::is_empty);
+pub fn apply_create_defaults(group: &str, version: &str, kind: &str, obj: &mut Value) -> Result<(), FieldError> {
+    let job_labels_were_empty = obj.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).is_none_or(Object::is_empty);
     apply_defaults(group, version, kind, obj)?;
-    let (Some(o), Some(builtin)) = (obj.as_object_mut(), BuiltinKind::of(group, version, kind))
-    else {
+    let (Some(o), Some(builtin)) = (obj.as_object_mut(), BuiltinKind::of(group, version, kind)) else {
         return Ok(());
     };
     builtin.prepare_for_create(o, job_labels_were_empty);
@@ -268,9 +244,7 @@ impl BuiltinKind {
             ("autoscaling", "v2", "HorizontalPodAutoscaler") => HorizontalPodAutoscaler,
             ("policy", "v1", "PodDisruptionBudget") => PodDisruptionBudget,
             ("rbac.authorization.k8s.io", "v1", "Role" | "ClusterRole") => Role,
-            ("rbac.authorization.k8s.io", "v1", "RoleBinding" | "ClusterRoleBinding") => {
-                RoleBinding
-            }
+            ("rbac.authorization.k8s.io", "v1", "RoleBinding" | "ClusterRoleBinding") => RoleBinding,
             ("coordination.k8s.io", "v1", "Lease") => Lease,
             ("events.k8s.io", "v1", "Event") => Event,
             ("", "v1", "Event") => CoreEvent,
@@ -339,9 +313,8 @@ impl BuiltinKind {
             | PodDisruptionBudget => {
                 o.insert("status".into(), Value::Object(Object::new()));
             }
-            PodTemplate | ConfigMap | Secret | ServiceAccount | LimitRange | Endpoints
-            | IngressClass | NetworkPolicy | Role | RoleBinding | Lease | Event | CoreEvent | EndpointSlice
-            | PriorityClass => {}
+            PodTemplate | ConfigMap | Secret | ServiceAccount | LimitRange | Endpoints | IngressClass | NetworkPolicy | Role | RoleBinding | Lease | Event
+            | CoreEvent | EndpointSlice | PriorityClass => {}
         }
     }
 }

@@ -3,9 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::zero_values::{
-    Object, always_written, default_value, object, object_or_insert, objects_mut, omit_empty,
-};
+use super::zero_values::{Object, always_written, default_value, object, object_or_insert, objects_mut, omit_empty};
 
 pub(crate) fn default_ingress(ingress: &mut Object) {
     always_written(ingress, "spec", json!({}));
@@ -32,20 +30,10 @@ pub(crate) fn default_network_policy(policy: &mut Object) {
             }
         }
     }
-    let no_types = spec
-        .get("policyTypes")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
+    let no_types = spec.get("policyTypes").and_then(Value::as_array).is_none_or(Vec::is_empty);
     if no_types {
-        let egress = spec
-            .get("egress")
-            .and_then(Value::as_array)
-            .is_some_and(|e| !e.is_empty());
-        let types = if egress {
-            json!(["Ingress", "Egress"])
-        } else {
-            json!(["Ingress"])
-        };
+        let egress = spec.get("egress").and_then(Value::as_array).is_some_and(|e| !e.is_empty());
+        let types = if egress { json!(["Ingress", "Egress"]) } else { json!(["Ingress"]) };
         spec.insert("policyTypes".into(), types);
     }
     omit_empty(spec, &["ingress", "egress"]);

@@ -6,12 +6,9 @@
 use serde_json::{Value, json};
 
 use super::FieldError;
-use super::quantity::{
-    Quantity, canonicalize_field, canonicalize_resource_list, resource_quantity,
-};
+use super::quantity::{Quantity, canonicalize_field, canonicalize_resource_list, resource_quantity};
 use super::zero_values::{
-    Object, always_written, default_number, default_string, default_value, object,
-    object_or_insert, objects_mut, omit_empty, omit_empty_metadata, str_of,
+    Object, always_written, default_number, default_string, default_value, object, object_or_insert, objects_mut, omit_empty, omit_empty_metadata, str_of,
 };
 
 /// Which object embeds the spec: a `Pod` gets a few defaults a template does not.
@@ -50,21 +47,11 @@ pub(crate) fn default_pod_template(template: &mut Object, path: &str) -> Result<
 
 /// The labels of the pod template at `spec.template` of a workload (an empty map counts).
 pub(crate) fn template_labels(workload: &Object) -> Option<Object> {
-    workload
-        .get("spec")?
-        .get("template")?
-        .get("metadata")?
-        .get("labels")?
-        .as_object()
-        .cloned()
+    workload.get("spec")?.get("template")?.get("metadata")?.get("labels")?.as_object().cloned()
 }
 
 /// Defaults the pod template at `key` of `parent`, if present.
-pub(crate) fn default_pod_template_at(
-    parent: &mut Object,
-    key: &str,
-    path: &str,
-) -> Result<(), FieldError> {
+pub(crate) fn default_pod_template_at(parent: &mut Object, key: &str, path: &str) -> Result<(), FieldError> {
     match object(parent, key) {
         Some(template) => default_pod_template(template, &format!("{path}.{key}")),
         None => Ok(()),
@@ -101,11 +88,7 @@ const POD_SPEC_OMIT_EMPTY: &[&str] = &[
 fn default_pod_spec(spec: &mut Object, path: &str, owner: Owner) -> Result<(), FieldError> {
     if owner == Owner::Pod {
         // A negative grace period means "as soon as possible", which a Pod stores as 1.
-        if spec
-            .get("terminationGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .is_some_and(|s| s < 0)
-        {
+        if spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64).is_some_and(|s| s < 0) {
             spec.insert("terminationGracePeriodSeconds".into(), json!(1));
         }
         for key in ["containers", "initContainers"] {
@@ -118,9 +101,7 @@ fn default_pod_spec(spec: &mut Object, path: &str, owner: Owner) -> Result<(), F
             for key in ["containers", "initContainers"] {
                 for (_, container) in objects_mut(spec, key) {
                     for (_, port) in objects_mut(container, "ports") {
-                        if let Some(container_port) =
-                            port.get("containerPort").and_then(Value::as_i64)
-                        {
+                        if let Some(container_port) = port.get("containerPort").and_then(Value::as_i64) {
                             default_number(port, "hostPort", container_port);
                         }
                     }
@@ -134,10 +115,7 @@ fn default_pod_spec(spec: &mut Object, path: &str, owner: Owner) -> Result<(), F
         let deprecated = str_of(spec, "serviceAccount").to_owned();
         spec.insert("serviceAccountName".into(), Value::from(deprecated));
     }
-    let name = spec
-        .get("serviceAccountName")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let name = spec.get("serviceAccountName").cloned().unwrap_or(Value::Null);
     spec.insert("serviceAccount".into(), name);
     default_string(spec, "dnsPolicy", "ClusterFirst");
     default_string(spec, "restartPolicy", "Always");
@@ -283,9 +261,7 @@ fn default_http_get(get: &mut Object) {
 
 /// The volume-source fields of a `Volume`: a volume that names none of them is an `emptyDir`.
 fn has_source(volume: &Object) -> bool {
-    volume
-        .iter()
-        .any(|(key, value)| key != "name" && !value.is_null())
+    volume.iter().any(|(key, value)| key != "name" && !value.is_null())
 }
 
 fn default_volume(volume: &mut Object, path: &str) -> Result<(), FieldError> {
@@ -343,9 +319,7 @@ fn default_volume(volume: &mut Object, path: &str) -> Result<(), FieldError> {
             }
         }
     }
-    if let Some(template) =
-        object(volume, "ephemeral").and_then(|e| object(e, "volumeClaimTemplate"))
-    {
+    if let Some(template) = object(volume, "ephemeral").and_then(|e| object(e, "volumeClaimTemplate")) {
         if let Some(meta) = object_or_insert(template, "metadata") {
             omit_empty_metadata(meta);
         }
@@ -362,11 +336,7 @@ fn default_downward_items(downward: &mut Object, path: &str) -> Result<(), Field
             default_string(field, "apiVersion", "v1");
         }
         if let Some(resource) = object(item, "resourceFieldRef") {
-            canonicalize_field(
-                resource,
-                "divisor",
-                &format!("{path}.items[{i}].resourceFieldRef"),
-            )?;
+            canonicalize_field(resource, "divisor", &format!("{path}.items[{i}].resourceFieldRef"))?;
         }
     }
     Ok(())
@@ -393,13 +363,8 @@ fn default_pod_status(status: &mut Object) {
     }
     // podIP and podIPs describe the same address; podIP wins when they disagree.
     let pod_ip = str_of(status, "podIP").to_owned();
-    let first_of_list = status
-        .get("podIPs")
-        .and_then(Value::as_array)
-        .and_then(|ips| ips.first())
-        .and_then(|ip| ip.get("ip"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let first_of_list =
+        status.get("podIPs").and_then(Value::as_array).and_then(|ips| ips.first()).and_then(|ip| ip.get("ip")).and_then(Value::as_str).map(str::to_owned);
     match (pod_ip.is_empty(), first_of_list) {
         (false, Some(first)) if first == pod_ip => {}
         (false, _) => {
@@ -415,18 +380,8 @@ fn default_pod_status(status: &mut Object) {
 /// What creating a Pod adds after decoding: a fresh status (`Pending`, the QoS class, the
 /// scheduling-gated condition) and the admission plugins' tolerations and priority.
 pub(crate) fn prepare_pod_for_create(pod: &mut Object) {
-    let created = pod
-        .get("metadata")
-        .and_then(|m| m.get("creationTimestamp"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let metadata_map = |key: &str| {
-        pod.get("metadata")
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let created = pod.get("metadata").and_then(|m| m.get("creationTimestamp")).cloned().unwrap_or(Value::Null);
+    let metadata_map = |key: &str| pod.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_object).cloned().unwrap_or_default();
     let (labels, annotations) = (metadata_map("labels"), metadata_map("annotations"));
     let Some(spec) = object(pod, "spec") else {
         return;
@@ -436,10 +391,7 @@ pub(crate) fn prepare_pod_for_create(pod: &mut Object) {
     admit_default_toleration_seconds(spec);
     admit_priority(spec);
     let mut status = json!({"phase": "Pending"});
-    let gated = spec
-        .get("schedulingGates")
-        .and_then(Value::as_array)
-        .is_some_and(|g| !g.is_empty());
+    let gated = spec.get("schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty());
     if gated {
         status["conditions"] = json!([{
             "type": "PodScheduled",
@@ -462,15 +414,7 @@ pub(crate) fn prepare_pod_for_create(pod: &mut Object) {
 fn merge_match_label_keys(spec: &mut Object, labels: &Object) {
     let merge = |term: &mut Object| {
         let keys = |field: &str| -> Vec<String> {
-            term.get(field)
-                .and_then(Value::as_array)
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
+            term.get(field).and_then(Value::as_array).map(|keys| keys.iter().filter_map(Value::as_str).map(str::to_owned).collect()).unwrap_or_default()
         };
         let (matching, mismatching) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
         let Some(selector) = object(term, "labelSelector") else {
@@ -480,9 +424,7 @@ fn merge_match_label_keys(spec: &mut Object, labels: &Object) {
             for key in keys {
                 if let Some(value) = labels.get(&key) {
                     let requirement = json!({"key": key, "operator": operator, "values": [value]});
-                    let list = selector
-                        .entry("matchExpressions")
-                        .or_insert_with(|| json!([]));
+                    let list = selector.entry("matchExpressions").or_insert_with(|| json!([]));
                     if let Some(list) = list.as_array_mut() {
                         list.push(requirement);
                     }
@@ -498,9 +440,7 @@ fn merge_match_label_keys(spec: &mut Object, labels: &Object) {
             for (_, term) in objects_mut(terms, "requiredDuringSchedulingIgnoredDuringExecution") {
                 merge(term);
             }
-            for (_, weighted) in
-                objects_mut(terms, "preferredDuringSchedulingIgnoredDuringExecution")
-            {
+            for (_, weighted) in objects_mut(terms, "preferredDuringSchedulingIgnoredDuringExecution") {
                 if let Some(term) = object(weighted, "podAffinityTerm") {
                     merge(term);
                 }
@@ -516,23 +456,14 @@ fn merge_match_label_keys(spec: &mut Object, labels: &Object) {
 /// `securityContext.appArmorProfile` (unless a container has one, or it equals the pod's).
 fn copy_app_armor_annotations(spec: &mut Object, annotations: &Object) {
     const PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
-    let windows = spec
-        .get("os")
-        .and_then(|os| os.get("name"))
-        .and_then(Value::as_str)
-        == Some("windows");
+    let windows = spec.get("os").and_then(|os| os.get("name")).and_then(Value::as_str) == Some("windows");
     if windows || !annotations.keys().any(|k| k.starts_with(PREFIX)) {
         return;
     }
-    let pod_profile = spec
-        .get("securityContext")
-        .and_then(|c| c.get("appArmorProfile"))
-        .cloned();
+    let pod_profile = spec.get("securityContext").and_then(|c| c.get("appArmorProfile")).cloned();
     for key in ["initContainers", "containers", "ephemeralContainers"] {
         for (_, container) in objects_mut(spec, key) {
-            let annotation = annotations
-                .get(&format!("{PREFIX}{}", str_of(container, "name")))
-                .and_then(Value::as_str);
+            let annotation = annotations.get(&format!("{PREFIX}{}", str_of(container, "name"))).and_then(Value::as_str);
             let profile = match annotation {
                 Some("unconfined") => json!({"type": "Unconfined"}),
                 Some("runtime/default") => json!({"type": "RuntimeDefault"}),
@@ -558,23 +489,15 @@ fn copy_app_armor_annotations(spec: &mut Object, annotations: &Object) {
 /// already tolerates those taints.
 fn admit_default_toleration_seconds(spec: &mut Object) {
     let tolerates = |taint: &str| {
-        spec.get("tolerations")
-            .and_then(Value::as_array)
-            .is_some_and(|list| {
-                list.iter().any(|t| {
-                    let key = t.get("key").and_then(Value::as_str).unwrap_or("");
-                    let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
-                    (key == taint || key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
-                })
+        spec.get("tolerations").and_then(Value::as_array).is_some_and(|list| {
+            list.iter().any(|t| {
+                let key = t.get("key").and_then(Value::as_str).unwrap_or("");
+                let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
+                (key == taint || key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
             })
+        })
     };
-    let missing: Vec<&str> = [
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-    ]
-    .into_iter()
-    .filter(|taint| !tolerates(taint))
-    .collect();
+    let missing: Vec<&str> = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"].into_iter().filter(|taint| !tolerates(taint)).collect();
     if missing.is_empty() {
         return;
     }
@@ -604,33 +527,20 @@ fn admit_priority(spec: &mut Object) {
 /// The QoS class, from pod-level resources when they name cpu, memory or huge pages, otherwise
 /// from every init and regular container.
 fn qos_class(spec: &Object) -> &'static str {
-    let pod_level = spec
-        .get("resources")
-        .and_then(Value::as_object)
-        .filter(|r| {
-            ["requests", "limits"].iter().any(|list| {
-                r.get(*list).and_then(Value::as_object).is_some_and(|l| {
-                    l.keys()
-                        .any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-"))
-                })
-            })
-        });
+    let pod_level = spec.get("resources").and_then(Value::as_object).filter(|r| {
+        ["requests", "limits"]
+            .iter()
+            .any(|list| r.get(*list).and_then(Value::as_object).is_some_and(|l| l.keys().any(|k| k == "cpu" || k == "memory" || k.starts_with("hugepages-"))))
+    });
     if let Some(resources) = pod_level {
         return requirements_qos(resources);
     }
     let mut pod_qos = None;
     for key in ["initContainers", "containers"] {
-        let containers = spec
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten();
+        let containers = spec.get(key).and_then(Value::as_array).into_iter().flatten();
         for container in containers {
             let empty = Object::new();
-            let resources = container
-                .get("resources")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty);
+            let resources = container.get("resources").and_then(Value::as_object).unwrap_or(&empty);
             let qos = requirements_qos(resources);
             match pod_qos {
                 _ if qos == "Burstable" => return "Burstable",
@@ -672,11 +582,7 @@ fn requirements_qos(resources: &Object) -> &'static str {
 /// `Always` for an image whose tag is `latest` (or that names neither tag nor digest),
 /// `IfNotPresent` otherwise.
 pub(crate) fn pull_policy_for(image: &str) -> &'static str {
-    if image_tag(image) == "latest" {
-        "Always"
-    } else {
-        "IfNotPresent"
-    }
+    if image_tag(image) == "latest" { "Always" } else { "IfNotPresent" }
 }
 
 /// The tag kube-apiserver reads from an image reference: the explicit tag, `latest` when there
@@ -692,10 +598,7 @@ fn image_tag(image: &str) -> String {
     }
     let last_slash = name_and_tag.rfind('/').map_or(0, |i| i + 1);
     let (name, tag) = match name_and_tag[last_slash..].rfind(':') {
-        Some(i) => (
-            &name_and_tag[..last_slash + i],
-            Some(&name_and_tag[last_slash + i + 1..]),
-        ),
+        Some(i) => (&name_and_tag[..last_slash + i], Some(&name_and_tag[last_slash + i + 1..])),
         None => (name_and_tag, None),
     };
     if !valid_name(name) || tag.is_some_and(|t| !valid_tag(t)) {
@@ -713,31 +616,11 @@ fn valid_digest(digest: &str) -> bool {
         return false;
     };
     let algorithm_ok = !algorithm.is_empty()
-        && algorithm.split(['+', '.', '_', '-']).all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        });
+        && algorithm.split(['+', '.', '_', '-']).all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
     let hex_ok = match algorithm {
-        "sha256" => {
-            hex.len() == 64
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }
-        "sha512" => {
-            hex.len() == 128
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }
-        _ => {
-            hex.len() >= 32
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"=_-".contains(&b))
-        }
+        "sha256" => hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "sha512" => hex.len() == 128 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        _ => hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_alphanumeric() || b"=_-".contains(&b)),
     };
     algorithm_ok && hex_ok
 }
@@ -747,29 +630,17 @@ fn valid_tag(tag: &str) -> bool {
     !bytes.is_empty()
         && bytes.len() <= 128
         && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b))
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b))
         && !tag.bytes().any(|b| b.is_ascii_uppercase())
 }
 
 /// A repository name: an optional registry host (with port) and lowercase path components.
 fn valid_name(name: &str) -> bool {
-    if name.len() == 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
+    if name.len() == 64 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return false;
     }
     let (domain, path) = match name.split_once('/') {
-        Some((first, rest))
-            if first.contains(['.', ':'])
-                || first == "localhost"
-                || first.bytes().any(|b| b.is_ascii_uppercase()) =>
-        {
-            (Some(first), rest)
-        }
+        Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" || first.bytes().any(|b| b.is_ascii_uppercase()) => (Some(first), rest),
         _ => (None, name),
     };
     if domain.is_some_and(|d| !valid_domain(d)) {
@@ -785,10 +656,7 @@ fn valid_domain(domain: &str) -> bool {
     };
     let host_ok = host.split('.').all(|label| {
         let b = label.as_bytes();
-        !b.is_empty()
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        !b.is_empty() && b[0].is_ascii_alphanumeric() && b[b.len() - 1].is_ascii_alphanumeric() && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
     });
     host_ok && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
@@ -810,10 +678,7 @@ fn valid_path_component(component: &str) -> bool {
             i += 1;
         }
         let separator = &component[start..i];
-        let ok = separator == "."
-            || separator == "_"
-            || separator == "__"
-            || separator.bytes().all(|c| c == b'-');
+        let ok = separator == "." || separator == "_" || separator == "__" || separator.bytes().all(|c| c == b'-');
         if !ok {
             return false;
         }
@@ -851,22 +716,11 @@ mod tests {
 
     #[test]
     fn qos_from_requests_and_limits() {
-        let spec = |resources: Value| {
-            json!({"containers": [{"name": "a", "resources": resources}]})
-                .as_object()
-                .unwrap()
-                .clone()
-        };
+        let spec = |resources: Value| json!({"containers": [{"name": "a", "resources": resources}]}).as_object().unwrap().clone();
         assert_eq!(qos_class(&spec(json!({}))), "BestEffort");
-        assert_eq!(
-            qos_class(&spec(json!({"requests": {"cpu": "1"}}))),
-            "Burstable"
-        );
+        assert_eq!(qos_class(&spec(json!({"requests": {"cpu": "1"}}))), "Burstable");
         let equal = json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1000m", "memory": "1024Mi"}});
         assert_eq!(qos_class(&spec(equal)), "Guaranteed");
-        assert_eq!(
-            qos_class(&spec(json!({"requests": {"ephemeral-storage": "1Gi"}}))),
-            "BestEffort"
-        );
+        assert_eq!(qos_class(&spec(json!({"requests": {"ephemeral-storage": "1Gi"}}))), "BestEffort");
     }
 }

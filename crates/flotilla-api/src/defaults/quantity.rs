@@ -21,8 +21,7 @@ use super::FieldError;
 use super::zero_values::Object;
 
 /// What the real server says when a quantity does not parse (a 400 BadRequest while decoding).
-pub const QUANTITY_SYNTAX_ERROR: &str =
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+pub const QUANTITY_SYNTAX_ERROR: &str = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /// The three ways a quantity can be written; the canonical form keeps the family it was read in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,12 +71,7 @@ impl Quantity {
             return Err(QuantityError);
         }
         if text == "0" {
-            return Ok(Quantity {
-                negative: false,
-                magnitude: Decimal::zero(),
-                format: Format::DecimalSi,
-                verbatim: Some("0".to_owned()),
-            });
+            return Ok(Quantity { negative: false, magnitude: Decimal::zero(), format: Format::DecimalSi, verbatim: Some("0".to_owned()) });
         }
         let parts = Parts::split(text)?;
         let (base, exponent, format) = interpret_suffix(parts.suffix)?;
@@ -85,12 +79,8 @@ impl Quantity {
         // The fast path: the whole number fits a signed 64-bit integer at a scale of nano or
         // coarser. Only here does the server keep the original text.
         let precision = match format {
-            Format::DecimalSi | Format::DecimalExponent => {
-                18 - (parts.num.len() + parts.denom.len()) as i64
-            }
-            Format::BinarySi if exponent >= 0 && parts.denom.is_empty() => {
-                15 - parts.num.len() as i64 - (i64::from(exponent) * 3 / 10) - 1
-            }
+            Format::DecimalSi | Format::DecimalExponent => 18 - (parts.num.len() + parts.denom.len()) as i64,
+            Format::BinarySi if exponent >= 0 && parts.denom.is_empty() => 15 - parts.num.len() as i64 - (i64::from(exponent) * 3 / 10) - 1,
             Format::BinarySi => -1,
         };
         if precision >= 0 {
@@ -102,9 +92,7 @@ impl Quantity {
                 if let Some(product) = value.checked_mul(mantissa) {
                     let keeps_text = match format {
                         Format::BinarySi => exponent % 10 == 0 && value & 0x07 != 0,
-                        _ => {
-                            scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0')
-                        }
+                        _ => scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'),
                     };
                     return Ok(Quantity {
                         negative: !parts.positive,
@@ -134,18 +122,11 @@ impl Quantity {
             if magnitude.cmp_value(&max) == Ordering::Greater {
                 magnitude = max;
             }
-            if !magnitude.is_zero()
-                && magnitude.cmp_value(&Decimal::from_u64(1, 0)) == Ordering::Less
-            {
+            if !magnitude.is_zero() && magnitude.cmp_value(&Decimal::from_u64(1, 0)) == Ordering::Less {
                 format = Format::DecimalSi;
             }
         }
-        Ok(Quantity {
-            negative: !parts.positive,
-            magnitude,
-            format,
-            verbatim: None,
-        })
+        Ok(Quantity { negative: !parts.positive, magnitude, format, verbatim: None })
     }
 
     /// Parses the text of a JSON string or number the way the server's JSON decoder does
@@ -169,10 +150,7 @@ impl Quantity {
         if self.is_zero() && other.is_zero() {
             return Ordering::Equal;
         }
-        match (
-            self.negative && !self.is_zero(),
-            other.negative && !other.is_zero(),
-        ) {
+        match (self.negative && !self.is_zero(), other.negative && !other.is_zero()) {
             (false, true) => Ordering::Greater,
             (true, false) => Ordering::Less,
             (false, false) => self.magnitude.cmp_value(&other.magnitude),
@@ -311,22 +289,13 @@ impl<'a> Parts<'a> {
             pos += 1;
         }
         if pos >= end {
-            return Ok(Parts {
-                positive,
-                num: "0",
-                denom: "",
-                suffix: "",
-            });
+            return Ok(Parts { positive, num: "0", denom: "", suffix: "" });
         }
         let num_start = pos;
         while pos < end && bytes[pos].is_ascii_digit() {
             pos += 1;
         }
-        let num = if pos == num_start {
-            "0"
-        } else {
-            &text[num_start..pos]
-        };
+        let num = if pos == num_start { "0" } else { &text[num_start..pos] };
         let mut denom = "";
         if pos < end && bytes[pos] == b'.' {
             pos += 1;
@@ -349,12 +318,7 @@ impl<'a> Parts<'a> {
         if pos < end {
             return Err(QuantityError);
         }
-        Ok(Parts {
-            positive,
-            num,
-            denom,
-            suffix: &text[suffix_start..],
-        })
+        Ok(Parts { positive, num, denom, suffix: &text[suffix_start..] })
     }
 }
 
@@ -368,37 +332,23 @@ struct Decimal {
 
 impl Decimal {
     fn zero() -> Decimal {
-        Decimal {
-            digits: Vec::new(),
-            exp: 0,
-        }
+        Decimal { digits: Vec::new(), exp: 0 }
     }
 
     fn from_u64(value: u64, exp: i32) -> Decimal {
-        let digits = if value == 0 {
-            Vec::new()
-        } else {
-            value.to_string().bytes().map(|b| b - b'0').collect()
-        };
+        let digits = if value == 0 { Vec::new() } else { value.to_string().bytes().map(|b| b - b'0').collect() };
         Decimal { digits, exp }
     }
 
     /// `int.frac` from the scanner's digit strings.
     fn from_digits(int: &str, frac: &str) -> Decimal {
-        let mut d = Decimal {
-            digits: int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect(),
-            exp: -(frac.len() as i32),
-        };
+        let mut d = Decimal { digits: int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect(), exp: -(frac.len() as i32) };
         d.trim_leading_zeros();
         d
     }
 
     fn trim_leading_zeros(&mut self) {
-        let first = self
-            .digits
-            .iter()
-            .position(|&d| d != 0)
-            .unwrap_or(self.digits.len());
+        let first = self.digits.iter().position(|&d| d != 0).unwrap_or(self.digits.len());
         self.digits.drain(..first);
     }
 
@@ -526,10 +476,7 @@ impl IntegerDigits {
             quotient.push((v / divisor) as u8);
             remainder = v % divisor;
         }
-        let first = quotient
-            .iter()
-            .position(|&d| d != 0)
-            .unwrap_or(quotient.len());
+        let first = quotient.iter().position(|&d| d != 0).unwrap_or(quotient.len());
         quotient.drain(..first);
         (quotient, remainder)
     }
@@ -544,18 +491,13 @@ fn digits_to_string(digits: &[u8]) -> String {
 
 /// Rewrites the quantity in `value` as the server would write it; `resource_list` rounds up to
 /// milli-units as the server does for requests, limits, quota and limit ranges.
-pub(crate) fn canonicalize_value(
-    value: &mut Value,
-    path: &str,
-    resource_list: bool,
-) -> Result<(), FieldError> {
+pub(crate) fn canonicalize_value(value: &mut Value, path: &str, resource_list: bool) -> Result<(), FieldError> {
     let text = match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         _ => return Err(FieldError::undecodable(path, QUANTITY_SYNTAX_ERROR)),
     };
-    let mut quantity = Quantity::parse_json_text(&text)
-        .map_err(|_| FieldError::undecodable(path, QUANTITY_SYNTAX_ERROR))?;
+    let mut quantity = Quantity::parse_json_text(&text).map_err(|_| FieldError::undecodable(path, QUANTITY_SYNTAX_ERROR))?;
     if resource_list {
         quantity.round_up(MILLI);
     }
@@ -573,11 +515,7 @@ pub(crate) fn canonicalize_field(o: &mut Object, key: &str, path: &str) -> Resul
 
 /// A `ResourceList` (map of resource name to quantity) at `key`: every value canonical and
 /// rounded up to milli-units. A `null` value decodes as a zero quantity.
-pub(crate) fn canonicalize_resource_list(
-    o: &mut Object,
-    key: &str,
-    path: &str,
-) -> Result<(), FieldError> {
+pub(crate) fn canonicalize_resource_list(o: &mut Object, key: &str, path: &str) -> Result<(), FieldError> {
     let Some(list) = o.get_mut(key).and_then(Value::as_object_mut) else {
         return Ok(());
     };
@@ -644,11 +582,7 @@ mod tests {
         ("1.1Ki", "1126400m", "1126400m"),
         ("8Ei", "9223372036854775807", "9223372036854775807"),
         (" 1 ", "1", "1"),
-        (
-            "99999999999999999999",
-            "99999999999999999999",
-            "99999999999999999999",
-        ),
+        ("99999999999999999999", "99999999999999999999", "99999999999999999999"),
         ("1.23456789012345678901", "1234567891n", "1235m"),
     ];
 
@@ -662,14 +596,8 @@ mod tests {
 
     #[test]
     fn rejects_what_the_server_rejects() {
-        for text in [
-            "", "abc", "1.5.5", "10 GB", "1Kb", "1K", "1e", "1i", "1m5", "--1", "1Ee3",
-        ] {
-            assert_eq!(
-                Quantity::parse_json_text(text).map(|q| q.to_text()),
-                Err(QuantityError),
-                "{text:?}"
-            );
+        for text in ["", "abc", "1.5.5", "10 GB", "1Kb", "1K", "1e", "1i", "1m5", "--1", "1Ee3"] {
+            assert_eq!(Quantity::parse_json_text(text).map(|q| q.to_text()), Err(QuantityError), "{text:?}");
         }
     }
 

@@ -2,9 +2,7 @@
 
 use serde_json::Value;
 
-use super::zero_values::{
-    Object, always_written, default_string, object_or_insert, objects_mut, str_of,
-};
+use super::zero_values::{Object, always_written, default_string, object_or_insert, objects_mut, str_of};
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

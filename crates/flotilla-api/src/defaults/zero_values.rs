@@ -21,8 +21,7 @@ pub(crate) fn str_of<'a>(o: &'a Object, key: &str) -> &'a str {
 
 /// A string field: absent, `null` or `""` becomes `value`.
 pub(crate) fn default_string(o: &mut Object, key: &str, value: &str) {
-    if str_of(o, key).is_empty() && !matches!(o.get(key), Some(v) if !v.is_null() && !v.is_string())
-    {
+    if str_of(o, key).is_empty() && !matches!(o.get(key), Some(v) if !v.is_null() && !v.is_string()) {
         o.insert(key.to_owned(), Value::from(value));
     }
 }
@@ -61,10 +60,7 @@ pub(crate) fn object_or_insert<'a>(o: &'a mut Object, key: &str) -> Option<&'a m
 }
 
 /// The elements of the array at `key` that are objects, with their indices.
-pub(crate) fn objects_mut<'a>(
-    o: &'a mut Object,
-    key: &str,
-) -> impl Iterator<Item = (usize, &'a mut Object)> + 'a {
+pub(crate) fn objects_mut<'a>(o: &'a mut Object, key: &str) -> impl Iterator<Item = (usize, &'a mut Object)> + 'a {
     o.get_mut(key)
         .and_then(Value::as_array_mut)
         .into_iter()
@@ -149,10 +145,7 @@ pub(crate) fn omit_empty_label_selectors(value: &mut Value) {
     match value {
         Value::Object(o) => {
             for (key, child) in o.iter_mut() {
-                let selector_field = matches!(
-                    key.as_str(),
-                    "selector" | "labelSelector" | "namespaceSelector" | "podSelector"
-                );
+                let selector_field = matches!(key.as_str(), "selector" | "labelSelector" | "namespaceSelector" | "podSelector");
                 if let (true, Some(selector)) = (selector_field, child.as_object_mut()) {
                     omit_empty(selector, &["matchLabels", "matchExpressions"]);
                 }

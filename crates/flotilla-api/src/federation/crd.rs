@@ -19,10 +19,7 @@ use serde_json::{Map, Value, json};
 /// to POST.
 pub fn crd_of<K: CustomResourceExt>() -> Value {
     let mut crd = serde_json::to_value(K::crd()).expect("a derived CRD serialises");
-    if let Some(versions) = crd
-        .pointer_mut("/spec/versions")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) {
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 normalize_schema(schema);
@@ -44,8 +41,7 @@ pub fn openapi_schema<T: JsonSchema>() -> Value {
         .with_transform(kube_core::schema::OptionalEnum)
         .with_transform(kube_core::schema::OptionalIntOrString)
         .into_generator();
-    let mut schema = serde_json::to_value(generator.into_root_schema_for::<T>())
-        .expect("a generated schema serialises");
+    let mut schema = serde_json::to_value(generator.into_root_schema_for::<T>()).expect("a generated schema serialises");
     if let Some(object) = schema.as_object_mut() {
         object.remove("$schema");
         object.remove("title");
@@ -136,11 +132,7 @@ pub struct PrinterColumn {
 
 impl PrinterColumn {
     pub fn new(name: &str, type_: &str, json_path: &str) -> Self {
-        PrinterColumn {
-            name: name.into(),
-            type_: type_.into(),
-            json_path: json_path.into(),
-        }
+        PrinterColumn { name: name.into(), type_: type_.into(), json_path: json_path.into() }
     }
 }
 
@@ -178,11 +170,7 @@ impl CrdDefinition {
 
         let mut version = Map::new();
         if !self.printer_columns.is_empty() {
-            let columns: Vec<Value> = self
-                .printer_columns
-                .iter()
-                .map(|c| json!({"jsonPath": c.json_path, "name": c.name, "type": c.type_}))
-                .collect();
+            let columns: Vec<Value> = self.printer_columns.iter().map(|c| json!({"jsonPath": c.json_path, "name": c.name, "type": c.type_})).collect();
             version.insert("additionalPrinterColumns".into(), Value::Array(columns));
         }
         version.insert("name".into(), json!(self.version));
@@ -209,16 +197,7 @@ impl CrdDefinition {
 
 /// Keywords a structural schema may not use anywhere (apiextensions-apiserver's
 /// `ValidateStructural`): references and schema composition that changes types.
-const FORBIDDEN_KEYWORDS: &[&str] = &[
-    "$ref",
-    "$schema",
-    "definitions",
-    "$defs",
-    "uniqueItems",
-    "patternProperties",
-    "dependencies",
-    "const",
-];
+const FORBIDDEN_KEYWORDS: &[&str] = &["$ref", "$schema", "definitions", "$defs", "uniqueItems", "patternProperties", "dependencies", "const"];
 
 /// Problems that make `schema` non-structural, each as `<path>: <what>`. Empty means structural.
 ///
@@ -256,26 +235,18 @@ fn check_node(node: &Value, path: &str, problems: &mut Vec<String>) {
     let type_ = object.get("type").and_then(Value::as_str);
     match type_ {
         None if !int_or_string && !preserve => problems.push(format!("{here}: type is missing")),
-        Some(t) if !["object", "array", "string", "integer", "number", "boolean"].contains(&t) => {
-            problems.push(format!("{here}: unknown type {t}"))
-        }
-        Some(_) if int_or_string => problems.push(format!(
-            "{here}: x-kubernetes-int-or-string must not have a type"
-        )),
+        Some(t) if !["object", "array", "string", "integer", "number", "boolean"].contains(&t) => problems.push(format!("{here}: unknown type {t}")),
+        Some(_) if int_or_string => problems.push(format!("{here}: x-kubernetes-int-or-string must not have a type")),
         _ => {}
     }
     if object.get("type").is_some_and(|t| !t.is_string()) {
         problems.push(format!("{here}: type must be one string"));
     }
     if flag("x-kubernetes-embedded-resource") && type_ != Some("object") {
-        problems.push(format!(
-            "{here}: x-kubernetes-embedded-resource needs type object"
-        ));
+        problems.push(format!("{here}: x-kubernetes-embedded-resource needs type object"));
     }
     if object.contains_key("properties") && object.contains_key("additionalProperties") {
-        problems.push(format!(
-            "{here}: properties and additionalProperties are exclusive"
-        ));
+        problems.push(format!("{here}: properties and additionalProperties are exclusive"));
     }
     if let Some(properties) = object.get("properties") {
         match properties.as_object() {
@@ -315,14 +286,7 @@ fn check_value_validation(node: &Value, path: &str, problems: &mut Vec<String>) 
         problems.push(format!("{path}: must be an object"));
         return;
     };
-    for key in [
-        "properties",
-        "additionalProperties",
-        "items",
-        "default",
-        "description",
-        "nullable",
-    ] {
+    for key in ["properties", "additionalProperties", "items", "default", "description", "nullable"] {
         if object.contains_key(key) {
             problems.push(format!("{path}: {key} is not allowed under a junctor"));
         }
@@ -338,19 +302,10 @@ fn check_value_validation(node: &Value, path: &str, problems: &mut Vec<String>) 
 /// Walks every `openAPIV3Schema` of a CRD object and returns [`structural_problems`] for each.
 pub fn crd_structural_problems(crd: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    for version in crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for version in crd.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten() {
         let name = version.get("name").and_then(Value::as_str).unwrap_or("?");
         match version.pointer("/schema/openAPIV3Schema") {
-            Some(schema) => problems.extend(
-                structural_problems(schema)
-                    .into_iter()
-                    .map(|p| format!("{name}: {p}")),
-            ),
+            Some(schema) => problems.extend(structural_problems(schema).into_iter().map(|p| format!("{name}: {p}"))),
             None => problems.push(format!("{name}: no openAPIV3Schema")),
         }
     }
@@ -374,16 +329,8 @@ mod tests {
         });
         let problems = structural_problems(&schema);
         assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.starts_with(".a: type is missing"))
-        );
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("forbidden keyword $ref"))
-        );
+        assert!(problems.iter().any(|p| p.starts_with(".a: type is missing")));
+        assert!(problems.iter().any(|p| p.contains("forbidden keyword $ref")));
     }
 
     #[test]

@@ -11,13 +11,8 @@ use super::{AggregatedStatusItem, InterpretError, Native, Operation, unstructure
 /// The counters a workload aggregator sums: `(field, omitted when zero)`.
 type Counters = &'static [(&'static str, bool)];
 
-const DEPLOYMENT_SUMMED: Counters = &[
-    ("replicas", true),
-    ("readyReplicas", true),
-    ("updatedReplicas", true),
-    ("availableReplicas", true),
-    ("unavailableReplicas", true),
-];
+const DEPLOYMENT_SUMMED: Counters =
+    &[("replicas", true), ("readyReplicas", true), ("updatedReplicas", true), ("availableReplicas", true), ("unavailableReplicas", true)];
 const DAEMONSET_SUMMED: Counters = &[
     ("currentNumberScheduled", false),
     ("desiredNumberScheduled", false),
@@ -27,19 +22,9 @@ const DAEMONSET_SUMMED: Counters = &[
     ("updatedNumberScheduled", true),
     ("numberUnavailable", true),
 ];
-const STATEFULSET_SUMMED: Counters = &[
-    ("availableReplicas", false),
-    ("currentReplicas", true),
-    ("readyReplicas", true),
-    ("replicas", false),
-    ("updatedReplicas", true),
-];
-const PDB_SUMMED: Counters = &[
-    ("currentHealthy", false),
-    ("desiredHealthy", false),
-    ("expectedPods", false),
-    ("disruptionsAllowed", false),
-];
+const STATEFULSET_SUMMED: Counters =
+    &[("availableReplicas", false), ("currentReplicas", true), ("readyReplicas", true), ("replicas", false), ("updatedReplicas", true)];
+const PDB_SUMMED: Counters = &[("currentHealthy", false), ("desiredHealthy", false), ("expectedPods", false), ("disruptionsAllowed", false)];
 const HPA_SUMMED: Counters = &[("currentReplicas", true), ("desiredReplicas", false)];
 
 /// AggregateStatus: the `.status` the template should have given the member statuses `items`
@@ -69,11 +54,7 @@ const HPA_SUMMED: Counters = &[("currentReplicas", true), ("desiredReplicas", fa
 /// The result is the template's status with the aggregated fields replaced, written as Go
 /// writes the typed status; when nothing the aggregator compares changed it is the template's
 /// status as it was.
-pub fn aggregate_status(
-    template: &Value,
-    items: &[AggregatedStatusItem],
-    now: &str,
-) -> Result<Option<Value>, InterpretError> {
+pub fn aggregate_status(template: &Value, items: &[AggregatedStatusItem], now: &str) -> Result<Option<Value>, InterpretError> {
     let Some(native) = Native::of(template) else {
         return Ok(None);
     };
@@ -81,9 +62,7 @@ pub fn aggregate_status(
     let old = unstructured::nested_object(template, &["status"]).map_err(|e| err("status".into(), e))?;
     let old_value = old.map_or(Value::Null, |m| Value::Object(m.clone()));
     let old = old.cloned().unwrap_or_default();
-    let generation = unstructured::get(template, &["metadata", "generation"])
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let generation = unstructured::get(template, &["metadata", "generation"]).and_then(Value::as_i64).unwrap_or(0);
     let members = Members::decode(items).map_err(|(field, reason)| err(field, reason))?;
 
     let new = match native {
@@ -109,9 +88,7 @@ pub fn aggregate_status(
     .map_err(|(field, reason)| err(field, reason))?;
     // `None` from an aggregator: the status stays as it is.
     Ok(Some(match new {
-        Some(new) if Value::Object(new.clone()) != old_value && !(old_value.is_null() && new.is_empty()) => {
-            Value::Object(new)
-        }
+        Some(new) if Value::Object(new.clone()) != old_value && !(old_value.is_null() && new.is_empty()) => Value::Object(new),
         _ => old_value,
     }))
 }
@@ -139,10 +116,7 @@ impl<'a> Members<'a> {
 
     /// Items that have a status, with their index.
     fn reported(&self) -> impl Iterator<Item = (usize, &'a str, &'a Map<String, Value>)> + '_ {
-        self.items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (cluster, s))| s.map(|s| (i, *cluster, s)))
+        self.items.iter().enumerate().filter_map(|(i, (cluster, s))| s.map(|s| (i, *cluster, s)))
     }
 
     fn len(&self) -> usize {
@@ -156,17 +130,11 @@ fn field_err(i: usize, field: &str, e: String) -> (String, String) {
 
 /// The sum of `field` over the members.
 fn sum(members: &Members<'_>, field: &str) -> AggregateResult<i64> {
-    members.reported().try_fold(0i64, |acc, (i, _, s)| {
-        Ok(acc.saturating_add(counter(s, field).map_err(|e| field_err(i, field, e))?))
-    })
+    members.reported().try_fold(0i64, |acc, (i, _, s)| Ok(acc.saturating_add(counter(s, field).map_err(|e| field_err(i, field, e))?)))
 }
 
 /// `old` with each of `counters` replaced by its sum over the members.
-fn sum_into(
-    old: &Map<String, Value>,
-    members: &Members<'_>,
-    counters: Counters,
-) -> AggregateResult<Map<String, Value>> {
+fn sum_into(old: &Map<String, Value>, members: &Members<'_>, counters: Counters) -> AggregateResult<Map<String, Value>> {
     let mut new = old.clone();
     for (field, omit_zero) in counters {
         put_counter(&mut new, field, sum(members, field)?, *omit_zero);
@@ -176,12 +144,7 @@ fn sum_into(
 
 /// Deployment / DaemonSet / StatefulSet: counters summed; `observedGeneration` set to the
 /// template's generation once every member has caught up with it.
-fn workload(
-    old: &Map<String, Value>,
-    members: &Members<'_>,
-    generation: i64,
-    counters: Counters,
-) -> AggregateResult<Option<Map<String, Value>>> {
+fn workload(old: &Map<String, Value>, members: &Members<'_>, generation: i64, counters: Counters) -> AggregateResult<Option<Map<String, Value>>> {
     let mut caught_up = 0;
     for (i, _, s) in members.reported() {
         let int = |f: &str| counter(s, f).map_err(|e| field_err(i, f, e));
@@ -191,11 +154,7 @@ fn workload(
     }
     let mut new = sum_into(old, members, counters)?;
     let old_observed = counter(old, "observedGeneration").unwrap_or(0);
-    let observed = if caught_up == members.len() {
-        generation
-    } else {
-        old_observed
-    };
+    let observed = if caught_up == members.len() { generation } else { old_observed };
     put_counter(&mut new, "observedGeneration", observed, true);
     Ok(Some(new))
 }
@@ -235,12 +194,7 @@ fn job(old: &Map<String, Value>, members: &Members<'_>, now: &str) -> AggregateR
     }
     let mut conditions = Vec::new();
     if !failed_in.is_empty() {
-        conditions.push(job_condition(
-            "Failed",
-            "JobFailed",
-            &format!("Job executed failed in member clusters {}", failed_in.join(",")),
-            now,
-        ));
+        conditions.push(job_condition("Failed", "JobFailed", &format!("Job executed failed in member clusters {}", failed_in.join(",")), now));
     }
     if succeeded > 0 && succeeded == members.len() {
         conditions.push(job_condition("Complete", "Completed", "Job completed", now));
@@ -310,8 +264,7 @@ fn load_balancer(members: &Members<'_>) -> AggregateResult<Option<Map<String, Va
     let mut ingresses = Vec::new();
     for (i, cluster, s) in members.reported() {
         let status = Value::Object(s.clone());
-        let list = unstructured::nested_array(&status, &["loadBalancer", "ingress"])
-            .map_err(|e| field_err(i, "loadBalancer.ingress", e))?;
+        let list = unstructured::nested_array(&status, &["loadBalancer", "ingress"]).map_err(|e| field_err(i, "loadBalancer.ingress", e))?;
         for ingress in list.into_iter().flatten() {
             let mut ingress = ingress.clone();
             if let Some(m) = ingress.as_object_mut()
@@ -322,11 +275,7 @@ fn load_balancer(members: &Members<'_>) -> AggregateResult<Option<Map<String, Va
             ingresses.push(ingress);
         }
     }
-    let lb = if ingresses.is_empty() {
-        json!({})
-    } else {
-        json!({ "ingress": ingresses })
-    };
+    let lb = if ingresses.is_empty() { json!({}) } else { json!({ "ingress": ingresses }) };
     Ok(Some(Map::from_iter([("loadBalancer".to_string(), lb)])))
 }
 
@@ -349,11 +298,7 @@ fn pod(members: &Members<'_>) -> AggregateResult<Option<Map<String, Value>>> {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
                 Some(other) => {
-                    return Err(field_err(
-                        cluster_index,
-                        &format!("containerStatuses[{j}].ready"),
-                        format!("expected a bool, got {other}"),
-                    ));
+                    return Err(field_err(cluster_index, &format!("containerStatuses[{j}].ready"), format!("expected a bool, got {other}")));
                 }
             };
             // Go writes the typed ContainerStatus{Ready, State}: its required fields empty.
@@ -368,9 +313,7 @@ fn pod(members: &Members<'_>) -> AggregateResult<Option<Map<String, Value>>> {
             }));
         }
     }
-    let phase = ["Failed", "Pending", "Running", "Succeeded"]
-        .into_iter()
-        .find(|p| phases.contains(p));
+    let phase = ["Failed", "Pending", "Running", "Succeeded"].into_iter().find(|p| phases.contains(p));
     let mut new = Map::new();
     if let Some(phase) = phase {
         new.insert("phase".into(), Value::from(phase));
@@ -382,17 +325,9 @@ fn pod(members: &Members<'_>) -> AggregateResult<Option<Map<String, Value>>> {
 }
 
 fn persistent_volume(members: &Members<'_>) -> Map<String, Value> {
-    let phases: BTreeSet<&str> = members
-        .items
-        .iter()
-        .map(|(_, s)| s.map_or("Pending", |s| s.get("phase").and_then(Value::as_str).unwrap_or("")))
-        .collect();
-    let phase = ["Failed", "Pending", "Available", "Bound", "Released"]
-        .into_iter()
-        .find(|p| phases.contains(p));
-    phase
-        .map(|p| Map::from_iter([("phase".to_string(), Value::from(p))]))
-        .unwrap_or_default()
+    let phases: BTreeSet<&str> = members.items.iter().map(|(_, s)| s.map_or("Pending", |s| s.get("phase").and_then(Value::as_str).unwrap_or(""))).collect();
+    let phase = ["Failed", "Pending", "Available", "Bound", "Released"].into_iter().find(|p| phases.contains(p));
+    phase.map(|p| Map::from_iter([("phase".to_string(), Value::from(p))])).unwrap_or_default()
 }
 
 fn persistent_volume_claim(members: &Members<'_>) -> Map<String, Value> {

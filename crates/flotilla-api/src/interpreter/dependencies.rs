@@ -24,13 +24,7 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     fn named(api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
-        ObjectRef {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            label_selector: None,
-        }
+        ObjectRef { api_version: api_version.into(), kind: kind.into(), namespace: namespace.into(), name: name.into(), label_selector: None }
     }
 }
 
@@ -63,55 +57,30 @@ pub fn get_dependencies(obj: &Value) -> Result<Option<Vec<ObjectRef>>, Interpret
                 .flatten()
                 .filter_map(|t| unstructured::string(t, &["metadata", "name"]))
                 .collect();
-            pod_dependencies(obj, template, namespace).map(|deps| {
-                deps.into_iter()
-                    .filter(|d| d.kind != "PersistentVolumeClaim" || !claim_templates.contains(&d.name.as_str()))
-                    .collect()
-            })
+            pod_dependencies(obj, template, namespace)
+                .map(|deps| deps.into_iter().filter(|d| d.kind != "PersistentVolumeClaim" || !claim_templates.contains(&d.name.as_str())).collect())
         }
         Some(Native::Ingress) => {
             let tls = unstructured::nested_array(obj, &["spec", "tls"]).map_err(|e| err("spec.tls", e))?;
             Ok(tls
                 .into_iter()
                 .flatten()
-                .map(|t| {
-                    ObjectRef::named(
-                        "v1",
-                        "Secret",
-                        namespace,
-                        t.get("secretName").and_then(Value::as_str).unwrap_or(""),
-                    )
-                })
+                .map(|t| ObjectRef::named("v1", "Secret", namespace, t.get("secretName").and_then(Value::as_str).unwrap_or("")))
                 .collect())
         }
         Some(Native::ServiceImport) => {
-            let derived = format!(
-                "derived-{}",
-                unstructured::string(obj, &["metadata", "name"]).unwrap_or("")
-            );
-            let selector = LabelSelector {
-                match_labels: Some([("kubernetes.io/service-name".to_string(), derived.clone())].into()),
-                match_expressions: None,
-            };
+            let derived = format!("derived-{}", unstructured::string(obj, &["metadata", "name"]).unwrap_or(""));
+            let selector = LabelSelector { match_labels: Some([("kubernetes.io/service-name".to_string(), derived.clone())].into()), match_expressions: None };
             Ok(vec![
                 ObjectRef::named("v1", "Service", namespace, &derived),
-                ObjectRef {
-                    label_selector: Some(selector),
-                    ..ObjectRef::named("discovery.k8s.io/v1", "EndpointSlice", namespace, "")
-                },
+                ObjectRef { label_selector: Some(selector), ..ObjectRef::named("discovery.k8s.io/v1", "EndpointSlice", namespace, "") },
             ])
         }
         _ => return Ok(None),
     }
     .map_err(|(field, reason)| err(&field, reason))?;
     if let Some(bad) = deps.iter().find(|d| d.name.is_empty() && d.label_selector.is_none()) {
-        return Err(err(
-            "",
-            format!(
-                "dependency {} {} has neither a name nor a labelSelector",
-                bad.api_version, bad.kind
-            ),
-        ));
+        return Err(err("", format!("dependency {} {} has neither a name nor a labelSelector", bad.api_version, bad.kind)));
     }
     Ok(Some(deps))
 }
@@ -119,17 +88,12 @@ pub fn get_dependencies(obj: &Value) -> Result<Option<Vec<ObjectRef>>, Interpret
 /// `GetDependenciesFromPodTemplate`: ConfigMaps, Secrets, the ServiceAccount and PVCs the pod
 /// spec at `path` references, in that order, names sorted within each kind.
 fn pod_dependencies(obj: &Value, path: &[&str], namespace: &str) -> Result<Vec<ObjectRef>, (String, String)> {
-    let spec = unstructured::nested(obj, path)
-        .map_err(|e| (unstructured::dotted(path), e))?
-        .unwrap_or(&Value::Null);
+    let spec = unstructured::nested(obj, path).map_err(|e| (unstructured::dotted(path), e))?.unwrap_or(&Value::Null);
     let names = PodReferences::of(spec);
     let mut deps = Vec::new();
-    for (kind, set) in [
-        ("ConfigMap", names.config_maps),
-        ("Secret", names.secrets),
-        ("ServiceAccount", names.service_accounts),
-        ("PersistentVolumeClaim", names.claims),
-    ] {
+    for (kind, set) in
+        [("ConfigMap", names.config_maps), ("Secret", names.secrets), ("ServiceAccount", names.service_accounts), ("PersistentVolumeClaim", names.claims)]
+    {
         deps.extend(set.iter().map(|name| ObjectRef::named("v1", kind, namespace, name)));
     }
     Ok(deps)
@@ -148,11 +112,7 @@ struct PodReferences {
 impl PodReferences {
     fn of(spec: &Value) -> Self {
         let mut refs = PodReferences::default();
-        let str_at = |v: &Value, path: &[&str]| {
-            unstructured::string(v, path)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-        };
+        let str_at = |v: &Value, path: &[&str]| unstructured::string(v, path).filter(|s| !s.is_empty()).map(String::from);
         let list = |v: &Value, key: &str| v.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
 
         for pull in list(spec, "imagePullSecrets") {
@@ -165,10 +125,8 @@ impl PodReferences {
                     refs.secrets.extend(str_at(&from, &["secretRef", "name"]));
                 }
                 for env in list(&c, "env") {
-                    refs.config_maps
-                        .extend(str_at(&env, &["valueFrom", "configMapKeyRef", "name"]));
-                    refs.secrets
-                        .extend(str_at(&env, &["valueFrom", "secretKeyRef", "name"]));
+                    refs.config_maps.extend(str_at(&env, &["valueFrom", "configMapKeyRef", "name"]));
+                    refs.secrets.extend(str_at(&env, &["valueFrom", "secretKeyRef", "name"]));
                 }
             }
         }
@@ -178,18 +136,15 @@ impl PodReferences {
             for source in ["cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "iscsi", "storageos"] {
                 refs.secrets.extend(str_at(&volume, &[source, "secretRef", "name"]));
             }
-            refs.secrets
-                .extend(str_at(&volume, &["csi", "nodePublishSecretRef", "name"]));
+            refs.secrets.extend(str_at(&volume, &["csi", "nodePublishSecretRef", "name"]));
             refs.config_maps.extend(str_at(&volume, &["configMap", "name"]));
             for source in volume.get("projected").map(|p| list(p, "sources")).unwrap_or_default() {
                 refs.secrets.extend(str_at(&source, &["secret", "name"]));
                 refs.config_maps.extend(str_at(&source, &["configMap", "name"]));
             }
-            refs.claims
-                .extend(str_at(&volume, &["persistentVolumeClaim", "claimName"]));
+            refs.claims.extend(str_at(&volume, &["persistentVolumeClaim", "claimName"]));
         }
-        refs.service_accounts
-            .extend(str_at(spec, &["serviceAccountName"]).filter(|sa| sa != "default"));
+        refs.service_accounts.extend(str_at(spec, &["serviceAccountName"]).filter(|sa| sa != "default"));
         refs
     }
 }

@@ -40,12 +40,10 @@ pub use crate::federation::karmada::work::{AggregatedStatusItem, ReplicaRequirem
 pub use aggregate::aggregate_status;
 pub use dependencies::{ObjectRef, get_dependencies};
 pub use prune::prune_for_work;
-pub use replicas::{
-    Features, Replicas, get_replicas, get_replicas_with, job_completions, revise_job_completions, revise_replicas,
-};
+pub use replicas::{Features, Replicas, get_replicas, get_replicas_with, job_completions, revise_job_completions, revise_replicas};
+pub use resources::milli_value;
 pub use retain::retain;
 pub use status::{interpret_health, reflect_status};
-pub use resources::milli_value;
 pub use summary::resource_summary;
 
 /// Label on a workload whose replicas the member keeps (an HPA scales it there).
@@ -90,12 +88,7 @@ pub struct InterpretError {
 
 impl InterpretError {
     pub(crate) fn new(operation: Operation, obj: &Value, field: impl Into<String>, reason: impl Into<String>) -> Self {
-        InterpretError {
-            operation,
-            object: describe(obj),
-            field: field.into(),
-            reason: reason.into(),
-        }
+        InterpretError { operation, object: describe(obj), field: field.into(), reason: reason.into() }
     }
 }
 
@@ -103,11 +96,7 @@ impl InterpretError {
 fn describe(obj: &Value) -> String {
     let s = |path: &[&str]| unstructured::string(obj, path).unwrap_or("");
     let (kind, ns, name) = (s(&["kind"]), s(&["metadata", "namespace"]), s(&["metadata", "name"]));
-    if ns.is_empty() {
-        format!("{kind} {name}")
-    } else {
-        format!("{kind} {ns}/{name}")
-    }
+    if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") }
 }
 
 /// The built-in kinds Karmada's native interpreter has hooks for, by group/version and kind.

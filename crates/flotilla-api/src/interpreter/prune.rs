@@ -22,18 +22,10 @@ const SERVER_SET_METADATA: [&str; 10] = [
 ];
 
 /// Deployment annotations the member's deployment controller writes.
-const DEPLOYMENT_REVISION_ANNOTATIONS: [&str; 2] = [
-    "deployment.kubernetes.io/revision",
-    "deployment.kubernetes.io/revision-history",
-];
+const DEPLOYMENT_REVISION_ANNOTATIONS: [&str; 2] = ["deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"];
 /// Selector labels the Job controller generates (legacy and `batch.kubernetes.io/` forms).
 const JOB_GENERATED_SELECTOR_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
-const JOB_GENERATED_TEMPLATE_LABELS: [&str; 4] = [
-    "controller-uid",
-    "job-name",
-    "batch.kubernetes.io/controller-uid",
-    "batch.kubernetes.io/job-name",
-];
+const JOB_GENERATED_TEMPLATE_LABELS: [&str; 4] = ["controller-uid", "job-name", "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"];
 /// Annotation the scheduler sets on a PVC waiting for first consumer.
 const PVC_SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 /// Annotation the token controller sets on a service-account token Secret.
@@ -78,18 +70,10 @@ pub fn prune_for_work(obj: &Value) -> Result<Value, InterpretError> {
                 Err(e) => return Err(err("spec.manualSelector", e)),
             };
             if !manual {
-                remove_generated_labels(
-                    &mut out,
-                    &["spec", "selector", "matchLabels"],
-                    &JOB_GENERATED_SELECTOR_LABELS,
-                )
-                .map_err(|e| err("spec.selector.matchLabels", e))?;
-                remove_generated_labels(
-                    &mut out,
-                    &["spec", "template", "metadata", "labels"],
-                    &JOB_GENERATED_TEMPLATE_LABELS,
-                )
-                .map_err(|e| err("spec.template.metadata.labels", e))?;
+                remove_generated_labels(&mut out, &["spec", "selector", "matchLabels"], &JOB_GENERATED_SELECTOR_LABELS)
+                    .map_err(|e| err("spec.selector.matchLabels", e))?;
+                remove_generated_labels(&mut out, &["spec", "template", "metadata", "labels"], &JOB_GENERATED_TEMPLATE_LABELS)
+                    .map_err(|e| err("spec.template.metadata.labels", e))?;
             }
             unstructured::remove(&mut out, &["spec", "ttlSecondsAfterFinished"]);
         }
@@ -135,17 +119,11 @@ fn prune_token_secrets(sa: &mut Value) -> Result<(), String> {
     if secrets.is_empty() {
         return Ok(());
     }
-    let prefix = format!(
-        "{}-token-",
-        unstructured::string(sa, &["metadata", "name"]).unwrap_or("")
-    );
+    let prefix = format!("{}-token-", unstructured::string(sa, &["metadata", "name"]).unwrap_or(""));
     let mut secrets = secrets.clone();
     let mut i = 0;
     while i < secrets.len() {
-        let name = secrets[i]
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("secrets[{i}].name: expected a string"))?;
+        let name = secrets[i].get("name").and_then(Value::as_str).ok_or_else(|| format!("secrets[{i}].name: expected a string"))?;
         if name.starts_with(&prefix) {
             secrets.remove(i);
         }

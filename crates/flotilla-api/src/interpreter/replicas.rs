@@ -41,13 +41,10 @@ pub fn get_replicas_with(obj: &Value, features: Features) -> Result<Option<Repli
     let err = |field: &str, reason: String| InterpretError::new(Operation::InterpretReplica, obj, field, reason);
     let int = |path: &[&str]| -> Result<Option<i32>, InterpretError> {
         let v = unstructured::nested_i64(obj, path).map_err(|e| err(&unstructured::dotted(path), e))?;
-        v.map(|v| i32::try_from(v).map_err(|_| err(&unstructured::dotted(path), format!("{v} does not fit int32"))))
-            .transpose()
+        v.map(|v| i32::try_from(v).map_err(|_| err(&unstructured::dotted(path), format!("{v} does not fit int32")))).transpose()
     };
     let (replicas, pod_spec_path): (i32, &[&str]) = match Native::of(obj) {
-        Some(Native::Deployment | Native::StatefulSet) => {
-            (int(&["spec", "replicas"])?.unwrap_or(0), &["spec", "template", "spec"])
-        }
+        Some(Native::Deployment | Native::StatefulSet) => (int(&["spec", "replicas"])?.unwrap_or(0), &["spec", "template", "spec"]),
         Some(Native::Job) => {
             // Parallelism, capped by the completions still to run (a Job never runs more pods
             // at once than it has completions).
@@ -58,25 +55,14 @@ pub fn get_replicas_with(obj: &Value, features: Features) -> Result<Option<Repli
         Some(Native::Pod) => (1, &["spec"]),
         _ => return Ok(None),
     };
-    let pod_spec = unstructured::nested(obj, pod_spec_path)
-        .map_err(|e| err(&unstructured::dotted(pod_spec_path), e))?
-        .cloned()
-        .unwrap_or(Value::Null);
-    let requirements = replica_requirements(&pod_spec, &unstructured::dotted(pod_spec_path))
-        .map_err(|(field, reason)| err(&field, reason))?
-        .map(|mut r| {
-            if features.resource_quota_estimate {
-                r.namespace = unstructured::string(obj, &["metadata", "namespace"])
-                    .filter(|s| !s.is_empty())
-                    .map(String::from);
-                r.priority_class_name = pod_spec
-                    .get("priorityClassName")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from);
-            }
-            r
-        });
+    let pod_spec = unstructured::nested(obj, pod_spec_path).map_err(|e| err(&unstructured::dotted(pod_spec_path), e))?.cloned().unwrap_or(Value::Null);
+    let requirements = replica_requirements(&pod_spec, &unstructured::dotted(pod_spec_path)).map_err(|(field, reason)| err(&field, reason))?.map(|mut r| {
+        if features.resource_quota_estimate {
+            r.namespace = unstructured::string(obj, &["metadata", "namespace"]).filter(|s| !s.is_empty()).map(String::from);
+            r.priority_class_name = pod_spec.get("priorityClassName").and_then(Value::as_str).filter(|s| !s.is_empty()).map(String::from);
+        }
+        r
+    });
     Ok(Some(Replicas { replicas, requirements }))
 }
 
@@ -92,11 +78,7 @@ fn replica_requirements(pod_spec: &Value, path: &str) -> Result<Option<ReplicaRe
     if node_claim.is_none() && resource_request.is_none() {
         return Ok(None);
     }
-    Ok(Some(ReplicaRequirements {
-        node_claim,
-        resource_request,
-        ..Default::default()
-    }))
+    Ok(Some(ReplicaRequirements { node_claim, resource_request, ..Default::default() }))
 }
 
 /// `GenerateNodeClaimByPodSpec`: node selector, required node affinity and tolerations; `None`
@@ -106,25 +88,12 @@ fn node_claim(pod_spec: &Value, path: &str) -> Result<Option<NodeClaim>, (String
     fn decode<T: DeserializeOwned>(v: Option<&Value>, field: String) -> Result<Option<T>, (String, String)> {
         match v {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v.clone())
-                .map(Some)
-                .map_err(|e| (field, e.to_string())),
+            Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| (field, e.to_string())),
         }
     }
-    let selector: Option<std::collections::BTreeMap<String, String>> =
-        decode(pod_spec.get("nodeSelector"), format!("{path}.nodeSelector"))?;
-    let affinity = unstructured::get(
-        pod_spec,
-        &[
-            "affinity",
-            "nodeAffinity",
-            "requiredDuringSchedulingIgnoredDuringExecution",
-        ],
-    );
-    let hard_node_affinity: Option<NodeSelector> = decode(
-        affinity,
-        format!("{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
-    )?;
+    let selector: Option<std::collections::BTreeMap<String, String>> = decode(pod_spec.get("nodeSelector"), format!("{path}.nodeSelector"))?;
+    let affinity = unstructured::get(pod_spec, &["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"]);
+    let hard_node_affinity: Option<NodeSelector> = decode(affinity, format!("{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"))?;
     let tolerations: Option<Vec<Toleration>> = decode(pod_spec.get("tolerations"), format!("{path}.tolerations"))?;
     let tolerations = tolerations.filter(|t| !t.is_empty());
     if selector.is_none() && hard_node_affinity.is_none() && tolerations.is_none() {
@@ -164,8 +133,7 @@ pub fn job_completions(obj: &Value) -> Result<Option<i64>, InterpretError> {
     if Native::of(obj) != Some(Native::Job) {
         return Ok(None);
     }
-    unstructured::nested_i64(obj, &["spec", "completions"])
-        .map_err(|e| InterpretError::new(Operation::ReviseReplica, obj, "spec.completions", e))
+    unstructured::nested_i64(obj, &["spec", "completions"]).map_err(|e| InterpretError::new(Operation::ReviseReplica, obj, "spec.completions", e))
 }
 
 /// The Job `obj` with `spec.completions` set to `completions` (only when present, as in
@@ -180,12 +148,10 @@ pub fn revise_job_completions(obj: &Value, completions: i64) -> Result<Option<Va
 /// `helper.ApplyReplica`: sets `spec.<field>` when it already holds an integer.
 fn apply_replica(obj: &Value, field: &str, value: i64, operation: Operation) -> Result<Value, InterpretError> {
     let path = ["spec", field];
-    let present = unstructured::nested_i64(obj, &path)
-        .map_err(|e| InterpretError::new(operation, obj, unstructured::dotted(&path), e))?;
+    let present = unstructured::nested_i64(obj, &path).map_err(|e| InterpretError::new(operation, obj, unstructured::dotted(&path), e))?;
     let mut revised = obj.clone();
     if present.is_some() {
-        unstructured::set(&mut revised, &path, Value::from(value))
-            .map_err(|e| InterpretError::new(operation, obj, unstructured::dotted(&path), e))?;
+        unstructured::set(&mut revised, &path, Value::from(value)).map_err(|e| InterpretError::new(operation, obj, unstructured::dotted(&path), e))?;
     }
     Ok(revised)
 }

@@ -51,8 +51,7 @@ fn slot(name: &str) -> Slot<'_> {
 fn is_scalar_resource(name: &str) -> bool {
     let prefixed_native = name.contains("kubernetes.io/");
     let native = !name.contains('/') || prefixed_native;
-    let extended =
-        !native && !name.starts_with("requests.") && label_key_errors(&format!("requests.{name}")).is_empty();
+    let extended = !native && !name.starts_with("requests.") && label_key_errors(&format!("requests.{name}")).is_empty();
     extended || name.starts_with("hugepages-") || prefixed_native || name.starts_with("attachable-volumes-")
 }
 
@@ -110,11 +109,7 @@ impl Amounts {
         }
         for (name, amount) in &self.scalars {
             if *amount > 0 {
-                let text = if name.starts_with("hugepages-") {
-                    binary(*amount)
-                } else {
-                    decimal(i128::from(*amount), 0)
-                };
+                let text = if name.starts_with("hugepages-") { binary(*amount) } else { decimal(i128::from(*amount), 0) };
                 put(name, text);
             }
         }
@@ -133,11 +128,7 @@ pub(crate) fn pod_request(pod_spec: &Value, path: &str) -> Result<Option<BTreeMa
         for (i, container) in containers.iter().enumerate() {
             let field = format!("{path}.{list}[{i}].resources");
             let requests = effective_requests(container.get("resources"), &field)?;
-            if max {
-                total.set_max(&requests, &field)?
-            } else {
-                total.add(&requests, &field)?
-            }
+            if max { total.set_max(&requests, &field)? } else { total.add(&requests, &field)? }
         }
     }
     if let Some(overhead) = pod_spec.get("overhead") {
@@ -189,9 +180,7 @@ fn scaled(quantity: &Value, scale: i32) -> Result<i64, String> {
         Some(b'+') => (false, &text[1..]),
         _ => (false, text.as_str()),
     };
-    let number_end = rest
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(rest.len());
+    let number_end = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
     let (number, suffix) = rest.split_at(number_end);
     let (int, frac) = number.split_once('.').unwrap_or((number, ""));
     let frac = frac.trim_end_matches('0');
@@ -212,10 +201,7 @@ fn scaled(quantity: &Value, scale: i32) -> Result<i64, String> {
         "Ti" => (0, 40),
         "Pi" => (0, 50),
         "Ei" => (0, 60),
-        exponent => (
-            exponent[1..].parse().map_err(|_| format!("bad exponent in {text:?}"))?,
-            0,
-        ),
+        exponent => (exponent[1..].parse().map_err(|_| format!("bad exponent in {text:?}"))?, 0),
     };
     exp10 -= frac.len() as i32;
     let digits = format!("{int}{frac}");
@@ -232,10 +218,7 @@ fn scaled(quantity: &Value, scale: i32) -> Result<i64, String> {
     let shift = exp10 - scale;
     let mut round_up = inexact_tail;
     if shift >= 0 {
-        value = 10u128
-            .checked_pow(shift as u32)
-            .and_then(|p| value.checked_mul(p))
-            .unwrap_or(u128::MAX);
+        value = 10u128.checked_pow(shift as u32).and_then(|p| value.checked_mul(p)).unwrap_or(u128::MAX);
     } else {
         match 10u128.checked_pow((-shift) as u32) {
             Some(divisor) => {
@@ -337,25 +320,11 @@ mod tests {
     #[test]
     fn canonical_forms_match_go() {
         // resource.NewMilliQuantity(v, DecimalSI).String()
-        for (milli, want) in [
-            (1500, "1500m"),
-            (2000, "2"),
-            (100, "100m"),
-            (10_000, "10"),
-            (1_000_000, "1k"),
-            (1, "1m"),
-        ] {
+        for (milli, want) in [(1500, "1500m"), (2000, "2"), (100, "100m"), (10_000, "10"), (1_000_000, "1k"), (1, "1m")] {
             assert_eq!(decimal(milli, -3), want, "{milli}m");
         }
         // resource.NewQuantity(v, BinarySI).String()
-        for (v, want) in [
-            (134_217_728, "128Mi"),
-            (1000, "1k"),
-            (1023, "1023"),
-            (1500, "1500"),
-            (1 << 30, "1Gi"),
-            (1_610_612_736, "1536Mi"),
-        ] {
+        for (v, want) in [(134_217_728, "128Mi"), (1000, "1k"), (1023, "1023"), (1500, "1500"), (1 << 30, "1Gi"), (1_610_612_736, "1536Mi")] {
             assert_eq!(binary(v), want, "{v}");
         }
         // resource.NewQuantity(v, DecimalSI).String()
@@ -366,12 +335,7 @@ mod tests {
 
     #[test]
     fn scalar_resource_names() {
-        for name in [
-            "nvidia.com/gpu",
-            "hugepages-2Mi",
-            "kubernetes.io/foo",
-            "attachable-volumes-aws-ebs",
-        ] {
+        for name in ["nvidia.com/gpu", "hugepages-2Mi", "kubernetes.io/foo", "attachable-volumes-aws-ebs"] {
             assert!(is_scalar_resource(name), "{name}");
         }
         for name in ["foo", "requests.example.com/x", "example.com/bad name"] {

@@ -51,8 +51,7 @@ pub fn retain(desired: &Value, observed: &Value) -> Result<Value, InterpretError
             None => unstructured::remove(&mut out, &["metadata", field]),
         }
     }
-    retain_keys(&mut out, observed, "annotations", MANAGED_ANNOTATIONS_ANNOTATION)
-        .map_err(|e| err("metadata.annotations", e))?;
+    retain_keys(&mut out, observed, "annotations", MANAGED_ANNOTATIONS_ANNOTATION).map_err(|e| err("metadata.annotations", e))?;
     retain_keys(&mut out, observed, "labels", MANAGED_LABELS_ANNOTATION).map_err(|e| err("metadata.labels", e))?;
 
     match Native::of(desired) {
@@ -61,8 +60,7 @@ pub fn retain(desired: &Value, observed: &Value) -> Result<Value, InterpretError
         Some(Native::Service) => retain_service(&mut out, observed).map_err(|(f, e)| err(f, e))?,
         Some(Native::ServiceAccount) => retain_service_account(&mut out, observed).map_err(|e| err("secrets", e))?,
         Some(Native::PersistentVolumeClaim) => {
-            let name =
-                unstructured::nested_str(observed, &["spec", "volumeName"]).map_err(|e| err("spec.volumeName", e))?;
+            let name = unstructured::nested_str(observed, &["spec", "volumeName"]).map_err(|e| err("spec.volumeName", e))?;
             if let Some(name) = name.filter(|n| !n.is_empty()) {
                 set(&mut out, &["spec", "volumeName"], Value::from(name)).map_err(|e| err("spec.volumeName", e))?;
             }
@@ -74,10 +72,7 @@ pub fn retain(desired: &Value, observed: &Value) -> Result<Value, InterpretError
             }
         }
         Some(Native::Job) => {
-            for path in [
-                &["spec", "selector", "matchLabels"][..],
-                &["spec", "template", "metadata", "labels"],
-            ] {
+            for path in [&["spec", "selector", "matchLabels"][..], &["spec", "template", "metadata", "labels"]] {
                 let field = unstructured::dotted(path);
                 let labels = unstructured::nested_string_map(observed, path).map_err(|e| err(&field, e))?;
                 if let Some(labels) = labels {
@@ -111,10 +106,7 @@ fn retain_keys(out: &mut Value, observed: &Value, field: &str, managed: &str) ->
     let observed_keys = unstructured::string_map(observed, &["metadata", field]);
     let recorded = unstructured::string(observed, &["metadata", "annotations", managed]).unwrap_or("");
     let dropped = |key: &str| recorded.split(',').any(|k| k == key) && !keys.contains_key(key);
-    let kept: Vec<(String, Value)> = observed_keys
-        .into_iter()
-        .filter(|(k, _)| !dropped(k) && !keys.contains_key(k))
-        .collect();
+    let kept: Vec<(String, Value)> = observed_keys.into_iter().filter(|(k, _)| !dropped(k) && !keys.contains_key(k)).collect();
     keys.extend(kept);
     if !keys.is_empty() {
         set(out, &["metadata", field], Value::Object(keys))?;
@@ -128,15 +120,8 @@ fn retain_replicas(out: &mut Value, observed: &Value) -> Result<(), (&'static st
     if labels.get(RETAIN_REPLICAS_LABEL).and_then(Value::as_str) != Some(RETAIN_REPLICAS_VALUE) {
         return Ok(());
     }
-    let missing = || {
-        (
-            "spec.replicas",
-            "the member object has no spec.replicas to retain".to_string(),
-        )
-    };
-    let replicas = unstructured::nested_i64(observed, &["spec", "replicas"])
-        .map_err(|_| missing())?
-        .ok_or_else(missing)?;
+    let missing = || ("spec.replicas", "the member object has no spec.replicas to retain".to_string());
+    let replicas = unstructured::nested_i64(observed, &["spec", "replicas"]).map_err(|_| missing())?.ok_or_else(missing)?;
     set(out, &["spec", "replicas"], Value::from(replicas)).map_err(|e| ("spec.replicas", e))
 }
 
@@ -154,10 +139,7 @@ fn retain_pod(desired: &Value, observed: &Value) -> Result<Value, (String, Strin
         let Some(Value::Array(live)) = unstructured::get(&pod, &["spec", list]).cloned() else {
             continue;
         };
-        let wanted = unstructured::get(desired, &["spec", list])
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let wanted = unstructured::get(desired, &["spec", list]).and_then(Value::as_array).cloned().unwrap_or_default();
         let updated: Vec<Value> = live
             .into_iter()
             .map(|mut c| {
@@ -181,12 +163,7 @@ fn retain_pod(desired: &Value, observed: &Value) -> Result<Value, (String, Strin
         set(&mut pod, &["spec", "activeDeadlineSeconds"], Value::from(want)).map_err(|e| ("spec".to_string(), e))?;
     }
     // Tolerations may only be added.
-    let tolerations = |obj: &Value| {
-        unstructured::get(obj, &["spec", "tolerations"])
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let tolerations = |obj: &Value| unstructured::get(obj, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
     let mut have = tolerations(&pod);
     let before = have.len();
     for t in tolerations(desired) {
@@ -210,8 +187,7 @@ fn same_toleration(a: &Value, b: &Value) -> bool {
 
 /// Service: what the member's API server allocated.
 fn retain_service(out: &mut Value, observed: &Value) -> Result<(), (&'static str, String)> {
-    let port = unstructured::nested_i64(observed, &["spec", "healthCheckNodePort"])
-        .map_err(|e| ("spec.healthCheckNodePort", e))?;
+    let port = unstructured::nested_i64(observed, &["spec", "healthCheckNodePort"]).map_err(|e| ("spec.healthCheckNodePort", e))?;
     if let Some(port) = port.filter(|p| *p > 0) {
         set(out, &["spec", "healthCheckNodePort"], Value::from(port)).map_err(|e| ("spec.healthCheckNodePort", e))?;
     }
@@ -231,10 +207,7 @@ fn retain_service_account(out: &mut Value, observed: &Value) -> Result<(), Strin
     for (which, obj) in [("desired", &*out), ("observed", observed)] {
         let secrets = unstructured::nested_array(obj, &["secrets"]).map_err(|e| format!("{which}: {e}"))?;
         for secret in secrets.into_iter().flatten() {
-            let name = secret
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("{which}: a secret without a name"))?;
+            let name = secret.get("name").and_then(Value::as_str).ok_or_else(|| format!("{which}: a secret without a name"))?;
             // Every desired entry is kept; an observed one only under a name not seen yet.
             if which == "desired" || !names.iter().any(|n| n == name) {
                 names.push(name.to_string());
@@ -242,11 +215,7 @@ fn retain_service_account(out: &mut Value, observed: &Value) -> Result<(), Strin
             }
         }
     }
-    let value = if merged.is_empty() {
-        Value::Null
-    } else {
-        Value::Array(merged)
-    };
+    let value = if merged.is_empty() { Value::Null } else { Value::Array(merged) };
     if let Value::Object(map) = out {
         map.insert("secrets".into(), value);
     }

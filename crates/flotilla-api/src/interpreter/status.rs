@@ -35,12 +35,7 @@ const STATEFULSET_REFLECTED: StatusFields = &[
     ("availableReplicas", false),
 ];
 const JOB_REFLECTED: StatusFields = &[("active", true), ("succeeded", true), ("failed", true)];
-const PDB_REFLECTED: StatusFields = &[
-    ("disruptionsAllowed", false),
-    ("currentHealthy", false),
-    ("desiredHealthy", false),
-    ("expectedPods", false),
-];
+const PDB_REFLECTED: StatusFields = &[("disruptionsAllowed", false), ("currentHealthy", false), ("desiredHealthy", false), ("expectedPods", false)];
 const HPA_REFLECTED: StatusFields = &[("currentReplicas", true), ("desiredReplicas", false)];
 
 /// InterpretStatus: the status to record for the member object `observed`, or `None` when
@@ -73,11 +68,7 @@ pub fn reflect_status(observed: &Value) -> Result<Option<Value>, InterpretError>
         if unstructured::string(observed, &["spec", "type"]) != Some("LoadBalancer") {
             return Ok(None);
         }
-        let lb = status
-            .get("loadBalancer")
-            .filter(|v| !v.is_null())
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let lb = status.get("loadBalancer").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| json!({}));
         return Ok(Some(json!({ "loadBalancer": lb })));
     }
     let fields = match native {
@@ -94,36 +85,22 @@ pub fn reflect_status(observed: &Value) -> Result<Option<Value>, InterpretError>
     match native {
         Some(Native::Job) => {
             for field in ["conditions", "startTime", "completionTime"] {
-                if let Some(v) = status
-                    .get(field)
-                    .filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
-                {
+                if let Some(v) = status.get(field).filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty())) {
                     out.insert(field.into(), v.clone());
                 }
             }
         }
         Some(Native::PodDisruptionBudget) => {
-            if let Some(pods) = status
-                .get("disruptedPods")
-                .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
-            {
+            if let Some(pods) = status.get("disruptedPods").filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
                 out.insert("disruptedPods".into(), pods.clone());
             }
         }
         Some(Native::Deployment | Native::DaemonSet | Native::StatefulSet) => {
-            let annotation = unstructured::string(
-                observed,
-                &["metadata", "annotations", RESOURCE_TEMPLATE_GENERATION_ANNOTATION],
-            );
+            let annotation = unstructured::string(observed, &["metadata", "annotations", RESOURCE_TEMPLATE_GENERATION_ANNOTATION]);
             let template_generation: i64 = annotation.unwrap_or("").parse().map_err(|_| {
-                err(
-                    &format!("metadata.annotations[{RESOURCE_TEMPLATE_GENERATION_ANNOTATION}]"),
-                    format!("{:?} is not a generation", annotation.unwrap_or("")),
-                )
+                err(&format!("metadata.annotations[{RESOURCE_TEMPLATE_GENERATION_ANNOTATION}]"), format!("{:?} is not a generation", annotation.unwrap_or("")))
             })?;
-            let generation = unstructured::get(observed, &["metadata", "generation"])
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
+            let generation = unstructured::get(observed, &["metadata", "generation"]).and_then(Value::as_i64).unwrap_or(0);
             put_counter(&mut out, "generation", generation, true);
             put_counter(&mut out, "resourceTemplateGeneration", template_generation, true);
             if native == Some(Native::Deployment) && out.is_empty() {
@@ -138,18 +115,9 @@ pub fn reflect_status(observed: &Value) -> Result<Option<Value>, InterpretError>
 
 /// Copies integer status fields, decoding them as Go's typed status does (absent is zero,
 /// anything but an integer is an error).
-fn copy_counters(
-    status: &Map<String, Value>,
-    out: &mut Map<String, Value>,
-    fields: StatusFields,
-) -> Result<(), (String, String)> {
+fn copy_counters(status: &Map<String, Value>, out: &mut Map<String, Value>, fields: StatusFields) -> Result<(), (String, String)> {
     for (field, omit_zero) in fields {
-        put_counter(
-            out,
-            field,
-            counter(status, field).map_err(|e| (field.to_string(), e))?,
-            *omit_zero,
-        );
+        put_counter(out, field, counter(status, field).map_err(|e| (field.to_string(), e))?, *omit_zero);
     }
     Ok(())
 }
@@ -196,51 +164,31 @@ pub fn interpret_health(observed: &Value) -> Health {
 fn healthy(obj: &Value) -> Result<bool, ()> {
     let int = |path: &[&str]| -> Result<Option<i64>, ()> { unstructured::nested_i64(obj, path).map_err(|_| ()) };
     let status = |field: &str| -> Result<i64, ()> { Ok(int(&["status", field])?.unwrap_or(0)) };
-    let generation_observed =
-        || -> Result<bool, ()> { Ok(status("observedGeneration")? == int(&["metadata", "generation"])?.unwrap_or(0)) };
+    let generation_observed = || -> Result<bool, ()> { Ok(status("observedGeneration")? == int(&["metadata", "generation"])?.unwrap_or(0)) };
     let lb_ingress_assigned = || -> Result<bool, ()> {
         let ingress = unstructured::nested_array(obj, &["status", "loadBalancer", "ingress"]).map_err(|_| ())?;
-        Ok(ingress.into_iter().flatten().any(|i| {
-            ["ip", "hostname"]
-                .iter()
-                .any(|f| i.get(*f).and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
-        }))
+        Ok(ingress.into_iter().flatten().any(|i| ["ip", "hostname"].iter().any(|f| i.get(*f).and_then(Value::as_str).is_some_and(|s| !s.is_empty()))))
     };
     Ok(match Native::of(obj) {
         Some(Native::Deployment | Native::StatefulSet) => {
             let updated = status("updatedReplicas")?;
-            generation_observed()?
-                && int(&["spec", "replicas"])?.is_none_or(|want| updated >= want)
-                && status("availableReplicas")? >= updated
+            generation_observed()? && int(&["spec", "replicas"])?.is_none_or(|want| updated >= want) && status("availableReplicas")? >= updated
         }
         Some(Native::ReplicaSet) => {
-            generation_observed()?
-                && int(&["spec", "replicas"])?.is_none_or(|want| status("availableReplicas").is_ok_and(|a| a >= want))
+            generation_observed()? && int(&["spec", "replicas"])?.is_none_or(|want| status("availableReplicas").is_ok_and(|a| a >= want))
         }
         Some(Native::DaemonSet) => {
             let updated = status("updatedNumberScheduled")?;
-            generation_observed()?
-                && updated >= status("desiredNumberScheduled")?
-                && status("numberAvailable")? >= updated
+            generation_observed()? && updated >= status("desiredNumberScheduled")? && status("numberAvailable")? >= updated
         }
-        Some(Native::Service) => {
-            unstructured::nested_str(obj, &["spec", "type"]).map_err(|_| ())? != Some("LoadBalancer")
-                || lb_ingress_assigned()?
-        }
+        Some(Native::Service) => unstructured::nested_str(obj, &["spec", "type"]).map_err(|_| ())? != Some("LoadBalancer") || lb_ingress_assigned()?,
         Some(Native::Ingress) => lb_ingress_assigned()?,
-        Some(Native::PersistentVolumeClaim) => {
-            unstructured::nested_str(obj, &["status", "phase"]).map_err(|_| ())? == Some("Bound")
-        }
+        Some(Native::PersistentVolumeClaim) => unstructured::nested_str(obj, &["status", "phase"]).map_err(|_| ())? == Some("Bound"),
         Some(Native::Pod) => {
             let phase = unstructured::nested_str(obj, &["status", "phase"]).map_err(|_| ())?;
             let conditions = unstructured::nested_array(obj, &["status", "conditions"]).map_err(|_| ())?;
-            let ready = conditions
-                .into_iter()
-                .flatten()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
-            phase == Some("Succeeded")
-                || (phase == Some("Running")
-                    && ready.and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True"))
+            let ready = conditions.into_iter().flatten().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+            phase == Some("Succeeded") || (phase == Some("Running") && ready.and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True"))
         }
         Some(Native::PodDisruptionBudget) => status("currentHealthy")? >= status("desiredHealthy")?,
         _ => true,

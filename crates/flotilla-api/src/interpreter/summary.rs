@@ -24,10 +24,7 @@ pub fn resource_summary(nodes: &[Value], pods: &[Value]) -> Result<ResourceSumma
         if phase == "Succeeded" || phase == "Failed" {
             continue;
         }
-        let bound = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
+        let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
         let target = if bound { &mut allocated } else { &mut allocating };
         if let Some(spec) = pod.get("spec") {
             if let Some(request) = pod_request(spec, "spec")? {
@@ -56,17 +53,10 @@ mod tests {
             json!({"status": {"allocatable": {"cpu": "1500m", "memory": "1Gi", "pods": "110"}}}),
         ];
         let pod = |node: Option<&str>, phase: &str, cpu: &str| json!({"spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}, "status": {"phase": phase}});
-        let pods = vec![
-            pod(Some("n1"), "Running", "250m"),
-            pod(Some("n1"), "Running", "250m"),
-            pod(None, "Pending", "1"),
-            pod(Some("n2"), "Succeeded", "8"),
-        ];
+        let pods = vec![pod(Some("n1"), "Running", "250m"), pod(Some("n1"), "Running", "250m"), pod(None, "Pending", "1"), pod(Some("n2"), "Succeeded", "8")];
         let s = resource_summary(&nodes, &pods).unwrap();
-        let get = |l: &Option<
-            std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-        >,
-                   k: &str| l.as_ref().unwrap()[k].0.clone();
+        let get =
+            |l: &Option<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, k: &str| l.as_ref().unwrap()[k].0.clone();
         assert_eq!(get(&s.allocatable, "cpu"), "3500m");
         assert_eq!(get(&s.allocatable, "memory"), "5Gi");
         assert_eq!(get(&s.allocatable, "pods"), "220");

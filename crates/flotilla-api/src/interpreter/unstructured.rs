@@ -35,11 +35,7 @@ fn go_type(v: &Value) -> &'static str {
 }
 
 fn wrong_type(path: &[&str], v: &Value, expected: &str) -> String {
-    format!(
-        "{} accessor error: {v} is of the type {}, expected {expected}",
-        dotted(path),
-        go_type(v)
-    )
+    format!("{} accessor error: {v} is of the type {}, expected {expected}", dotted(path), go_type(v))
 }
 
 /// `NestedFieldNoCopy`: the value at `path`; an error when something on the way is not an
@@ -78,10 +74,7 @@ pub(crate) fn nested_str<'a>(obj: &'a Value, path: &[&str]) -> Result<Option<&'a
 pub(crate) fn nested_object<'a>(obj: &'a Value, path: &[&str]) -> Result<Option<&'a Map<String, Value>>, String> {
     match nested(obj, path)? {
         None => Ok(None),
-        Some(v) => v
-            .as_object()
-            .map(Some)
-            .ok_or_else(|| wrong_type(path, v, "map[string]interface{}")),
+        Some(v) => v.as_object().map(Some).ok_or_else(|| wrong_type(path, v, "map[string]interface{}")),
     }
 }
 
@@ -91,11 +84,7 @@ pub(crate) fn nested_string_map<'a>(obj: &'a Value, path: &[&str]) -> Result<Opt
         return Ok(None);
     };
     match map.values().find(|v| !v.is_string()) {
-        Some(v) => Err(format!(
-            "{} accessor error: contains non-string value {v} of the type {}",
-            dotted(path),
-            go_type(v)
-        )),
+        Some(v) => Err(format!("{} accessor error: contains non-string value {v} of the type {}", dotted(path), go_type(v))),
         None => Ok(Some(map)),
     }
 }
@@ -104,10 +93,7 @@ pub(crate) fn nested_string_map<'a>(obj: &'a Value, path: &[&str]) -> Result<Opt
 pub(crate) fn nested_array<'a>(obj: &'a Value, path: &[&str]) -> Result<Option<&'a Vec<Value>>, String> {
     match nested(obj, path)? {
         None => Ok(None),
-        Some(v) => v
-            .as_array()
-            .map(Some)
-            .ok_or_else(|| wrong_type(path, v, "[]interface{}")),
+        Some(v) => v.as_array().map(Some).ok_or_else(|| wrong_type(path, v, "[]interface{}")),
     }
 }
 

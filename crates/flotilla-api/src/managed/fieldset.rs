@@ -237,14 +237,20 @@ mod tests {
         let set = FieldSet::from_fields_v1(&wire).unwrap();
         assert_eq!(set.to_fields_v1(), wire);
         let paths: Vec<String> = set.paths().iter().map(|p| path_string(p)).collect();
-        assert_eq!(paths, [".metadata.labels", ".metadata.labels.app", ".spec.containers[name=\"app\"]", ".spec.containers[name=\"app\"].image", ".spec.finalizers[=\"a\"]"]);
+        assert_eq!(
+            paths,
+            [".metadata.labels", ".metadata.labels.app", ".spec.containers[name=\"app\"]", ".spec.containers[name=\"app\"].image", ".spec.finalizers[=\"a\"]"]
+        );
     }
 
     #[test]
     fn keys_are_sorted_and_compact() {
         let item = json!({"protocol": "TCP", "containerPort": 80});
         assert_eq!(key_json(item.as_object().unwrap().iter()), r#"{"containerPort":80,"protocol":"TCP"}"#);
-        assert_eq!(PathElement::decode(r#"k:{"protocol": "TCP", "containerPort": 80}"#).unwrap(), PathElement::Key(r#"{"containerPort":80,"protocol":"TCP"}"#.into()));
+        assert_eq!(
+            PathElement::decode(r#"k:{"protocol": "TCP", "containerPort": 80}"#).unwrap(),
+            PathElement::Key(r#"{"containerPort":80,"protocol":"TCP"}"#.into())
+        );
         assert_eq!(PathElement::Key(r#"{"containerPort":80,"protocol":"TCP"}"#.into()).display(), r#"[containerPort=80,protocol="TCP"]"#);
     }
 

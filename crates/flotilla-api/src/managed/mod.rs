@@ -96,7 +96,14 @@ pub fn decode(managed: Option<&Value>) -> Result<Vec<Entry>, String> {
                 Some(v) if !v.is_null() => FieldSet::from_fields_v1(v).map_err(|m| format!("managedFields[{i}].fieldsV1: {m}"))?,
                 _ => FieldSet::default(),
             };
-            Ok(Entry { manager: s("manager"), operation, api_version: s("apiVersion"), time: e.get("time").and_then(Value::as_str).map(String::from), subresource: s("subresource"), fields })
+            Ok(Entry {
+                manager: s("manager"),
+                operation,
+                api_version: s("apiVersion"),
+                time: e.get("time").and_then(Value::as_str).map(String::from),
+                subresource: s("subresource"),
+                fields,
+            })
         })
         .collect()
 }
@@ -221,7 +228,14 @@ pub fn record_update(old: Option<&Value>, new: &Value, zero: &Value, ty: Ty, mut
     let old = old.unwrap_or(zero);
     let c = owned_changes(typed::compare(Some(old), Some(new), ty)?, reset);
     let changed = c.added.union(&c.modified);
-    let me = Entry { manager: w.manager.into(), operation: Operation::Update, api_version: w.api_version.into(), time: None, subresource: w.subresource.into(), fields: FieldSet::default() };
+    let me = Entry {
+        manager: w.manager.into(),
+        operation: Operation::Update,
+        api_version: w.api_version.into(),
+        time: None,
+        subresource: w.subresource.into(),
+        fields: FieldSet::default(),
+    };
     for e in base.iter_mut().filter(|e| !e.same_owner(&me)) {
         e.fields = e.fields.difference(&changed).difference(&c.removed);
     }
@@ -291,13 +305,29 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
 
 /// Server-side apply of `config` by `w` to `live` (None: the object does not exist yet).
 /// Returns the object to store (managedFields not yet set) and the new managed fields.
-pub fn apply(live: Option<&Value>, config: &Value, zero: &Value, ty: Ty, mut entries: Vec<Entry>, w: &Writer, force: bool, reset: &FieldSet) -> Result<(Value, Vec<Entry>), ApplyError> {
+pub fn apply(
+    live: Option<&Value>,
+    config: &Value,
+    zero: &Value,
+    ty: Ty,
+    mut entries: Vec<Entry>,
+    w: &Writer,
+    force: bool,
+    reset: &FieldSet,
+) -> Result<(Value, Vec<Entry>), ApplyError> {
     let base = live.unwrap_or(zero);
     let config_set = typed::to_set(config, ty)?.difference(stripped()).recursive_difference(reset);
     let mut merged = typed::merge(base, config, ty)?;
     let c = owned_changes(typed::compare(Some(base), Some(&merged), ty)?, reset);
     let changed = c.added.union(&c.modified);
-    let me = Entry { manager: w.manager.into(), operation: Operation::Apply, api_version: w.api_version.into(), time: Some(w.now.into()), subresource: w.subresource.into(), fields: config_set.clone() };
+    let me = Entry {
+        manager: w.manager.into(),
+        operation: Operation::Apply,
+        api_version: w.api_version.into(),
+        time: Some(w.now.into()),
+        subresource: w.subresource.into(),
+        fields: config_set.clone(),
+    };
     let mut conflicts = Vec::new();
     let mut conflicting = FieldSet::default();
     for e in entries.iter().filter(|e| !e.same_owner(&me)) {

@@ -26,9 +26,14 @@ pub enum ListKind<'a> {
 /// A node's type: from a schema, or deduced from the value.
 #[derive(Clone, Copy, Debug)]
 pub enum Ty<'a> {
-    Schema { node: SchemaNode<'a>, atomic: bool },
+    Schema {
+        node: SchemaNode<'a>,
+        atomic: bool,
+    },
     /// A custom resource: deduced from its values, except `metadata` (ObjectMeta).
-    Object { metadata: Option<SchemaNode<'a>> },
+    Object {
+        metadata: Option<SchemaNode<'a>>,
+    },
     Deduced,
 }
 
@@ -244,7 +249,8 @@ pub fn compare(old: Option<&Value>, new: Option<&Value>, ty: Ty) -> Result<Compa
                 Shape::List(ListKind::Map(keys)) if !both_empty && (o.is_array() || o.is_null()) && (n.is_array() || n.is_null()) => {
                     let empty = Vec::new();
                     let (oa, na) = (o.as_array().unwrap_or(&empty), n.as_array().unwrap_or(&empty));
-                    let keyed = |a: &'_ Vec<Value>| -> Result<Vec<(PathElement, Value)>, String> { a.iter().map(|i| Ok((item_key(i, keys)?, i.clone()))).collect() };
+                    let keyed =
+                        |a: &'_ Vec<Value>| -> Result<Vec<(PathElement, Value)>, String> { a.iter().map(|i| Ok((item_key(i, keys)?, i.clone()))).collect() };
                     let (ok, nk) = (keyed(oa)?, keyed(na)?);
                     let find = |list: &[(PathElement, Value)], pe: &PathElement| list.iter().find(|(k, _)| k == pe).map(|(_, v)| v.clone());
                     for (pe, item) in &nk {
@@ -377,22 +383,29 @@ mod tests {
             "template": {"spec": {"containers": [{"name": "app", "image": "nginx", "args": ["a"], "ports": [{"containerPort": 80}], "resources": {}}]}}}});
         let set = to_set(&cfg, deployment()).unwrap();
         // What kube-apiserver 1.37 records for the same configuration.
-        assert_eq!(set.to_fields_v1(), json!({"f:metadata": {"f:labels": {"f:app": {}}},
+        assert_eq!(
+            set.to_fields_v1(),
+            json!({"f:metadata": {"f:labels": {"f:app": {}}},
             "f:spec": {"f:replicas": {}, "f:selector": {}, "f:strategy": {"f:rollingUpdate": {"f:maxSurge": {}}},
             "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:args": {}, "f:image": {}, "f:name": {},
-                "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}, "f:resources": {}}}}}}}));
+                "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}, "f:resources": {}}}}}}})
+        );
     }
 
     #[test]
     fn appearing_nodes_are_added_whole_and_nodes_present_before_only_inside() {
-        let zero = json!({"metadata": {}, "spec": {"selector": null, "strategy": {}, "template": {"metadata": {}, "spec": {"containers": null}}}, "status": {}});
+        let zero =
+            json!({"metadata": {}, "spec": {"selector": null, "strategy": {}, "template": {"metadata": {}, "spec": {"containers": null}}}, "status": {}});
         let new = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%"}},
             "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}, "status": {}});
         let c = compare(Some(&zero), Some(&new), deployment()).unwrap();
-        assert_eq!(c.added.union(&c.modified).to_fields_v1(), json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+        assert_eq!(
+            c.added.union(&c.modified).to_fields_v1(),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
             "f:spec": {"f:replicas": {}, "f:selector": {}, "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}}, "f:type": {}},
-            "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}));
+            "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
+        );
         assert!(c.removed.is_empty());
         let back = compare(Some(&new), Some(&zero), deployment()).unwrap();
         assert_eq!(back.removed.to_fields_v1()["f:metadata"], json!({"f:labels": {".": {}, "f:app": {}}}));

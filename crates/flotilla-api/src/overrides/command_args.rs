@@ -30,17 +30,11 @@ impl Target {
 pub(crate) fn patches(obj: &Value, target: Target, overrider: &CommandArgsOverrider) -> Result<Vec<PatchOp>, String> {
     let containers_path: &[&str] = match unstructured::string(obj, &["kind"]).unwrap_or("") {
         "Pod" => &["spec", "containers"],
-        "ReplicaSet" | "Deployment" | "DaemonSet" | "Job" | "StatefulSet" => {
-            &["spec", "template", "spec", "containers"]
-        }
+        "ReplicaSet" | "Deployment" | "DaemonSet" | "Job" | "StatefulSet" => &["spec", "template", "spec", "containers"],
         _ => return Ok(Vec::new()),
     };
-    let containers = unstructured::nested_array(obj, containers_path).map_err(|e| {
-        format!(
-            "failed to retrieves path({}) from rawObj, error: {e}",
-            containers_path.join("/")
-        )
-    })?;
+    let containers = unstructured::nested_array(obj, containers_path)
+        .map_err(|e| format!("failed to retrieves path({}) from rawObj, error: {e}", containers_path.join("/")))?;
     let values = overrider.value.as_deref().unwrap_or_default();
     let mut ops = Vec::new();
     for (i, container) in containers.into_iter().flatten().enumerate() {

@@ -19,32 +19,21 @@ pub(crate) fn apply(obj: &mut Value, overrider: &FieldOverrider) -> Result<(), S
     let text = match get(obj, &pointer) {
         Some(Value::String(s)) => s.clone(),
         Some(_) => {
-            return Err(format!(
-                "Get object's value by overrider's path({}) is not string",
-                overrider.field_path
-            ));
+            return Err(format!("Get object's value by overrider's path({}) is not string", overrider.field_path));
         }
         None => {
-            return Err(format!(
-                "Get value by overrider's path({}) err: not found",
-                overrider.field_path
-            ));
+            return Err(format!("Get value by overrider's path({}) err: not found", overrider.field_path));
         }
     };
     let yaml = overrider.yaml.as_deref().unwrap_or_default();
     let json = overrider.json.as_deref().unwrap_or_default();
     let result = if !yaml.is_empty() {
-        let mut doc: Value =
-            serde_saphyr::from_str(&text).map_err(|e| format!("failed to convert yaml to json: {e}"))?;
-        let ops: Vec<_> = yaml
-            .iter()
-            .map(|op| super::patch::PatchOp::new(op.operator, op.sub_path.clone(), op_value(op)))
-            .collect();
+        let mut doc: Value = serde_saphyr::from_str(&text).map_err(|e| format!("failed to convert yaml to json: {e}"))?;
+        let ops: Vec<_> = yaml.iter().map(|op| super::patch::PatchOp::new(op.operator, op.sub_path.clone(), op_value(op))).collect();
         super::patch::apply(&mut doc, &ops)?;
         to_yaml(&doc)
     } else if !json.is_empty() {
-        let mut doc: Node =
-            serde_json::from_str(&text).map_err(|e| format!("invalid JSON in {}: {e}", overrider.field_path))?;
+        let mut doc: Node = serde_json::from_str(&text).map_err(|e| format!("invalid JSON in {}: {e}", overrider.field_path))?;
         for op in json {
             doc.apply(op.operator, &op.sub_path, Node::from(op_value(op)))?;
         }
@@ -64,13 +53,8 @@ fn parse_pointer(pointer: &str) -> Result<Vec<String>, String> {
     if pointer.is_empty() {
         return Ok(Vec::new());
     }
-    let rest = pointer
-        .strip_prefix('/')
-        .ok_or_else(|| format!("JSON pointer must be empty or start with a \"/\": {pointer}"))?;
-    Ok(rest
-        .split('/')
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-        .collect())
+    let rest = pointer.strip_prefix('/').ok_or_else(|| format!("JSON pointer must be empty or start with a \"/\": {pointer}"))?;
+    Ok(rest.split('/').map(|s| s.replace("~1", "/").replace("~0", "~")).collect())
 }
 
 fn get<'a>(obj: &'a Value, pointer: &[String]) -> Option<&'a Value> {
@@ -101,11 +85,7 @@ fn set(obj: &mut Value, pointer: &[String], value: Value) -> Result<(), String> 
             Ok(())
         }
         Value::Array(items) => {
-            let slot = last
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get_mut(i))
-                .ok_or_else(|| format!("index {last} out of range"))?;
+            let slot = last.parse::<usize>().ok().and_then(|i| items.get_mut(i)).ok_or_else(|| format!("index {last} out of range"))?;
             *slot = value;
             Ok(())
         }
@@ -193,11 +173,7 @@ impl Node {
         };
         let missing = || format!("{name} operation does not apply: doc is missing path: \"{path}\": missing value");
         // As the patch library does, the first segment is skipped unseen.
-        let segments: Vec<String> = path
-            .split('/')
-            .skip(1)
-            .map(|s| s.replace("~1", "/").replace("~0", "~"))
-            .collect();
+        let segments: Vec<String> = path.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")).collect();
         let Some((last, parents)) = segments.split_last() else {
             return Err(missing());
         };
@@ -220,18 +196,12 @@ impl Node {
                         members.remove(i);
                     }
                     (_, None) => {
-                        return Err(format!(
-                            "{name} operation does not apply: doc is missing key: {path}: missing value"
-                        ));
+                        return Err(format!("{name} operation does not apply: doc is missing key: {path}: missing value"));
                     }
                 }
             }
             (Node::Array(items), OverriderOperator::Add) => {
-                let i = if last == "-" {
-                    items.len()
-                } else {
-                    index(last, items.len(), true).ok_or_else(missing)?
-                };
+                let i = if last == "-" { items.len() } else { index(last, items.len(), true).ok_or_else(missing)? };
                 items.insert(i, value);
             }
             (Node::Array(items), OverriderOperator::Remove) => {

@@ -36,9 +36,7 @@ impl ImageRef {
             Some(i) if !rest[i..].contains('/') => (&rest[..i], Some(&rest[i + 1..])),
             _ => (rest, None),
         };
-        let shape_ok = |name: &str| {
-            valid_name(name) && tag.is_none_or(valid_tag) && digest.is_none_or(|d| digest_shape(d) && !d.contains('@'))
-        };
+        let shape_ok = |name: &str| valid_name(name) && tag.is_none_or(valid_tag) && digest.is_none_or(|d| digest_shape(d) && !d.contains('@'));
         if !shape_ok(name) {
             if shape_ok(&name.to_lowercase()) {
                 return Err("repository name must be lowercase".into());
@@ -57,17 +55,8 @@ impl ImageRef {
             _ => ("", name),
         };
         let tag = tag.unwrap_or("").to_string();
-        let digest = if tag.is_empty() {
-            digest.unwrap_or("").to_string()
-        } else {
-            String::new()
-        };
-        Ok(ImageRef {
-            registry: registry.into(),
-            repository: repository.into(),
-            tag,
-            digest,
-        })
+        let digest = if tag.is_empty() { digest.unwrap_or("").to_string() } else { String::new() };
+        Ok(ImageRef { registry: registry.into(), repository: repository.into(), tag, digest })
     }
 
     fn tag_or_digest(&self) -> &str {
@@ -137,10 +126,7 @@ impl fmt::Display for ImageRef {
 /// `[domain[:port]/]path-component(/path-component)*`.
 fn valid_name(name: &str) -> bool {
     let all_path = |s: &str| s.split('/').all(valid_path_component);
-    all_path(name)
-        || name
-            .split_once('/')
-            .is_some_and(|(domain, path)| valid_domain(domain) && all_path(path))
+    all_path(name) || name.split_once('/').is_some_and(|(domain, path)| valid_domain(domain) && all_path(path))
 }
 
 /// `[a-z0-9]+` runs joined by `.`, `_`, `__` or one or more `-`.
@@ -182,17 +168,13 @@ fn valid_domain(domain: &str) -> bool {
             None => (domain, ""),
         }
     };
-    let port_ok =
-        port.is_empty() || (port.len() > 1 && port.starts_with(':') && port[1..].bytes().all(|b| b.is_ascii_digit()));
+    let port_ok = port.is_empty() || (port.len() > 1 && port.starts_with(':') && port[1..].bytes().all(|b| b.is_ascii_digit()));
     let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_hexdigit() || b == b':')
     } else {
         host.split('.').all(|label| {
             let b = label.as_bytes();
-            !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+            !b.is_empty() && b[0].is_ascii_alphanumeric() && b[b.len() - 1].is_ascii_alphanumeric() && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
         })
     };
     port_ok && host_ok
@@ -211,12 +193,8 @@ fn digest_shape(digest: &str) -> bool {
     let Some((algorithm, hex)) = digest.split_once(':') else {
         return false;
     };
-    let component_ok = |c: &str| {
-        c.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) && c.bytes().all(|b| b.is_ascii_alphanumeric())
-    };
-    hex.len() >= 32
-        && hex.bytes().all(|b| b.is_ascii_hexdigit())
-        && algorithm.split(['-', '_', '+', '.']).all(component_ok)
+    let component_ok = |c: &str| c.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) && c.bytes().all(|b| b.is_ascii_alphanumeric());
+    hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && algorithm.split(['-', '_', '+', '.']).all(component_ok)
 }
 
 /// go-digest's validation of a parsed digest: a known algorithm and an encoding of its size.
@@ -247,37 +225,24 @@ pub(crate) fn patches(obj: &Value, overrider: &ImageOverrider) -> Result<Vec<Pat
         if !path.starts_with('/') {
             return Err("imagePath should be start with / character".into());
         }
-        let mut parsed =
-            ImageRef::parse(image).map_err(|e| format!("failed to parse image value({image}), error: {e}"))?;
+        let mut parsed = ImageRef::parse(image).map_err(|e| format!("failed to parse image value({image}), error: {e}"))?;
         parsed.edit(overrider.component, overrider.operator, value);
         Ok(PatchOp::replace(path, Value::from(parsed.to_string())))
     };
     if let Some(predicate) = &overrider.predicate {
-        let image = image_at(obj, &predicate.path).map_err(|e| {
-            format!(
-                "failed to obtain imageValue with predicate path({}), error: {e}",
-                predicate.path
-            )
-        })?;
+        let image = image_at(obj, &predicate.path).map_err(|e| format!("failed to obtain imageValue with predicate path({}), error: {e}", predicate.path))?;
         return Ok(vec![edit(predicate.path.clone(), &image)?]);
     }
     let (prefix, containers): (&str, &[&str]) = match unstructured::string(obj, &["kind"]).unwrap_or("") {
         "Pod" => ("/spec", &["spec", "containers"]),
-        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => {
-            ("/spec/template/spec", &["spec", "template", "spec", "containers"])
-        }
+        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => ("/spec/template/spec", &["spec", "template", "spec", "containers"]),
         _ => return Ok(Vec::new()),
     };
     let list = unstructured::nested_array(obj, containers)?;
     list.into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, c)| {
-            edit(
-                format!("{prefix}/containers/{i}/image"),
-                c.get("image").and_then(Value::as_str).unwrap_or(""),
-            )
-        })
+        .map(|(i, c)| edit(format!("{prefix}/containers/{i}/image"), c.get("image").and_then(Value::as_str).unwrap_or("")))
         .collect()
 }
 
@@ -294,25 +259,15 @@ fn image_at(obj: &Value, path: &str) -> Result<String, String> {
             Some(Value::Object(_)) => cur = &cur[segment],
             Some(Value::Array(items)) => {
                 let index = segments.get(i + 1).copied().unwrap_or("");
-                let n: usize = index
-                    .parse()
-                    .map_err(|_| format!("path({index}) of rawObj's is not number"))?;
-                cur = items
-                    .get(n)
-                    .filter(|v| v.is_object())
-                    .ok_or_else(|| format!("path({index}) of rawObj's is out of range"))?;
+                let n: usize = index.parse().map_err(|_| format!("path({index}) of rawObj's is not number"))?;
+                cur = items.get(n).filter(|v| v.is_object()).ok_or_else(|| format!("path({index}) of rawObj's is out of range"))?;
                 i += 1;
             }
             _ => {
-                return Err(format!(
-                    "path({segment}) of rawObj's type is not map[string]interface{{}} and []interface{{}}"
-                ));
+                return Err(format!("path({segment}) of rawObj's type is not map[string]interface{{}} and []interface{{}}"));
             }
         }
         i += 1;
     }
-    cur.get(*last)
-        .and_then(Value::as_str)
-        .map(String::from)
-        .ok_or_else(|| format!("failed to convert path({last}) to string"))
+    cur.get(*last).and_then(Value::as_str).map(String::from).ok_or_else(|| format!("failed to convert path({last}) to string"))
 }

@@ -24,19 +24,12 @@ pub fn selector_priority(template: &Value, selector: &ResourceSelector) -> Impli
     let field = |path: &[&str]| unstructured::string(template, path).unwrap_or("");
     if field(&["apiVersion"]) != selector.api_version
         || field(&["kind"]) != selector.kind
-        || selector
-            .namespace
-            .as_deref()
-            .is_some_and(|ns| !ns.is_empty() && ns != field(&["metadata", "namespace"]))
+        || selector.namespace.as_deref().is_some_and(|ns| !ns.is_empty() && ns != field(&["metadata", "namespace"]))
     {
         return ImplicitPriority::MisMatch;
     }
     if let Some(name) = selector.name.as_deref().filter(|n| !n.is_empty()) {
-        return if name == field(&["metadata", "name"]) {
-            ImplicitPriority::MatchName
-        } else {
-            ImplicitPriority::MisMatch
-        };
+        return if name == field(&["metadata", "name"]) { ImplicitPriority::MatchName } else { ImplicitPriority::MisMatch };
     }
     let Some(label_selector) = &selector.label_selector else {
         return ImplicitPriority::MatchAll;
@@ -53,20 +46,13 @@ pub fn selector_priority(template: &Value, selector: &ResourceSelector) -> Impli
 pub fn selectors_priority(template: &Value, selectors: Option<&[ResourceSelector]>) -> ImplicitPriority {
     match selectors {
         None | Some([]) => ImplicitPriority::MatchAll,
-        Some(selectors) => selectors
-            .iter()
-            .map(|s| selector_priority(template, s))
-            .max()
-            .unwrap_or(ImplicitPriority::MisMatch),
+        Some(selectors) => selectors.iter().map(|s| selector_priority(template, s)).max().unwrap_or(ImplicitPriority::MisMatch),
     }
 }
 
 /// A `metav1.LabelSelector` over labels looked up through `get`; one that does not convert to
 /// a selector matches nothing.
-fn label_selector_matches<'a>(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    get: impl Fn(&str) -> Option<&'a str>,
-) -> bool {
+fn label_selector_matches<'a>(selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, get: impl Fn(&str) -> Option<&'a str>) -> bool {
     let Ok(json) = serde_json::to_value(selector) else {
         return false;
     };
@@ -87,11 +73,7 @@ pub fn cluster_matches(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
             return false;
         }
     }
-    if let Some(expressions) = affinity
-        .field_selector
-        .as_ref()
-        .and_then(|f| f.match_expressions.as_ref())
-    {
+    if let Some(expressions) = affinity.field_selector.as_ref().and_then(|f| f.match_expressions.as_ref()) {
         let zones: Vec<&str> = cluster.spec.zones.iter().flatten().map(String::as_str).collect();
         let mut field_requirements = Vec::new();
         for expr in expressions {
@@ -128,10 +110,7 @@ pub fn cluster_matches(cluster: &Cluster, affinity: &ClusterAffinity) -> bool {
             return false;
         }
     }
-    affinity
-        .cluster_names
-        .as_ref()
-        .is_none_or(|names| names.is_empty() || names.iter().any(|n| n == name))
+    affinity.cluster_names.as_ref().is_none_or(|names| names.is_empty() || names.iter().any(|n| n == name))
 }
 
 /// Karmada's `matchZones`: `In` needs every zone of the cluster listed, `NotIn` none of them.

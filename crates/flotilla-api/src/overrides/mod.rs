@@ -30,8 +30,8 @@ use serde_json::Value;
 
 use crate::federation::karmada::cluster::Cluster;
 use crate::federation::karmada::policy::{
-    ClusterOverridePolicy, CommandArgsOverrider, FieldOverrider, ImageOverrider, LabelAnnotationOverrider,
-    OverridePolicy, OverrideSpec, Overriders, PatchOperation, PlaintextOverrider, RuleWithCluster,
+    ClusterOverridePolicy, CommandArgsOverrider, FieldOverrider, ImageOverrider, LabelAnnotationOverrider, OverridePolicy, OverrideSpec, Overriders,
+    PatchOperation, PlaintextOverrider, RuleWithCluster,
 };
 use crate::interpreter::unstructured;
 pub use image::ImageRef;
@@ -61,14 +61,8 @@ impl PolicyRef {
     pub fn event_message(&self, cluster: &str, succeeded: bool) -> String {
         let outcome = if succeeded { "succeed" } else { "failed" };
         match &self.namespace {
-            None => format!(
-                "Apply cluster override policy({}) for cluster({cluster}) {outcome}.",
-                self.name
-            ),
-            Some(ns) => format!(
-                "Apply override policy({ns}/{}) for cluster({cluster}) {outcome}.",
-                self.name
-            ),
+            None => format!("Apply cluster override policy({}) for cluster({cluster}) {outcome}.", self.name),
+            Some(ns) => format!("Apply override policy({ns}/{}) for cluster({cluster}) {outcome}.", self.name),
         }
     }
 }
@@ -92,36 +86,15 @@ pub struct ChosenOverride {
 /// The override rules that apply to `template` in `cluster`, in the order to apply them.
 /// `cops` are all ClusterOverridePolicies; `ops` may hold OverridePolicies of any namespace
 /// (only those in the template's namespace count, and none for a cluster-scoped template).
-pub fn applicable(
-    template: &Value,
-    cluster: &Cluster,
-    cops: &[ClusterOverridePolicy],
-    ops: &[OverridePolicy],
-) -> Vec<ChosenOverride> {
+pub fn applicable(template: &Value, cluster: &Cluster, cops: &[ClusterOverridePolicy], ops: &[OverridePolicy]) -> Vec<ChosenOverride> {
     let namespace = unstructured::string(template, &["metadata", "namespace"]).unwrap_or("");
-    let cluster_scoped = cops.iter().map(|p| {
-        (
-            PolicyRef {
-                namespace: None,
-                name: name_of(&p.metadata),
-            },
-            &p.spec.0,
-        )
-    });
+    let cluster_scoped = cops.iter().map(|p| (PolicyRef { namespace: None, name: name_of(&p.metadata) }, &p.spec.0));
     let mut chosen = choose(template, cluster, cluster_scoped);
     if !namespace.is_empty() {
         let namespaced = ops
             .iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-            .map(|p| {
-                (
-                    PolicyRef {
-                        namespace: Some(namespace.to_string()),
-                        name: name_of(&p.metadata),
-                    },
-                    &p.spec,
-                )
-            });
+            .map(|p| (PolicyRef { namespace: Some(namespace.to_string()), name: name_of(&p.metadata) }, &p.spec));
         chosen.extend(choose(template, cluster, namespaced));
     }
     chosen
@@ -132,19 +105,9 @@ fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 }
 
 /// The rules of one scope's policies that pick `template` and `cluster`, ordered.
-fn choose<'a>(
-    template: &Value,
-    cluster: &Cluster,
-    policies: impl Iterator<Item = (PolicyRef, &'a OverrideSpec)>,
-) -> Vec<ChosenOverride> {
+fn choose<'a>(template: &Value, cluster: &Cluster, policies: impl Iterator<Item = (PolicyRef, &'a OverrideSpec)>) -> Vec<ChosenOverride> {
     let mut matching: Vec<(ImplicitPriority, PolicyRef, &OverrideSpec)> = policies
-        .map(|(policy, spec)| {
-            (
-                selectors_priority(template, spec.resource_selectors.as_deref()),
-                policy,
-                spec,
-            )
-        })
+        .map(|(policy, spec)| (selectors_priority(template, spec.resource_selectors.as_deref()), policy, spec))
         .filter(|(priority, _, _)| *priority > ImplicitPriority::MisMatch)
         .collect();
     matching.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
@@ -155,23 +118,13 @@ fn choose<'a>(
         let rules: &[RuleWithCluster] = match spec.override_rules.as_deref() {
             Some(rules) if !rules.is_empty() => rules,
             _ => {
-                legacy = [RuleWithCluster {
-                    target_cluster: spec.target_cluster.clone(),
-                    overriders: spec.overriders.clone().unwrap_or_default(),
-                }];
+                legacy = [RuleWithCluster { target_cluster: spec.target_cluster.clone(), overriders: spec.overriders.clone().unwrap_or_default() }];
                 &legacy
             }
         };
         for rule in rules {
-            if rule
-                .target_cluster
-                .as_ref()
-                .is_none_or(|affinity| cluster_matches(cluster, affinity))
-            {
-                chosen.push(ChosenOverride {
-                    policy: policy.clone(),
-                    overriders: rule.overriders.clone(),
-                });
+            if rule.target_cluster.as_ref().is_none_or(|affinity| cluster_matches(cluster, affinity)) {
+                chosen.push(ChosenOverride { policy: policy.clone(), overriders: rule.overriders.clone() });
             }
         }
     }
@@ -265,11 +218,7 @@ pub fn apply(manifest: &mut Value, chosen: &[ChosenOverride]) -> Result<AppliedO
     let mut applied = AppliedOverrides::default();
     for rule in chosen {
         apply_rule(&mut work, rule)?;
-        let scope = if rule.policy.is_cluster_scoped() {
-            &mut applied.cluster
-        } else {
-            &mut applied.namespaced
-        };
+        let scope = if rule.policy.is_cluster_scoped() { &mut applied.cluster } else { &mut applied.namespaced };
         scope.push(rule.clone());
     }
     *manifest = work;
@@ -279,43 +228,23 @@ pub fn apply(manifest: &mut Value, chosen: &[ChosenOverride]) -> Result<AppliedO
 /// One rule's overriders in Karmada's order.
 fn apply_rule(obj: &mut Value, rule: &ChosenOverride) -> Result<(), OverrideError> {
     let o = &rule.overriders;
-    let fail = |overrider: OverriderKind, index: usize| {
-        move |reason: String| OverrideError {
-            policy: rule.policy.clone(),
-            overrider,
-            index,
-            reason,
-        }
-    };
+    let fail = |overrider: OverriderKind, index: usize| move |reason: String| OverrideError { policy: rule.policy.clone(), overrider, index, reason };
     for (i, ov) in o.image_overrider.iter().flatten().enumerate() {
         let ops = image::patches(obj, ov).map_err(fail(OverriderKind::ImageOverrider, i))?;
         patch::apply(obj, &ops).map_err(fail(OverriderKind::ImageOverrider, i))?;
     }
     for (kind, target, list) in [
-        (
-            OverriderKind::CommandOverrider,
-            command_args::Target::Command,
-            &o.command_overrider,
-        ),
-        (
-            OverriderKind::ArgsOverrider,
-            command_args::Target::Args,
-            &o.args_overrider,
-        ),
+        (OverriderKind::CommandOverrider, command_args::Target::Command, &o.command_overrider),
+        (OverriderKind::ArgsOverrider, command_args::Target::Args, &o.args_overrider),
     ] {
         for (i, ov) in list.iter().flatten().enumerate() {
             let ops = command_args::patches(obj, target, ov).map_err(fail(kind, i))?;
             patch::apply(obj, &ops).map_err(fail(kind, i))?;
         }
     }
-    for (kind, field, list) in [
-        (OverriderKind::LabelsOverrider, "labels", &o.labels_overrider),
-        (
-            OverriderKind::AnnotationsOverrider,
-            "annotations",
-            &o.annotations_overrider,
-        ),
-    ] {
+    for (kind, field, list) in
+        [(OverriderKind::LabelsOverrider, "labels", &o.labels_overrider), (OverriderKind::AnnotationsOverrider, "annotations", &o.annotations_overrider)]
+    {
         for (i, ov) in list.iter().flatten().enumerate() {
             let ops = metadata::patches(obj, field, ov);
             patch::apply(obj, &ops).map_err(fail(kind, i))?;
@@ -422,9 +351,7 @@ mod record {
 
     /// A non-empty list in its mirror type; Go's `omitempty` drops empty lists.
     fn mirror<'a, T, M: From<&'a T>>(list: &'a Option<Vec<T>>) -> Option<Vec<M>> {
-        list.as_deref()
-            .filter(|v| !v.is_empty())
-            .map(|v| v.iter().map(M::from).collect())
+        list.as_deref().filter(|v| !v.is_empty()).map(|v| v.iter().map(M::from).collect())
     }
 
     #[derive(Serialize)]
@@ -457,11 +384,7 @@ mod record {
 
     impl<'a> From<&'a PlaintextOverrider> for Plaintext<'a> {
         fn from(p: &'a PlaintextOverrider) -> Self {
-            Plaintext {
-                path: &p.path,
-                operator: p.operator,
-                value: p.value.as_ref().unwrap_or(&NULL),
-            }
+            Plaintext { path: &p.path, operator: p.operator, value: p.value.as_ref().unwrap_or(&NULL) }
         }
     }
 
@@ -477,12 +400,7 @@ mod record {
 
     impl<'a> From<&'a ImageOverrider> for Image<'a> {
         fn from(i: &'a ImageOverrider) -> Self {
-            Image {
-                predicate: i.predicate.as_ref(),
-                component: i.component,
-                operator: i.operator,
-                value: i.value.as_deref().filter(|v| !v.is_empty()),
-            }
+            Image { predicate: i.predicate.as_ref(), component: i.component, operator: i.operator, value: i.value.as_deref().filter(|v| !v.is_empty()) }
         }
     }
 
@@ -497,11 +415,7 @@ mod record {
 
     impl<'a> From<&'a CommandArgsOverrider> for CommandArgs<'a> {
         fn from(c: &'a CommandArgsOverrider) -> Self {
-            CommandArgs {
-                container_name: &c.container_name,
-                operator: c.operator,
-                value: c.value.as_deref().filter(|v| !v.is_empty()),
-            }
+            CommandArgs { container_name: &c.container_name, operator: c.operator, value: c.value.as_deref().filter(|v| !v.is_empty()) }
         }
     }
 
@@ -514,10 +428,7 @@ mod record {
 
     impl<'a> From<&'a LabelAnnotationOverrider> for LabelAnnotation<'a> {
         fn from(l: &'a LabelAnnotationOverrider) -> Self {
-            LabelAnnotation {
-                operator: l.operator,
-                value: l.value.as_ref().filter(|v| !v.is_empty()),
-            }
+            LabelAnnotation { operator: l.operator, value: l.value.as_ref().filter(|v| !v.is_empty()) }
         }
     }
 
@@ -533,11 +444,7 @@ mod record {
 
     impl<'a> From<&'a FieldOverrider> for Field<'a> {
         fn from(f: &'a FieldOverrider) -> Self {
-            Field {
-                field_path: &f.field_path,
-                json: mirror(&f.json),
-                yaml: mirror(&f.yaml),
-            }
+            Field { field_path: &f.field_path, json: mirror(&f.json), yaml: mirror(&f.yaml) }
         }
     }
 
@@ -551,11 +458,7 @@ mod record {
 
     impl<'a> From<&'a PatchOperation> for Operation<'a> {
         fn from(p: &'a PatchOperation) -> Self {
-            Operation {
-                sub_path: &p.sub_path,
-                operator: p.operator,
-                value: p.value.as_ref().unwrap_or(&NULL),
-            }
+            Operation { sub_path: &p.sub_path, operator: p.operator, value: p.value.as_ref().unwrap_or(&NULL) }
         }
     }
 }

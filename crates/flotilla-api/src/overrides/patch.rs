@@ -16,11 +16,7 @@ pub(crate) struct PatchOp {
 
 impl PatchOp {
     pub(crate) fn new(op: OverriderOperator, path: impl Into<String>, value: Value) -> Self {
-        PatchOp {
-            op,
-            path: path.into(),
-            value,
-        }
+        PatchOp { op, path: path.into(), value }
     }
 
     pub(crate) fn replace(path: impl Into<String>, value: Value) -> Self {

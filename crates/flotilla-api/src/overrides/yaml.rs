@@ -277,9 +277,7 @@ impl Analysis {
             let preceded_by_blank = i == 0 || matches!(chars[i - 1], ' ' | '\t') || is_break(chars[i - 1]);
             if i == 0 {
                 match c {
-                    '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => {
-                        block_indicators = true
-                    }
+                    '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => block_indicators = true,
                     '?' | ':' | '-' if blank_or_end(1) => block_indicators = true,
                     _ => {}
                 }
@@ -306,12 +304,7 @@ impl Analysis {
         let leading = chars.first().is_some_and(|c| *c == ' ' || is_break(*c));
         let trailing_space = chars.last() == Some(&' ');
         let trailing_break = chars.last().is_some_and(|c| is_break(*c));
-        let mut a = Analysis {
-            block_plain_allowed: true,
-            single_quoted_allowed: true,
-            block_allowed: true,
-            line_breaks,
-        };
+        let mut a = Analysis { block_plain_allowed: true, single_quoted_allowed: true, block_allowed: true, line_breaks };
         if leading || trailing_space || trailing_break || line_breaks || block_indicators {
             a.block_plain_allowed = false;
         }
@@ -335,9 +328,8 @@ impl Analysis {
 /// int, float, timestamp), so that it must be quoted.
 fn resolves_to_other_type(s: &str) -> bool {
     const WORDS: [&str; 39] = [
-        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True",
-        "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", ".nan", ".NaN", ".NAN", ".inf",
-        ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
+        "", "~", "null", "Null", "NULL", "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on",
+        "On", "ON", "off", "Off", "OFF", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
     ];
     if WORDS.contains(&s) || s == "<<" {
         return true;
@@ -372,9 +364,7 @@ fn go_int(s: &str) -> bool {
 
 fn binary_int(s: &str) -> bool {
     let unsigned = s.strip_prefix('-').unwrap_or(s);
-    unsigned
-        .strip_prefix("0b")
-        .is_some_and(|b| !b.is_empty() && u64::from_str_radix(b, 2).is_ok())
+    unsigned.strip_prefix("0b").is_some_and(|b| !b.is_empty() && u64::from_str_radix(b, 2).is_ok())
 }
 
 /// `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
@@ -401,10 +391,7 @@ fn is_timestamp(s: &str) -> bool {
     }
     let date_end = s.find(['T', 't', ' ']).unwrap_or(s.len());
     let date: Vec<&str> = s[..date_end].split('-').collect();
-    date.len() == 3
-        && date
-            .iter()
-            .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|c| c.is_ascii_digit()))
+    date.len() == 3 && date.iter().all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|c| c.is_ascii_digit()))
 }
 
 /// `^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$` (YAML 1.1 sexagesimal floats).
@@ -416,8 +403,7 @@ fn is_base60_float(s: &str) -> bool {
     }
     let mut parts = main.split(':');
     let first = parts.next().unwrap_or("");
-    let first_ok = first.as_bytes().first().is_some_and(u8::is_ascii_digit)
-        && first.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    let first_ok = first.as_bytes().first().is_some_and(u8::is_ascii_digit) && first.bytes().all(|b| b.is_ascii_digit() || b == b'_');
     let rest: Vec<&str> = parts.collect();
     first_ok
         && !rest.is_empty()
@@ -450,11 +436,7 @@ fn go_float(f: f64) -> String {
     let sign = if f < 0.0 { "-" } else { "" };
     if !(-4..6).contains(&exp) {
         let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
+        let dot = if rest.is_empty() { String::new() } else { format!(".{rest}") };
         let esign = if exp < 0 { '-' } else { '+' };
         return format!("{sign}{first}{dot}e{esign}{:02}", exp.abs());
     }
@@ -525,10 +507,7 @@ mod tests {
     #[test]
     fn block_layout() {
         let v = json!({"b": {"c": [1, "two", {"d": true, "e": null}], "f": {}}, "a": [], "z": [[1, 2], "x"]});
-        assert_eq!(
-            to_yaml(&v),
-            "a: []\nb:\n  c:\n  - 1\n  - two\n  - d: true\n    e: null\n  f: {}\nz:\n- - 1\n  - 2\n- x\n"
-        );
+        assert_eq!(to_yaml(&v), "a: []\nb:\n  c:\n  - 1\n  - two\n  - d: true\n    e: null\n  f: {}\nz:\n- - 1\n  - 2\n- x\n");
     }
 
     #[test]
@@ -568,14 +547,7 @@ mod tests {
 
     #[test]
     fn floats_as_go_writes_them() {
-        for (f, want) in [
-            (1.5, "1.5"),
-            (1_000_000.0, "1e+06"),
-            (123_456.0, "123456"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (2.0, "2"),
-        ] {
+        for (f, want) in [(1.5, "1.5"), (1_000_000.0, "1e+06"), (123_456.0, "123456"), (0.0001, "0.0001"), (0.00001, "1e-05"), (2.0, "2")] {
             assert_eq!(go_float(f), want, "{f}");
         }
     }

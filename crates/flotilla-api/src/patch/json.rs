@@ -76,10 +76,7 @@ pub(super) fn check_shape(patch: &Value) -> Result<(), PatchError> {
         Value::Null => return Ok(()),
         Value::Array(ops) => ops,
         other => {
-            return decode(format!(
-                "cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
-                json_kind(other)
-            ));
+            return decode(format!("cannot unmarshal {} into Go value of type []handlers.jsonPatchOp", json_kind(other)));
         }
     };
     for op in ops {
@@ -90,19 +87,13 @@ pub(super) fn check_shape(patch: &Value) -> Result<(), PatchError> {
                     match fields.get(name) {
                         None | Some(Value::Null | Value::String(_)) => {}
                         Some(other) => {
-                            return decode(format!(
-                                "cannot unmarshal {} into Go struct field jsonPatchOp.{name} of type string",
-                                json_kind(other)
-                            ));
+                            return decode(format!("cannot unmarshal {} into Go struct field jsonPatchOp.{name} of type string", json_kind(other)));
                         }
                     }
                 }
             }
             other => {
-                return decode(format!(
-                    "cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
-                    json_kind(other)
-                ));
+                return decode(format!("cannot unmarshal {} into Go value of type handlers.jsonPatchOp", json_kind(other)));
             }
         }
     }
@@ -123,21 +114,16 @@ fn apply_op(doc: &mut Value, op: &Value, copied: &mut usize) -> Result<(), Strin
     match kind {
         "add" => {
             let path = path.ok_or_else(|| format!("add operation failed to decode path: {MISSING}"))?;
-            let (parent, key) = locate(doc, path)
-                .ok_or_else(|| format!("add operation does not apply: doc is missing path: \"{path}\": {MISSING}"))?;
+            let (parent, key) = locate(doc, path).ok_or_else(|| format!("add operation does not apply: doc is missing path: \"{path}\": {MISSING}"))?;
             add(parent, &key, value_or_null()).map_err(|e| format!("error in add for path: '{path}': {e}"))
         }
         "remove" => {
             let path = path.ok_or_else(|| format!("remove operation failed to decode path: {MISSING}"))?;
-            let (parent, key) = locate(doc, path).ok_or_else(|| {
-                format!("remove operation does not apply: doc is missing path: \"{path}\": {MISSING}")
-            })?;
+            let (parent, key) = locate(doc, path).ok_or_else(|| format!("remove operation does not apply: doc is missing path: \"{path}\": {MISSING}"))?;
             remove(parent, &key).map(drop).map_err(|e| format!("error in remove for path: '{path}': {e}"))
         }
         "replace" => {
-            let path = path.ok_or_else(|| {
-                format!("replace operation failed to decode path: operation missing path field: {MISSING}")
-            })?;
+            let path = path.ok_or_else(|| format!("replace operation failed to decode path: operation missing path field: {MISSING}"))?;
             if path.is_empty() {
                 return match value_or_null() {
                     v @ (Value::Object(_) | Value::Array(_)) => {
@@ -147,62 +133,45 @@ fn apply_op(doc: &mut Value, op: &Value, copied: &mut usize) -> Result<(), Strin
                     _ => Err("replace operation value must be object or array: %!w(<nil>)".to_string()),
                 };
             }
-            let (parent, key) = locate(doc, path)
-                .ok_or_else(|| format!("replace operation does not apply: doc is missing path: {path}: {MISSING}"))?;
+            let (parent, key) = locate(doc, path).ok_or_else(|| format!("replace operation does not apply: doc is missing path: {path}: {MISSING}"))?;
             if let Value::Array(items) = parent {
-                resolve_index(items.len(), &key, false)
-                    .map_err(|_| format!("replace operation does not apply: doc is missing key: {path}: {MISSING}"))?;
+                resolve_index(items.len(), &key, false).map_err(|_| format!("replace operation does not apply: doc is missing key: {path}: {MISSING}"))?;
             }
             set(parent, &key, value_or_null());
             Ok(())
         }
         "move" => {
-            let from = field(op, "from").ok_or_else(|| {
-                format!("move operation failed to decode from: operation, missing from field: {MISSING}")
-            })?;
-            let (parent, key) = locate(doc, from)
-                .ok_or_else(|| format!("move operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
+            let from = field(op, "from").ok_or_else(|| format!("move operation failed to decode from: operation, missing from field: {MISSING}"))?;
+            let (parent, key) = locate(doc, from).ok_or_else(|| format!("move operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
             get(parent, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
             let moved = remove(parent, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
-            let path = path.ok_or_else(|| {
-                format!("move operation failed to decode path: operation missing path field: {MISSING}")
-            })?;
-            let (parent, key) = locate(doc, path).ok_or_else(|| {
-                format!("move operation does not apply: doc is missing destination path: {path}: {MISSING}")
-            })?;
+            let path = path.ok_or_else(|| format!("move operation failed to decode path: operation missing path field: {MISSING}"))?;
+            let (parent, key) =
+                locate(doc, path).ok_or_else(|| format!("move operation does not apply: doc is missing destination path: {path}: {MISSING}"))?;
             add(parent, &key, moved).map_err(|e| format!("error in move for path: '{path}': {e}"))
         }
         "copy" => {
-            let from = field(op, "from").ok_or_else(|| {
-                format!("copy operation failed to decode from: operation, missing from field: {MISSING}")
-            })?;
-            let (parent, key) = locate(doc, from)
-                .ok_or_else(|| format!("copy operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
+            let from = field(op, "from").ok_or_else(|| format!("copy operation failed to decode from: operation, missing from field: {MISSING}"))?;
+            let (parent, key) = locate(doc, from).ok_or_else(|| format!("copy operation does not apply: doc is missing from path: {from}: {MISSING}"))?;
             let source = get(parent, &key).map_err(|e| format!("error in copy for from: '{from}': {e}"))?;
             // Counted before the value is cloned: a copy over the budget allocates nothing.
             *copied = copied.saturating_add(source.map_or(4, json_len));
             if *copied > MAX_COPY_BYTES {
-                return Err(format!(
-                    "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}"
-                ));
+                return Err(format!("Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}"));
             }
             let copied = source.cloned().unwrap_or(Value::Null);
             let path = path.ok_or_else(|| format!("copy operation failed to decode path: {MISSING}"))?;
-            let (parent, key) = locate(doc, path).ok_or_else(|| {
-                format!("copy operation does not apply: doc is missing destination path: {path}: {MISSING}")
-            })?;
+            let (parent, key) =
+                locate(doc, path).ok_or_else(|| format!("copy operation does not apply: doc is missing destination path: {path}: {MISSING}"))?;
             add(parent, &key, copied).map_err(|e| format!("error while adding value during copy: {e}"))
         }
         "test" => {
-            let path = path.ok_or_else(|| {
-                format!("test operation failed to decode path: operation missing path field: {MISSING}")
-            })?;
+            let path = path.ok_or_else(|| format!("test operation failed to decode path: operation missing path field: {MISSING}"))?;
             let failed = || format!("testing value {path} failed: test failed");
             if path.is_empty() {
                 return if value.is_some_and(|v| !v.is_null() && v == &*doc) { Ok(()) } else { Err(failed()) };
             }
-            let (parent, key) = locate(doc, path)
-                .ok_or_else(|| format!("test operation does not apply: is missing path: {path}: {MISSING}"))?;
+            let (parent, key) = locate(doc, path).ok_or_else(|| format!("test operation does not apply: is missing path: {path}: {MISSING}"))?;
             let actual = get(parent, &key).map_err(|e| format!("error in test for path: '{path}': {e}"))?;
             match (actual.filter(|v| !v.is_null()), value) {
                 (None, None | Some(Value::Null)) => Ok(()),
@@ -331,9 +300,7 @@ fn add(parent: &mut Value, key: &str, value: Value) -> Result<(), String> {
 /// Removes and returns the value at `key`.
 fn remove(parent: &mut Value, key: &str) -> Result<Value, String> {
     match parent {
-        Value::Object(map) => {
-            map.remove(key).ok_or_else(|| format!("Unable to remove nonexistent key: {key}: {MISSING}"))
-        }
+        Value::Object(map) => map.remove(key).ok_or_else(|| format!("Unable to remove nonexistent key: {key}: {MISSING}")),
         Value::Array(items) => {
             let idx = resolve_index(items.len(), key, false)?;
             Ok(items.remove(idx))

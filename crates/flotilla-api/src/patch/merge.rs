@@ -87,9 +87,6 @@ mod tests {
             "over_map": [{"a": null}],
             "fresh": [{"a": null}]
         });
-        assert_eq!(
-            merge_patch(&doc, &patch),
-            json!({"over_list": [{"b": 1}, null], "over_map": [{"a": null}], "fresh": [{}]})
-        );
+        assert_eq!(merge_patch(&doc, &patch), json!({"over_list": [{"b": 1}, null], "over_map": [{"a": null}], "fresh": [{}]}));
     }
 }

@@ -158,12 +158,7 @@ pub fn decode_patch(patch_type: PatchType, body: &[u8]) -> Result<Value, PatchEr
 
 /// Applies a decoded patch of any of the three types. `schema` is only used by strategic merge
 /// patches (`None` there means the kind has no patch metadata: 415).
-pub fn apply_patch(
-    patch_type: PatchType,
-    doc: &Value,
-    patch: &Value,
-    schema: Option<SchemaNode<'_>>,
-) -> Result<Value, PatchError> {
+pub fn apply_patch(patch_type: PatchType, doc: &Value, patch: &Value, schema: Option<SchemaNode<'_>>) -> Result<Value, PatchError> {
     match patch_type {
         PatchType::Json => json_patch(doc, patch),
         PatchType::Merge => Ok(merge_patch(doc, patch)),

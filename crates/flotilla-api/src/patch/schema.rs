@@ -209,11 +209,7 @@ impl<'a> SchemaNode<'a> {
                 let found = d.properties.as_ref().and_then(|p| p.get(name));
                 match found {
                     Some(p) => Ok((SchemaNode::of(self.schema, p), meta(p))),
-                    None => Err(format!(
-                        "unable to find api field in struct {} for the json field {}",
-                        self.go_name(),
-                        super::go_format::quote(name)
-                    )),
+                    None => Err(format!("unable to find api field in struct {} for the json field {}", self.go_name(), super::go_format::quote(name))),
                 }
             }
             _ => Err(format!("merging an object in json but data type is not struct, instead is: {}", self.go_kind())),
@@ -309,13 +305,7 @@ impl PatchSchema {
                 None => None,
             };
             let s = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_string);
-            definitions.push(Definition {
-                name: name.clone(),
-                properties,
-                scalar_type: s("type"),
-                format: s("format"),
-                map_type: s("mapType"),
-            });
+            definitions.push(Definition { name: name.clone(), properties, scalar_type: s("type"), format: s("format"), map_type: s("mapType") });
         }
         let mut kinds = HashMap::new();
         for (key, def) in doc.get("kinds").and_then(Value::as_object).ok_or("no kinds")? {
@@ -343,10 +333,7 @@ impl PatchSchema {
 
     /// A definition by its OpenAPI name.
     pub fn definition(&self, name: &str) -> Option<SchemaNode<'_>> {
-        self.definitions
-            .iter()
-            .find(|d| d.name == name)
-            .map(|d| SchemaNode { schema: self, kind: NodeKind::Definition(d) })
+        self.definitions.iter().find(|d| d.name == name).map(|d| SchemaNode { schema: self, kind: NodeKind::Definition(d) })
     }
 
     /// `group/version/Kind` keys (`v1/Pod` for the core group) of every kind, sorted.
@@ -437,19 +424,13 @@ mod tests {
     fn lookups_fail_like_go() {
         let s = PatchSchema::builtin();
         let c = s.definition("io.k8s.api.core.v1.Container").unwrap();
-        assert_eq!(
-            c.field("nope").unwrap_err(),
-            "unable to find api field in struct Container for the json field \"nope\""
-        );
+        assert_eq!(c.field("nope").unwrap_err(), "unable to find api field in struct Container for the json field \"nope\"");
         let raw = s.definition("io.k8s.apimachinery.pkg.runtime.RawExtension").unwrap();
         assert_eq!(raw.shape(), NodeShape::Opaque);
         assert!(raw.field("x").unwrap_err().contains("struct RawExtension"));
         let meta = s.definition("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").unwrap();
         let (labels, _) = meta.field("labels").unwrap();
-        assert_eq!(
-            labels.field("a").unwrap_err(),
-            "merging an object in json but data type is not struct, instead is: map"
-        );
+        assert_eq!(labels.field("a").unwrap_err(), "merging an object in json but data type is not struct, instead is: map");
         assert_eq!(meta.list_field("labels").unwrap_err(), "expected slice or array type, but got: struct");
     }
 }

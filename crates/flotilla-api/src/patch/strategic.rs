@@ -60,10 +60,7 @@ pub fn decode_nulls(value: Value, schema: SchemaNode<'_>) -> Value {
 pub(super) fn check_shape(patch: &Value) -> Result<()> {
     match patch {
         Value::Object(_) | Value::Null => Ok(()),
-        other => Err(PatchError::Decode(format!(
-            "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            json_kind(other)
-        ))),
+        other => Err(PatchError::Decode(format!("json: cannot unmarshal {} into Go value of type map[string]interface {{}}", json_kind(other)))),
     }
 }
 
@@ -88,12 +85,8 @@ fn directive_target(key: &str, prefix: &str) -> Result<String> {
     match key.split_once('/') {
         Some((head, rest)) if head == prefix => Ok(rest.to_string()),
         _ => Err(PatchError::StrategicFormat(
-            if prefix == DELETE_FROM_PRIMITIVE_LIST {
-                "invalid patch format of primitive list"
-            } else {
-                "invalid patch format of setElementOrder list"
-            }
-            .to_string(),
+            if prefix == DELETE_FROM_PRIMITIVE_LIST { "invalid patch format of primitive list" } else { "invalid patch format of setElementOrder list" }
+                .to_string(),
         )),
     }
 }
@@ -108,11 +101,7 @@ fn strategy_without_retain_keys(strategies: &str) -> Result<&str> {
     }
 }
 
-fn merge_map(
-    mut original: Map<String, Value>,
-    mut patch: Map<String, Value>,
-    schema: SchemaNode<'_>,
-) -> Result<Map<String, Value>> {
+fn merge_map(mut original: Map<String, Value>, mut patch: Map<String, Value>, schema: SchemaNode<'_>) -> Result<Map<String, Value>> {
     if let Some(directive) = patch.get(PATCH) {
         return match directive.as_str() {
             Some("replace") => {
@@ -130,11 +119,8 @@ fn merge_map(
     let mut entries: Vec<(String, Value)> = patch.into_iter().collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (key, patch_value) in entries {
-        let (key, delete_list) = if key.starts_with(DELETE_FROM_PRIMITIVE_LIST) {
-            (directive_target(&key, DELETE_FROM_PRIMITIVE_LIST)?, true)
-        } else {
-            (key, false)
-        };
+        let (key, delete_list) =
+            if key.starts_with(DELETE_FROM_PRIMITIVE_LIST) { (directive_target(&key, DELETE_FROM_PRIMITIVE_LIST)?, true) } else { (key, false) };
         if patch_value.is_null() {
             original.remove(&key);
             continue;
@@ -150,11 +136,7 @@ fn merge_map(
         let merged = match (current, patch_value) {
             (Value::Object(current), Value::Object(p)) => {
                 let (sub, meta) = schema.field(&key).map_err(fail)?;
-                if strategy_without_retain_keys(meta.patch_strategy)? == "replace" {
-                    Value::Object(p)
-                } else {
-                    Value::Object(merge_map(current, p, sub)?)
-                }
+                if strategy_without_retain_keys(meta.patch_strategy)? == "replace" { Value::Object(p) } else { Value::Object(merge_map(current, p, sub)?) }
             }
             (Value::Array(current), Value::Array(p)) => {
                 let (items, meta) = schema.list_field(&key).map_err(fail)?;
@@ -214,11 +196,7 @@ fn apply_retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, 
 
 /// Handles every `$setElementOrder/<list>` of this map: merges `<list>` (if the patch has it)
 /// and orders the result; the list is then done and leaves the patch.
-fn merge_ordered_lists(
-    original: &mut Map<String, Value>,
-    patch: &mut Map<String, Value>,
-    schema: SchemaNode<'_>,
-) -> Result<()> {
+fn merge_ordered_lists(original: &mut Map<String, Value>, patch: &mut Map<String, Value>, schema: SchemaNode<'_>) -> Result<()> {
     let mut keys: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
     keys.sort();
     for key in keys {
@@ -296,29 +274,12 @@ fn merge_key_values_equal(left: &Value, right: &Value, merge_key: &str) -> Resul
     Ok(go_eq(&key_of(left)?, &key_of(right)?))
 }
 
-fn merge_list_field(
-    original: Vec<Value>,
-    patch: Vec<Value>,
-    items: SchemaNode<'_>,
-    strategy: &str,
-    merge_key: &str,
-    delete_list: bool,
-) -> Result<Vec<Value>> {
+fn merge_list_field(original: Vec<Value>, patch: Vec<Value>, items: SchemaNode<'_>, strategy: &str, merge_key: &str, delete_list: bool) -> Result<Vec<Value>> {
     // A delete list works whatever the field's strategy.
-    if strategy == "merge" || delete_list {
-        merge_list(original, patch, items, merge_key, delete_list)
-    } else {
-        Ok(patch)
-    }
+    if strategy == "merge" || delete_list { merge_list(original, patch, items, merge_key, delete_list) } else { Ok(patch) }
 }
 
-fn merge_list(
-    original: Vec<Value>,
-    patch: Vec<Value>,
-    items: SchemaNode<'_>,
-    merge_key: &str,
-    delete_list: bool,
-) -> Result<Vec<Value>> {
+fn merge_list(original: Vec<Value>, patch: Vec<Value>, items: SchemaNode<'_>, merge_key: &str, delete_list: bool) -> Result<Vec<Value>> {
     if original.is_empty() && patch.is_empty() {
         return Ok(original);
     }
@@ -352,11 +313,7 @@ fn merge_list(
 /// Elements carrying `$patch`: `delete` removes the object's elements with that key,
 /// `replace` makes the patch's other elements the whole list. Returns the (new) original and
 /// the patch without those elements.
-fn apply_element_directives(
-    mut original: Vec<Value>,
-    patch: Vec<Value>,
-    merge_key: &str,
-) -> Result<(Vec<Value>, Vec<Value>)> {
+fn apply_element_directives(mut original: Vec<Value>, patch: Vec<Value>, merge_key: &str) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
     for element in patch {
@@ -384,12 +341,7 @@ fn apply_element_directives(
 
 /// Merges each patch element into the object's element with the same merge key value, or
 /// appends it.
-fn merge_elements(
-    mut original: Vec<Value>,
-    patch: &[Value],
-    merge_key: &str,
-    items: SchemaNode<'_>,
-) -> Result<Vec<Value>> {
+fn merge_elements(mut original: Vec<Value>, patch: &[Value], merge_key: &str, items: SchemaNode<'_>) -> Result<Vec<Value>> {
     let mut positions = Positions::default();
     for (i, v) in original.iter().enumerate() {
         let Some(map) = v.as_object() else { return Err(fail(format!("value for key {i} is not a map"))) };
@@ -502,8 +454,7 @@ fn sort_by_order(items: Vec<Value>, order: &[Value], merge_key: &str, kind: GoTy
         (items, Vec::new())
     };
     let at = Positions::of(order, |v| order_key(v, merge_key, kind));
-    let keys: Vec<Option<usize>> =
-        items.iter().map(|v| order_key(v, merge_key, kind).and_then(|k| at.find(k))).collect();
+    let keys: Vec<Option<usize>> = items.iter().map(|v| order_key(v, merge_key, kind).and_then(|k| at.find(k))).collect();
     if keys.iter().all(Option::is_some) {
         // A consistent order: any stable sort gives the server's result.
         let mut pairs: Vec<(Option<usize>, Value)> = keys.into_iter().zip(items).collect();

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::field::FieldError;
 use super::object::{Obj, immutable, label_selector, label_selector_json, nonnegative, validate_annotations, validate_labels};
-use crate::selector::LabelSelector;
 use super::pod;
+use crate::selector::LabelSelector;
 
 /// What a workload's selector turned out to be.
 enum Selected {
@@ -102,16 +102,18 @@ fn int_or_percent(v: &Value) -> String {
 /// The value of an int-or-percent (`25%` → 25), when it is one.
 fn int_or_percent_value(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> i64 {
     match v {
-        Value::String(s) => match s.strip_suffix('%').and_then(|n| n.parse::<i64>().ok()) {
-            Some(n) => {
-                nonnegative(n, path, errs);
-                n
+        Value::String(s) => {
+            match s.strip_suffix('%').and_then(|n| n.parse::<i64>().ok()) {
+                Some(n) => {
+                    nonnegative(n, path, errs);
+                    n
+                }
+                None => {
+                    errs.push(FieldError::invalid(path, v, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"));
+                    0
+                }
             }
-            None => {
-                errs.push(FieldError::invalid(path, v, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"));
-                0
-            }
-        },
+        }
         other => {
             let n = other.as_i64().unwrap_or(0);
             nonnegative(n, path, errs);
@@ -135,10 +137,18 @@ fn deployment_strategy(strategy: Obj<'_>, errs: &mut Vec<FieldError>) {
             let u = int_or_percent_value(unavailable, "spec.strategy.rollingUpdate.maxUnavailable", errs);
             let s = int_or_percent_value(surge, "spec.strategy.rollingUpdate.maxSurge", errs);
             if u == 0 && s == 0 {
-                errs.push(FieldError::invalid_printed("spec.strategy.rollingUpdate.maxUnavailable", &int_or_percent(unavailable), "may not be 0 when `maxSurge` is 0"));
+                errs.push(FieldError::invalid_printed(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    &int_or_percent(unavailable),
+                    "may not be 0 when `maxSurge` is 0",
+                ));
             }
             if unavailable.is_string() && u > 100 {
-                errs.push(FieldError::invalid_printed("spec.strategy.rollingUpdate.maxUnavailable", &int_or_percent(unavailable), "must not be greater than 100%"));
+                errs.push(FieldError::invalid_printed(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    &int_or_percent(unavailable),
+                    "must not be greater than 100%",
+                ));
             }
         }
         _ => {}
@@ -196,7 +206,8 @@ pub(crate) fn stateful_set(obj: &Value, errs: &mut Vec<FieldError>) {
 
 /// A StatefulSet update may change only some of the spec.
 pub(crate) fn stateful_set_update(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
-    const MUTABLE: &[&str] = &["replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"];
+    const MUTABLE: &[&str] =
+        &["replicas", "ordinals", "template", "updateStrategy", "revisionHistoryLimit", "persistentVolumeClaimRetentionPolicy", "minReadySeconds"];
     let rest = |o: &Value| -> Value {
         let mut spec = o.get("spec").cloned().unwrap_or(json!({}));
         if let Some(m) = spec.as_object_mut() {
@@ -264,7 +275,16 @@ fn status_counts(status: Obj<'_>, counters: &[&str], bounded: &[(&str, &str, &st
 const ABOVE_REPLICAS: &str = "cannot be greater than status.replicas";
 
 pub(crate) fn deployment_status(obj: &Value, errs: &mut Vec<FieldError>) {
-    let counters = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas", "unavailableReplicas", "terminatingReplicas", "collisionCount"];
+    let counters = [
+        "observedGeneration",
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+        "unavailableReplicas",
+        "terminatingReplicas",
+        "collisionCount",
+    ];
     let bounded = [
         ("updatedReplicas", "replicas", ABOVE_REPLICAS),
         ("readyReplicas", "replicas", ABOVE_REPLICAS),

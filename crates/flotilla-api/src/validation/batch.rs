@@ -77,10 +77,7 @@ mod tests {
 
     #[test]
     fn jobs() {
-        let cases = [
-            ("Never", vec![]),
-            ("Always", vec!["spec.template.spec.restartPolicy: Required value: valid values: [\"OnFailure\" \"Never\"]"]),
-        ];
+        let cases = [("Never", vec![]), ("Always", vec!["spec.template.spec.restartPolicy: Required value: valid values: [\"OnFailure\" \"Never\"]"])];
         for (restart, want) in cases {
             let mut errs = Vec::new();
             job(&job_with(restart), &mut errs);

@@ -203,7 +203,10 @@ mod tests {
             (FieldError::required("spec.containers", ""), "Required value"),
             (FieldError::required("m", "must not be empty"), "Required value: must not be empty"),
             (FieldError::forbidden("data", "field is immutable when `immutable` is set"), "Forbidden: field is immutable when `immutable` is set"),
-            (FieldError::not_supported("p", &json!("UDPX"), &["SCTP", "TCP", "UDP"]), "Unsupported value: \"UDPX\": supported values: \"SCTP\", \"TCP\", \"UDP\""),
+            (
+                FieldError::not_supported("p", &json!("UDPX"), &["SCTP", "TCP", "UDP"]),
+                "Unsupported value: \"UDPX\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
+            ),
             (FieldError::duplicate("n", &json!("a")), "Duplicate value: \"a\""),
             (FieldError::too_long("", 1048576), "Too long: may not be more than 1048576 bytes"),
         ];

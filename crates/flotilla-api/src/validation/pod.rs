@@ -223,7 +223,9 @@ mod tests {
             (
                 "bad container name",
                 spec_with(json!({"name": "App"}), json!({})),
-                vec!["spec.containers[0].name: Invalid value: \"App\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"],
+                vec![
+                    "spec.containers[0].name: Invalid value: \"App\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+                ],
             ),
             (
                 "port out of range",
@@ -253,7 +255,9 @@ mod tests {
             (
                 "env name with =",
                 spec_with(json!({"env": [{"name": "A=B", "value": "1"}]}), json!({})),
-                vec!["spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='"],
+                vec![
+                    "spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+                ],
             ),
         ];
         for (name, spec, want) in cases {

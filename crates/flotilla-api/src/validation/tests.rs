@@ -211,7 +211,9 @@ fn updates() {
                 "selector": {"matchLabels": {"app": "a"}}, "template": template(json!({"app": "a"}))}}),
             json!({"spec": {"serviceName": "a", "replicas": 3, "podManagementPolicy": "OrderedReady", "updateStrategy": {"type": "OnDelete"},
                 "selector": {"matchLabels": {"app": "a"}}, "template": template(json!({"app": "a"}))}}),
-            vec!["FieldValueForbidden spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"],
+            vec![
+                "FieldValueForbidden spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+            ],
         ),
     ];
     for (name, group, kind, new, old, want) in cases {

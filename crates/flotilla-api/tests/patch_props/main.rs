@@ -39,12 +39,8 @@ fn json_value(with_nulls: bool) -> impl Strategy<Value = Value> {
 }
 
 fn json_object(with_nulls: bool) -> impl Strategy<Value = Value> {
-    proptest::collection::btree_map(
-        proptest::sample::select(KEYS).prop_map(str::to_string),
-        json_value(with_nulls),
-        0..4,
-    )
-    .prop_map(|m| Value::Object(m.into_iter().collect()))
+    proptest::collection::btree_map(proptest::sample::select(KEYS).prop_map(str::to_string), json_value(with_nulls), 0..4)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 fn escape(key: &str) -> String {
@@ -81,17 +77,13 @@ fn doc_and_ops() -> impl Strategy<Value = (Value, Vec<Value>)> {
         pointers(&doc, "", &mut paths);
         paths.extend(["/zz".to_string(), "/a/zz".to_string(), "/a/0".to_string()]);
         let path = proptest::sample::select(paths);
-        let op = (
-            proptest::sample::select(&["add", "remove", "replace", "move", "copy", "test"][..]),
-            path.clone(),
-            path,
-            json_value(true),
-        )
-            .prop_map(|(op, path, from, value)| match op {
+        let op = (proptest::sample::select(&["add", "remove", "replace", "move", "copy", "test"][..]), path.clone(), path, json_value(true)).prop_map(
+            |(op, path, from, value)| match op {
                 "move" | "copy" => json!({"op": op, "from": from, "path": path}),
                 "remove" => json!({"op": op, "path": path}),
                 _ => json!({"op": op, "path": path, "value": value}),
-            });
+            },
+        );
         (Just(doc), proptest::collection::vec(op, 1..6))
     })
 }
@@ -112,9 +104,7 @@ fn shaped(node: SchemaNode<'static>, depth: u32, lists: bool, nulls: bool) -> Bo
             _ => "[a-c]{1,2}".prop_map(Value::String).boxed(),
         }
     };
-    let maybe_null = move |s: BoxedStrategy<Value>| -> BoxedStrategy<Value> {
-        if nulls { prop_oneof![1 => Just(Value::Null), 4 => s].boxed() } else { s }
-    };
+    let maybe_null = move |s: BoxedStrategy<Value>| -> BoxedStrategy<Value> { if nulls { prop_oneof![1 => Just(Value::Null), 4 => s].boxed() } else { s } };
     match node.shape() {
         NodeShape::Struct if depth > 0 => {
             let fields: Vec<(String, BoxedStrategy<Value>)> = node
@@ -126,11 +116,7 @@ fn shaped(node: SchemaNode<'static>, depth: u32, lists: bool, nulls: bool) -> Bo
                     if is_list && !lists {
                         return None;
                     }
-                    if is_list
-                        && meta.patch_strategy.contains("merge")
-                        && meta.patch_merge_key.is_empty()
-                        && child.items()?.shape() != NodeShape::Scalar
-                    {
+                    if is_list && meta.patch_strategy.contains("merge") && meta.patch_merge_key.is_empty() && child.items()?.shape() != NodeShape::Scalar {
                         return None;
                     }
                     Some((name.to_string(), maybe_null(shaped(child, depth - 1, lists, nulls))))
@@ -140,19 +126,14 @@ fn shaped(node: SchemaNode<'static>, depth: u32, lists: bool, nulls: bool) -> Bo
                 return Just(json!({})).boxed();
             }
             let most = fields.len().min(3);
-            proptest::sample::subsequence(
-                fields.into_iter().map(|(k, s)| s.prop_map(move |v| (k.clone(), v))).collect::<Vec<_>>(),
-                0..=most,
-            )
-            .prop_flat_map(|chosen| chosen)
-            .prop_map(|pairs: Vec<(String, Value)>| Value::Object(pairs.into_iter().collect::<Map<_, _>>()))
-            .boxed()
+            proptest::sample::subsequence(fields.into_iter().map(|(k, s)| s.prop_map(move |v| (k.clone(), v))).collect::<Vec<_>>(), 0..=most)
+                .prop_flat_map(|chosen| chosen)
+                .prop_map(|pairs: Vec<(String, Value)>| Value::Object(pairs.into_iter().collect::<Map<_, _>>()))
+                .boxed()
         }
         NodeShape::Map if depth > 0 => {
             let values = node.values().map(|v| shaped(v, depth - 1, lists, nulls)).unwrap_or_else(|| scalar_of(None));
-            proptest::collection::btree_map("[a-c]", maybe_null(values), 0..3)
-                .prop_map(|m| Value::Object(m.into_iter().collect()))
-                .boxed()
+            proptest::collection::btree_map("[a-c]", maybe_null(values), 0..3).prop_map(|m| Value::Object(m.into_iter().collect())).boxed()
         }
         NodeShape::List if depth > 0 => {
             let items = node.items().map(|i| shaped(i, depth - 1, lists, false)).unwrap_or_else(|| scalar_of(None));
@@ -211,9 +192,7 @@ fn with_merge_keys(v: Value, node: SchemaNode<'static>) -> Value {
         ),
         (Value::Object(m), NodeShape::Map) => {
             let values = node.values();
-            Value::Object(
-                m.into_iter().map(|(k, v)| (k, values.map_or(v.clone(), |n| with_merge_keys(v, n)))).collect(),
-            )
+            Value::Object(m.into_iter().map(|(k, v)| (k, values.map_or(v.clone(), |n| with_merge_keys(v, n)))).collect())
         }
         (v, _) => v,
     }

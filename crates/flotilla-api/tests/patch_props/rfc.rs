@@ -28,9 +28,7 @@ pub fn rfc6902_expectation(doc: &Value, op: &Value) -> Rfc6902 {
     // Pointers without the leading slash, list indices with signs or leading zeros.
     let odd_index = |seg: &str| {
         let digits = seg.strip_prefix(['+', '-']).unwrap_or(seg);
-        !digits.is_empty()
-            && digits.bytes().all(|b| b.is_ascii_digit())
-            && (seg != digits || (digits.len() > 1 && digits.starts_with('0')))
+        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && (seg != digits || (digits.len() > 1 && digits.starts_with('0')))
     };
     // `~` not followed by `0` or `1` is kept as it is.
     let odd_escape = |p: &&str| p.split('~').skip(1).any(|rest| !rest.starts_with(['0', '1']));

@@ -249,8 +249,7 @@ fn uri_too_long_answer(head: &[u8]) -> Option<Vec<u8>> {
         }
     }
     let body = serde_json::to_vec(&ApiError::uri_too_long(MAX_URI_BYTES).status()).ok()?;
-    let mut answer =
-        format!("HTTP/1.1 414 URI Too Long\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+    let mut answer = format!("HTTP/1.1 414 URI Too Long\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
     if let Some(date) = date {
         answer.push_str(&format!("date: {date}\r\n"));
     }

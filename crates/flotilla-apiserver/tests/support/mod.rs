@@ -10,7 +10,14 @@ use tower::ServiceExt;
 
 /// One request through the router as `who` (anonymous when `None`): status, headers, and the
 /// body as JSON (or as a JSON string when it is not JSON).
-pub async fn call(api: &ApiServer, method: &str, uri: &str, who: Option<Identity>, body: Option<Value>, headers: &[(&str, &str)]) -> (StatusCode, http::HeaderMap, Value) {
+pub async fn call(
+    api: &ApiServer,
+    method: &str,
+    uri: &str,
+    who: Option<Identity>,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, Value) {
     let mut req = Request::builder().method(method).uri(uri);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -26,4 +33,3 @@ pub async fn call(api: &ApiServer, method: &str, uri: &str, who: Option<Identity
     let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, headers, v)
 }
-

@@ -155,7 +155,13 @@ impl Context {
         let types: Vec<(String, Arc<FedType>)> = self.types.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         types
             .into_iter()
-            .flat_map(|(ftc, t)| t.store.state().into_iter().map(move |o| FedKey { ftc: ftc.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() }).collect::<Vec<_>>())
+            .flat_map(|(ftc, t)| {
+                t.store
+                    .state()
+                    .into_iter()
+                    .map(move |o| FedKey { ftc: ftc.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() })
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 
@@ -181,7 +187,11 @@ impl Context {
         }
     }
 
-    fn start_type(self: &Arc<Self>, ftc: &str, spec: (flotilla_api::federation::kubefed::core::ApiResource, flotilla_api::federation::kubefed::core::ApiResource)) -> Arc<FedType> {
+    fn start_type(
+        self: &Arc<Self>,
+        ftc: &str,
+        spec: (flotilla_api::federation::kubefed::core::ApiResource, flotilla_api::federation::kubefed::core::ApiResource),
+    ) -> Arc<FedType> {
         let federated = kube_resource(&spec.1);
         let target_ar = kube_resource(&spec.0);
         let target = Target { api_version: target_ar.api_version.clone(), kind: target_ar.kind.clone(), namespaced: spec.0.scope == ResourceScope::Namespaced };
@@ -231,8 +241,11 @@ fn owner_of(obj: &DynamicObject, ar: &ApiResource) -> OwnerReference {
 /// The binding metadata we own, on top of what `have` carries.
 fn binding_meta(have: Option<&ObjectMeta>, name: &str, namespace: Option<&str>, owner: OwnerReference, target: &Target) -> ObjectMeta {
     let mut meta = have.cloned().unwrap_or_else(|| ObjectMeta { name: Some(name.into()), namespace: namespace.map(str::to_string), ..Default::default() });
-    let (id_label, finalizer) =
-        if namespace.is_some() { (RESOURCE_BINDING_PERMANENT_ID_LABEL, BINDING_FINALIZER) } else { (CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CLUSTER_RESOURCE_BINDING_FINALIZER) };
+    let (id_label, finalizer) = if namespace.is_some() {
+        (RESOURCE_BINDING_PERMANENT_ID_LABEL, BINDING_FINALIZER)
+    } else {
+        (CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CLUSTER_RESOURCE_BINDING_FINALIZER)
+    };
     let labels = meta.labels.get_or_insert_default();
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     labels.entry(id_label.into()).or_insert_with(|| uuid::Uuid::new_v4().to_string());
@@ -475,9 +488,13 @@ async fn write_status(
                 (None, _) if was_ok => events.push((false, REASON_UPDATE_IN_CLUSTER, format!("Updated {target_display} in cluster \"{name}\""))),
                 (None, _) => events.push((false, REASON_CREATE_IN_CLUSTER, format!("Created {target_display} in cluster \"{name}\""))),
                 (Some(s), Some(e)) if s == render::cluster_status::APPLY_OVERRIDES_FAILED => events.push((true, s, format!("Cluster \"{name}\": {e}"))),
-                (Some(s), _) if s == render::cluster_status::CREATION_FAILED => events.push((true, REASON_CREATE_IN_CLUSTER_FAILED, format!("Failed to create {target_display} in cluster \"{name}\": {message}"))),
+                (Some(s), _) if s == render::cluster_status::CREATION_FAILED => {
+                    events.push((true, REASON_CREATE_IN_CLUSTER_FAILED, format!("Failed to create {target_display} in cluster \"{name}\": {message}")))
+                }
                 (Some(s), _) if s == render::cluster_status::MANAGED_LABEL_FALSE => events.push((true, s, format!("Cluster \"{name}\": {message}"))),
-                (Some(s), _) if s == render::cluster_status::UPDATE_FAILED => events.push((true, REASON_UPDATE_IN_CLUSTER_FAILED, format!("Failed to update {target_display} in cluster \"{name}\": {message}"))),
+                (Some(s), _) if s == render::cluster_status::UPDATE_FAILED => {
+                    events.push((true, REASON_UPDATE_IN_CLUSTER_FAILED, format!("Failed to update {target_display} in cluster \"{name}\": {message}")))
+                }
                 (Some(s), _) => events.push((true, s, format!("Cluster \"{name}\" is not ready"))),
             }
         }
@@ -497,7 +514,9 @@ async fn write_status(
     if !same {
         let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
         let transition = match &old_cond {
-            Some(c) if old_status.as_deref() == Some(want_status) && old_reason.as_deref() == reason => c.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
+            Some(c) if old_status.as_deref() == Some(want_status) && old_reason.as_deref() == reason => {
+                c.get("lastTransitionTime").cloned().unwrap_or(json!(now))
+            }
             _ => json!(now),
         };
         let mut cond = json!({"type": "Propagation", "status": want_status, "lastUpdateTime": now, "lastTransitionTime": transition});
@@ -544,7 +563,8 @@ pub async fn run(client: Client, config: Config) {
     let f = on_binding(everything.clone());
     let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), ours.clone(), move |b: &ResourceBinding, _| f(&b.metadata, &b.spec));
     let f = on_binding(everything.clone());
-    let (crbs, crb_task) = watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), ours, move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
+    let (crbs, crb_task) =
+        watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), ours, move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
     let e = everything.clone();
     let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
         if let Some(ctx) = e.lock().clone()
@@ -575,7 +595,9 @@ pub async fn run(client: Client, config: Config) {
     });
     *everything.lock() = Some(ctx.clone());
     let c = ctx.clone();
-    let (_ftcs, ftc_task) = watch_into_store(Api::<FederatedTypeConfig>::all(client), watcher::Config::default(), move |ftc: &FederatedTypeConfig, deleted| c.sync_type(ftc, deleted));
+    let (_ftcs, ftc_task) = watch_into_store(Api::<FederatedTypeConfig>::all(client), watcher::Config::default(), move |ftc: &FederatedTypeConfig, deleted| {
+        c.sync_type(ftc, deleted)
+    });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = ftc_task => tracing::warn!(controller = NAME, "federated type config watch ended"),
@@ -604,16 +626,25 @@ mod tests {
     #[test]
     fn work_state_follows_the_generation_and_applied() {
         use flotilla_api::federation::karmada::work::{WorkSpec, WorkStatus, WorkloadTemplate};
-        let mut w = Work::new("n", WorkSpec {
-            workload: Some(WorkloadTemplate { manifests: Some(vec![json!({"metadata": {"annotations": {TEMPLATE_GENERATION_ANNOTATION: "2"}}})]) }),
-            ..Default::default()
-        });
+        let mut w = Work::new(
+            "n",
+            WorkSpec {
+                workload: Some(WorkloadTemplate { manifests: Some(vec![json!({"metadata": {"annotations": {TEMPLATE_GENERATION_ANNOTATION: "2"}}})]) }),
+                ..Default::default()
+            },
+        );
         assert_eq!(work_state(None, 2).0, WorkState::Pending);
         assert_eq!(work_state(Some(&w), 2).0, WorkState::Pending);
         w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", "boom", None)]), ..Default::default() });
         assert_eq!(work_state(Some(&w), 2), (WorkState::Failed, "boom".into()));
-        let opted_out = format!("Failed to apply all manifests (0/1): the ConfigMap ns/keep in the cluster m1 {}: it is not touched", flotilla_member::apply::EXPLICITLY_UNMANAGED);
-        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", opted_out.clone(), None)]), ..Default::default() });
+        let opted_out = format!(
+            "Failed to apply all manifests (0/1): the ConfigMap ns/keep in the cluster m1 {}: it is not touched",
+            flotilla_member::apply::EXPLICITLY_UNMANAGED
+        );
+        w.status = Some(WorkStatus {
+            conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", opted_out.clone(), None)]),
+            ..Default::default()
+        });
         assert_eq!(work_state(Some(&w), 2), (WorkState::Unmanaged, opted_out));
         // A Work still carrying the previous generation says nothing about this one.
         assert_eq!(work_state(Some(&w), 3).0, WorkState::Pending);
@@ -633,7 +664,13 @@ mod tests {
         let mut meta = ObjectMeta::default();
         assert!(!ours(&meta, "u"));
         meta.labels = Some(BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())]));
-        meta.annotations = Some(Target { api_version: "v1".into(), kind: "ConfigMap".into(), namespaced: true }.annotations().into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        meta.annotations = Some(
+            Target { api_version: "v1".into(), kind: "ConfigMap".into(), namespaced: true }
+                .annotations()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        );
         assert!(ours(&meta, "u"));
         meta.owner_references = Some(vec![OwnerReference { uid: "other".into(), ..Default::default() }]);
         assert!(!ours(&meta, "u"));

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::policy::{ClusterAffinity, ConflictResolution, DEFAULT_SCHEDULER_NAME, Placement, ReplicaSchedulingStrategy, ReplicaSchedulingType};
+use flotilla_api::federation::karmada::policy::{
+    ClusterAffinity, ConflictResolution, DEFAULT_SCHEDULER_NAME, Placement, ReplicaSchedulingStrategy, ReplicaSchedulingType,
+};
 use flotilla_api::federation::karmada::work::{ObjectReference, ResourceBindingSpec};
 use flotilla_api::federation::kubefed::types::{ClusterOverrides, FederatedPlacement, FederatedSpec, MANAGED_LABEL, ORPHAN_ANNOTATION};
 use flotilla_api::selector::LabelSelector;
@@ -114,7 +116,10 @@ pub fn cluster_affinity(placement: Option<&FederatedPlacement>) -> ClusterAffini
         Selection::Selector(selector) => ClusterAffinity { label_selector: Some(selector), ..Default::default() },
         Selection::None => {
             let req = |operator: &str| LabelSelectorRequirement { key: NO_CLUSTER_KEY.into(), operator: operator.into(), values: None };
-            ClusterAffinity { label_selector: Some(MetaLabelSelector { match_labels: None, match_expressions: Some(vec![req("Exists"), req("DoesNotExist")]) }), ..Default::default() }
+            ClusterAffinity {
+                label_selector: Some(MetaLabelSelector { match_labels: None, match_expressions: Some(vec![req("Exists"), req("DoesNotExist")]) }),
+                ..Default::default()
+            }
         }
     }
 }
@@ -182,7 +187,8 @@ pub fn apply_overrides(obj: &Value, overrides: &[ClusterOverrides], cluster: &st
         }
         ops.push(patch);
     }
-    let patched = flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })?;
+    let patched =
+        flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })?;
     // Whatever path reached them (`/metadata`, the root), the object stays where it was.
     let placement = |v: &Value| (v.pointer("/metadata/namespace").cloned(), v.pointer("/metadata/name").cloned());
     if placement(&patched) != placement(obj) {
@@ -228,7 +234,9 @@ pub fn base_object(federated: &Value, spec: &FederatedSpec, target: &Target) -> 
 /// What a template drops that the user may not expect (KubeFed's Warning event reasons).
 pub fn dropped_template_fields(spec: &FederatedSpec) -> Vec<&'static str> {
     let meta = spec.template.as_ref().and_then(|t| t.get("metadata"));
-    let has = |k: &str| meta.and_then(|m| m.get(k)).is_some_and(|v| v.as_object().map_or(!v.is_null(), |o| !o.is_empty()) && v.as_array().is_none_or(|a| !a.is_empty()));
+    let has = |k: &str| {
+        meta.and_then(|m| m.get(k)).is_some_and(|v| v.as_object().map_or(!v.is_null(), |o| !o.is_empty()) && v.as_array().is_none_or(|a| !a.is_empty()))
+    };
     let mut out = Vec::new();
     if has("annotations") {
         out.push("AnnotationsNotSupported");
@@ -374,7 +382,10 @@ mod tests {
     use flotilla_api::federation::kubefed::types::{ClusterOverride, GenericClusterReference};
 
     fn cluster(name: &str, labels: &[(&str, &str)]) -> Cluster {
-        let mut c: Cluster = serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}})).unwrap();
+        let mut c: Cluster = serde_json::from_value(
+            json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": {"syncMode": "Push"}}),
+        )
+        .unwrap();
         c.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         c
     }
@@ -426,7 +437,10 @@ mod tests {
         assert_eq!(picked(Some(placement(json!({"clusters": [], "clusterSelector": {}})))), Vec::<String>::new());
         // `{}` selects every cluster; a selector its matches.
         assert_eq!(picked(Some(placement(json!({"clusterSelector": {}})))), ["a", "b", "c"]);
-        assert_eq!(picked(Some(placement(json!({"clusterSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}})))), ["a", "b"]);
+        assert_eq!(
+            picked(Some(placement(json!({"clusterSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}})))),
+            ["a", "b"]
+        );
         // Duplicate names collapse; unknown names select nothing.
         let p = placement(json!({"clusters": [{"name": "a"}, {"name": "nowhere"}, {"name": "a"}]}));
         assert_eq!(selection(Some(&p)), Selection::Named(vec!["a".into(), "nowhere".into()]));
@@ -437,7 +451,10 @@ mod tests {
 
     #[test]
     fn affinity_of_each_placement() {
-        let named = cluster_affinity(Some(&FederatedPlacement { clusters: Some(vec![GenericClusterReference { name: "m1".into() }]), cluster_selector: Some(Default::default()) }));
+        let named = cluster_affinity(Some(&FederatedPlacement {
+            clusters: Some(vec![GenericClusterReference { name: "m1".into() }]),
+            cluster_selector: Some(Default::default()),
+        }));
         assert_eq!(named, ClusterAffinity { cluster_names: Some(vec!["m1".into()]), ..Default::default() });
         let all = cluster_affinity(Some(&placement(json!({"clusterSelector": {}}))));
         assert_eq!(all.label_selector, Some(MetaLabelSelector::default()));
@@ -475,7 +492,8 @@ mod tests {
 
     #[test]
     fn cluster_scoped_targets_lose_the_namespace_and_apiversion_defaults_but_can_be_set() {
-        let fd = json!({"metadata": {"name": "admin", "namespace": "ns"}, "spec": {"template": {"apiVersion": "rbac.authorization.k8s.io/v1beta1", "rules": []}}});
+        let fd =
+            json!({"metadata": {"name": "admin", "namespace": "ns"}, "spec": {"template": {"apiVersion": "rbac.authorization.k8s.io/v1beta1", "rules": []}}});
         let t = Target { api_version: "rbac.authorization.k8s.io/v1".into(), kind: "ClusterRole".into(), namespaced: false };
         let o = member_object(&fd, &federated_spec(&fd).unwrap(), &t, "c").unwrap();
         assert_eq!(o["apiVersion"], "rbac.authorization.k8s.io/v1beta1");
@@ -541,7 +559,10 @@ mod tests {
         let mut fd = federated();
         let spec = federated_spec(&fd).unwrap();
         let b = binding_spec(&fd, &spec, &deployment_target()).unwrap();
-        assert_eq!((b.resource.api_version.as_str(), b.resource.kind.as_str(), b.resource.name.as_str()), ("types.kubefed.io/v1beta1", "FederatedDeployment", "test-deployment"));
+        assert_eq!(
+            (b.resource.api_version.as_str(), b.resource.kind.as_str(), b.resource.name.as_str()),
+            ("types.kubefed.io/v1beta1", "FederatedDeployment", "test-deployment")
+        );
         assert_eq!(b.resource.namespace.as_deref(), Some("test-namespace"));
         assert_eq!(b.replicas, Some(3));
         let p = b.placement.unwrap();

@@ -42,7 +42,12 @@ pub async fn control_plane() -> ControlPlane {
 
 /// The execution controller with short retries.
 pub fn execution_config() -> flotilla_controllers::execution::Config {
-    flotilla_controllers::execution::Config { not_ready_requeue: Duration::from_secs(1), retry_base: Duration::from_millis(200), retry_max: Duration::from_secs(5), ..Default::default() }
+    flotilla_controllers::execution::Config {
+        not_ready_requeue: Duration::from_secs(1),
+        retry_base: Duration::from_millis(200),
+        retry_max: Duration::from_secs(5),
+        ..Default::default()
+    }
 }
 
 /// Poll `check` until it returns Some, failing with `what` after the deadline.
@@ -88,7 +93,8 @@ impl Joined {
     pub async fn join(m: &flotilla_testenv::Member, client: &Client, cluster: &str, namespace: &str) -> Joined {
         let member = m.client().await;
         let joined = Joined { member: member.clone(), cluster: cluster.into(), namespace: namespace.into() };
-        let opts = JoinOptions { cluster: cluster.into(), token_wait: Duration::from_secs(10), token_lifetime: Duration::from_secs(3600), ..Default::default() };
+        let opts =
+            JoinOptions { cluster: cluster.into(), token_wait: Duration::from_secs(10), token_lifetime: Duration::from_secs(3600), ..Default::default() };
         let creds = prepare_member(&member, &opts, &mut |_| {}).await.unwrap();
         let kubeconfig = kube::config::Kubeconfig::read_from(&m.kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();

@@ -62,7 +62,8 @@ mod tests {
         }))
         .unwrap();
         let verdict = |api_version: &str, kind: &str| {
-            let spec: ResourceBindingSpec = serde_json::from_value(serde_json::json!({"resource": {"apiVersion": api_version, "kind": kind, "name": "web"}})).unwrap();
+            let spec: ResourceBindingSpec =
+                serde_json::from_value(serde_json::json!({"resource": {"apiVersion": api_version, "kind": kind, "name": "web"}})).unwrap();
             let view = BindingView { kind: BindingKind::ResourceBinding, namespace: Some("d"), name: "b", uid: "", spec: &spec, status: None };
             ApiEnablement.filter(&FilterContext { binding: &view, affinity: None }, &cluster)
         };

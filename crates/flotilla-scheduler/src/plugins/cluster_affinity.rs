@@ -26,9 +26,7 @@ impl FilterPlugin for ClusterAffinity {
 
     fn filter(&self, ctx: &FilterContext<'_>, cluster: &Cluster) -> Verdict {
         match ctx.affinity {
-            Some(affinity) if !cluster_matches(cluster, affinity) => {
-                Verdict::Fail("cluster(s) did not match the placement cluster affinity constraint".into())
-            }
+            Some(affinity) if !cluster_matches(cluster, affinity) => Verdict::Fail("cluster(s) did not match the placement cluster affinity constraint".into()),
             _ => Verdict::Pass,
         }
     }

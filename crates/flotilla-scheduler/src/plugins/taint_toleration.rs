@@ -29,8 +29,7 @@ impl FilterPlugin for TaintToleration {
         if ctx.binding.targets(cluster_name(cluster)) {
             return Verdict::Pass;
         }
-        let tolerations: &[Toleration] =
-            ctx.binding.placement().and_then(|p| p.cluster_tolerations.as_deref()).unwrap_or_default();
+        let tolerations: &[Toleration] = ctx.binding.placement().and_then(|p| p.cluster_tolerations.as_deref()).unwrap_or_default();
         let untolerated = cluster
             .spec
             .taints

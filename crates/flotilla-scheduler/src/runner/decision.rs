@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, DEFAULT_SCHEDULER_NAME,
-    PROPAGATION_POLICY_PERMANENT_ID_LABEL, Placement, ReplicaSchedulingType,
+    CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, DEFAULT_SCHEDULER_NAME, PROPAGATION_POLICY_PERMANENT_ID_LABEL, Placement,
+    ReplicaSchedulingType,
 };
 use flotilla_api::federation::karmada::work::ResourceBindingSpec;
 
@@ -25,9 +25,7 @@ pub fn is_ours(labels: Option<&BTreeMap<String, String>>, spec: &ResourceBinding
     let name = spec.scheduler_name.as_deref().filter(|n| !n.is_empty()).unwrap_or(DEFAULT_SCHEDULER_NAME);
     let suspended = spec.suspension.as_ref().and_then(|s| s.scheduling).unwrap_or(false);
     let has = |key: &str| labels.and_then(|l| l.get(key)).is_some_and(|v| !v.is_empty());
-    let claimed = has(PROPAGATION_POLICY_PERMANENT_ID_LABEL)
-        || has(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)
-        || has(MANAGED_BY_LABEL);
+    let claimed = has(PROPAGATION_POLICY_PERMANENT_ID_LABEL) || has(CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL) || has(MANAGED_BY_LABEL);
     name == scheduler_name && !suspended && claimed
 }
 
@@ -168,9 +166,7 @@ pub fn concerns(binding: &BindingView<'_>, old: &Cluster, new: &Cluster) -> bool
 mod tests {
     use super::*;
     use flotilla_api::federation::karmada::cluster::ClusterSpec;
-    use flotilla_api::federation::karmada::policy::{
-        ClusterAffinityTerm, ReplicaSchedulingStrategy,
-    };
+    use flotilla_api::federation::karmada::policy::{ClusterAffinityTerm, ReplicaSchedulingStrategy};
     use flotilla_api::federation::karmada::work::{ResourceBinding, ResourceBindingStatus, TargetCluster};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -179,17 +175,11 @@ mod tests {
     }
 
     fn divided() -> Option<ReplicaSchedulingStrategy> {
-        Some(ReplicaSchedulingStrategy {
-            replica_scheduling_type: Some(ReplicaSchedulingType::Divided),
-            ..Default::default()
-        })
+        Some(ReplicaSchedulingStrategy { replica_scheduling_type: Some(ReplicaSchedulingType::Divided), ..Default::default() })
     }
 
     fn duplicated() -> Option<ReplicaSchedulingStrategy> {
-        Some(ReplicaSchedulingStrategy {
-            replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated),
-            ..Default::default()
-        })
+        Some(ReplicaSchedulingStrategy { replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated), ..Default::default() })
     }
 
     fn rb(placement: Placement, replicas: i32, clusters: &[(&str, i32)]) -> ResourceBinding {
@@ -198,12 +188,7 @@ mod tests {
             ResourceBindingSpec {
                 placement: Some(placement),
                 replicas: Some(replicas),
-                clusters: Some(
-                    clusters
-                        .iter()
-                        .map(|(n, r)| TargetCluster { name: n.to_string(), replicas: Some(*r), start_ordinal: None })
-                        .collect(),
-                ),
+                clusters: Some(clusters.iter().map(|(n, r)| TargetCluster { name: n.to_string(), replicas: Some(*r), start_ordinal: None }).collect()),
                 ..Default::default()
             },
         );
@@ -214,14 +199,11 @@ mod tests {
 
     #[test]
     fn decisions_in_upstream_order() {
-        let snapshot = Snapshot::new([
-            Cluster::new("m1", ClusterSpec::default()),
-            {
-                let mut c = Cluster::new("gone", ClusterSpec::default());
-                c.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
-                c
-            },
-        ]);
+        let snapshot = Snapshot::new([Cluster::new("m1", ClusterSpec::default()), {
+            let mut c = Cluster::new("gone", ClusterSpec::default());
+            c.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+            c
+        }]);
         let weighted = Placement { cluster_affinity: Some(names(&["m1"])), replica_scheduling: divided(), ..Default::default() };
         let applied = serde_json::to_string(&weighted).unwrap();
         let mut rescheduled = rb(weighted.clone(), 2, &[("m1", 2)]);
@@ -236,12 +218,7 @@ mod tests {
             ),
             ("scaled", rb(weighted.clone(), 3, &[("m1", 2)]), Some(&applied), Decision::Schedule(Trigger::ReplicasChanged)),
             ("rebalance asked", rescheduled, Some(&applied), Decision::Schedule(Trigger::RescheduleRequested)),
-            (
-                "non-workload",
-                rb(weighted.clone(), 0, &[]),
-                Some(&applied),
-                Decision::Schedule(Trigger::AlwaysReschedule),
-            ),
+            ("non-workload", rb(weighted.clone(), 0, &[]), Some(&applied), Decision::Schedule(Trigger::AlwaysReschedule)),
             ("target deleting", rb(weighted.clone(), 2, &[("gone", 2)]), Some(&applied), Decision::Schedule(Trigger::TargetClusterDeleting)),
             ("target gone", rb(weighted.clone(), 2, &[("nowhere", 2)]), Some(&applied), Decision::Schedule(Trigger::TargetClusterDeleting)),
             ("nothing but a new generation", rb(weighted.clone(), 2, &[("m1", 2)]), Some(&applied), Decision::ObserveGeneration),
@@ -252,10 +229,7 @@ mod tests {
         let dup = Placement { replica_scheduling: duplicated(), ..Default::default() };
         let dup_applied = serde_json::to_string(&dup).unwrap();
         let rb_dup = rb(dup, 2, &[("m1", 2)]);
-        assert_eq!(
-            decide(&BindingView::from(&rb_dup), Some(2), Some(&dup_applied), &snapshot),
-            Decision::Schedule(Trigger::AlwaysReschedule)
-        );
+        assert_eq!(decide(&BindingView::from(&rb_dup), Some(2), Some(&dup_applied), &snapshot), Decision::Schedule(Trigger::AlwaysReschedule));
         let mut observed = rb(weighted, 2, &[("m1", 2)]);
         observed.status.as_mut().unwrap().scheduler_observed_generation = Some(2);
         assert_eq!(decide(&BindingView::from(&observed), Some(2), Some(&applied), &snapshot), Decision::Nothing);
@@ -297,7 +271,12 @@ mod tests {
         status_only.status = Some(Default::default());
         assert!(!cluster_changed(&old, &status_only), "status changes do not reschedule");
         let mut serving = old.clone();
-        serving.status = Some(serde_json::from_value(serde_json::json!({"apiEnablements": [{"groupVersion": "example.com/v1", "resources": [{"name": "gadgets", "kind": "Gadget"}]}]})).unwrap());
+        serving.status = Some(
+            serde_json::from_value(
+                serde_json::json!({"apiEnablements": [{"groupVersion": "example.com/v1", "resources": [{"name": "gadgets", "kind": "Gadget"}]}]}),
+            )
+            .unwrap(),
+        );
         assert!(cluster_changed(&status_only, &serving), "a newly served kind reschedules");
 
         let elsewhere = rb(Placement { cluster_affinity: Some(names(&["m2"])), ..Default::default() }, 1, &[]);

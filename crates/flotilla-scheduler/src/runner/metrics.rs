@@ -43,26 +43,14 @@ impl Default for Metrics {
 impl Metrics {
     /// Registers the metrics (clones share the same values).
     pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "flotilla_scheduler_schedule_attempts",
-            "Scheduling attempts by result and schedule type",
-            self.attempts.clone(),
-        );
-        registry.register(
-            "flotilla_scheduler_e2e_scheduling_duration_seconds",
-            "Time to schedule a binding, writes included",
-            self.e2e_duration.clone(),
-        );
+        registry.register("flotilla_scheduler_schedule_attempts", "Scheduling attempts by result and schedule type", self.attempts.clone());
+        registry.register("flotilla_scheduler_e2e_scheduling_duration_seconds", "Time to schedule a binding, writes included", self.e2e_duration.clone());
         registry.register(
             "flotilla_scheduler_scheduling_algorithm_duration_seconds",
             "Time spent in the pure scheduling algorithm",
             self.algorithm_duration.clone(),
         );
-        registry.register(
-            "flotilla_scheduler_queue_incoming_bindings",
-            "Bindings added to the scheduling queue, by event",
-            self.incoming.clone(),
-        );
+        registry.register("flotilla_scheduler_queue_incoming_bindings", "Bindings added to the scheduling queue, by event", self.incoming.clone());
     }
 
     pub(crate) fn incoming(&self, event: &str) {

@@ -339,9 +339,7 @@ impl Shared {
                 // Karmada writes the empty result when no cluster fits, so a placement that
                 // excludes every cluster withdraws the workload.
                 let stored = match (reason, &placement_json) {
-                    (ConditionReason::NoClusterFit, Some(placement)) => {
-                        self.writer.write_result(binding, placement, &[]).await.map_err(write_result)?
-                    }
+                    (ConditionReason::NoClusterFit, Some(placement)) => self.writer.write_result(binding, placement, &[]).await.map_err(write_result)?,
                     _ => binding.clone(),
                 };
                 let update = StatusUpdate { reason: reason.as_str(), message: message.clone(), success: false, affinity_name: None };

@@ -33,9 +33,7 @@ use crate::binding::BindingView;
 use crate::snapshot::cluster_name;
 
 /// A binding kind the runner watches.
-pub(super) trait BindingObject:
-    kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
+pub(super) trait BindingObject: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {
     fn view(&self) -> BindingView<'_>;
 }
 
@@ -65,8 +63,7 @@ pub(super) fn priority_of(view: &BindingView<'_>) -> i32 {
 /// generation moved.
 fn binding_needs_queueing<K: BindingObject>(old: Option<&K>, new: &K, scheduler_name: &str) -> bool {
     let meta = new.meta();
-    is_ours(meta.labels.as_ref(), new.view().spec, scheduler_name)
-        && old.is_none_or(|old| old.meta().generation != meta.generation)
+    is_ours(meta.labels.as_ref(), new.view().spec, scheduler_name) && old.is_none_or(|old| old.meta().generation != meta.generation)
 }
 
 /// Mirrors `api` into `writer`'s store. `observe` sees every applied (`deleted` false) or

@@ -10,14 +10,12 @@
 
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::work::{
-    ClusterResourceBinding, ResourceBinding, ResourceBindingStatus, TargetCluster,
-};
+use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding, ResourceBindingStatus, TargetCluster};
+use flotilla_controllers::util::{Events, set_condition};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::api::{Api, Patch, PatchParams};
-use flotilla_controllers::util::{Events, set_condition};
 use serde_json::{Value, json};
 
 use super::decision::APPLIED_PLACEMENT_ANNOTATION;
@@ -160,12 +158,7 @@ pub struct StatusUpdate {
 /// `lastScheduledTime = now`; a failure leaves both (Karmada postpones the observed generation
 /// until a pass succeeds). The condition follows `meta.SetStatusCondition`: its transition time
 /// moves only when its status does.
-pub fn status_patch(
-    current: Option<&ResourceBindingStatus>,
-    generation: Option<i64>,
-    update: &StatusUpdate,
-    now: Timestamp,
-) -> Option<Value> {
+pub fn status_patch(current: Option<&ResourceBindingStatus>, generation: Option<i64>, update: &StatusUpdate, now: Timestamp) -> Option<Value> {
     let empty = ResourceBindingStatus::default();
     let current = current.unwrap_or(&empty);
     let mut conditions = current.conditions.clone().unwrap_or_default();
@@ -320,22 +313,15 @@ mod tests {
         assert_eq!(result_patch(&done, "{}", &[target("m1", 2)]), None);
         let cleanup = result_patch(&done, "{}", &[]).unwrap();
         assert_eq!(cleanup, json!({ "spec": { "clusters": null } }));
-        assert_eq!(
-            with_precondition(&done, cleanup),
-            json!({ "metadata": { "resourceVersion": "7" }, "spec": { "clusters": null } })
-        );
+        assert_eq!(with_precondition(&done, cleanup), json!({ "metadata": { "resourceVersion": "7" }, "spec": { "clusters": null } }));
     }
 
     #[test]
     fn status_patch_follows_set_status_condition() {
         let t0: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
         let t1: Timestamp = "2025-01-01T00:01:00Z".parse().unwrap();
-        let failed = StatusUpdate {
-            reason: "NoClusterFit",
-            message: "0/1 clusters are available: no cluster exists.".into(),
-            success: false,
-            affinity_name: None,
-        };
+        let failed =
+            StatusUpdate { reason: "NoClusterFit", message: "0/1 clusters are available: no cluster exists.".into(), success: false, affinity_name: None };
         let patch = status_patch(None, Some(3), &failed, t0).unwrap();
         assert_eq!(
             patch,
@@ -360,14 +346,8 @@ mod tests {
     #[test]
     fn event_messages() {
         let clusters = [target("member1", 2), target("member2", 1)];
-        assert_eq!(
-            success_message(BindingKind::ResourceBinding, &clusters),
-            "Binding has been scheduled successfully. Result: {member1:2, member2:1}"
-        );
-        assert_eq!(
-            success_message(BindingKind::ClusterResourceBinding, &clusters),
-            "Binding has been scheduled successfully. Result {member1:2, member2:1}"
-        );
+        assert_eq!(success_message(BindingKind::ResourceBinding, &clusters), "Binding has been scheduled successfully. Result: {member1:2, member2:1}");
+        assert_eq!(success_message(BindingKind::ClusterResourceBinding, &clusters), "Binding has been scheduled successfully. Result {member1:2, member2:1}");
         assert_eq!(truncate("ééé", 3), "é");
     }
 }

@@ -64,7 +64,9 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     let mut status = cj.status.clone().unwrap_or_default();
     let active: Vec<Arc<Job>> = jobs.iter().filter(|j| outcome(j).is_none()).cloned().collect();
     status.active = (!active.is_empty()).then(|| active.iter().map(|j| reference(j)).collect());
-    if let Some(last_ok) = jobs.iter().filter(|j| outcome(j) == Some(false)).filter_map(|j| j.status.as_ref().and_then(|s| s.completion_time.clone())).max_by_key(|t| t.0) {
+    if let Some(last_ok) =
+        jobs.iter().filter(|j| outcome(j) == Some(false)).filter_map(|j| j.status.as_ref().and_then(|s| s.completion_time.clone())).max_by_key(|t| t.0)
+    {
         status.last_successful_time = Some(last_ok);
     }
     // History limits.

@@ -161,7 +161,13 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     {
         let owner = pods::owner_ref(&DAEMONSETS, name, &uid);
         for node in wanted.iter().filter(|n| !by_node.contains_key(*n)) {
-            let pod = pods::pod_from_template(&pinned(&template, node), None, Some(&format!("{name}-")), &[(REVISION_LABEL, &hash), (GENERATION_LABEL, &generation)], owner.clone());
+            let pod = pods::pod_from_template(
+                &pinned(&template, node),
+                None,
+                Some(&format!("{name}-")),
+                &[(REVISION_LABEL, &hash), (GENERATION_LABEL, &generation)],
+                owner.clone(),
+            );
             pods::create(ctx, ns, &pod).await?;
         }
     }

@@ -359,10 +359,8 @@ fn old_pods_running(ctx: &Ctx<'_>, ns: &str, old: &[Arc<ReplicaSet>]) -> bool {
 /// Delete old, empty ReplicaSets beyond `revisionHistoryLimit` (oldest first).
 async fn cleanup(ctx: &Ctx<'_>, d: &Deployment, old: &[Arc<ReplicaSet>]) -> Result<(), SimError> {
     let limit = d.spec.revision_history_limit.unwrap_or(10).max(0) as usize;
-    let empty: Vec<_> = old
-        .iter()
-        .filter(|r| spec_replicas(r) == 0 && r.status.as_ref().is_none_or(|s| s.replicas == 0) && r.metadata.deletion_timestamp.is_none())
-        .collect();
+    let empty: Vec<_> =
+        old.iter().filter(|r| spec_replicas(r) == 0 && r.status.as_ref().is_none_or(|s| s.replicas == 0) && r.metadata.deletion_timestamp.is_none()).collect();
     if empty.len() <= limit {
         return Ok(());
     }
@@ -419,7 +417,10 @@ async fn sync_status(ctx: &Ctx<'_>, d: &Deployment, all: &[Arc<ReplicaSet>], new
             || status.ready_replicas > old.ready_replicas
             || status.available_replicas > old.available_replicas;
         if complete(d, &status) {
-            set_condition(&mut conds, condition("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet {rs_name:?} has successfully progressed.")));
+            set_condition(
+                &mut conds,
+                condition("Progressing", "True", "NewReplicaSetAvailable", format!("ReplicaSet {rs_name:?} has successfully progressed.")),
+            );
         } else if progressing {
             let mut c = condition("Progressing", "True", "ReplicaSetUpdated", format!("ReplicaSet {rs_name:?} is progressing."));
             if let Some(cur) = &current {

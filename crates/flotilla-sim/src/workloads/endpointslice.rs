@@ -69,11 +69,8 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     if svc.metadata.deletion_timestamp.is_some() {
         return Ok(None);
     }
-    let mut selected: Vec<(&ObjKey, &PodInfo)> = ctx
-        .cache
-        .pods_in(ns)
-        .filter(|(_, p)| p.ip.is_some() && !p.phase.terminal() && crate::selectors::matches_map(&selector, |l| p.labels.get(l)))
-        .collect();
+    let mut selected: Vec<(&ObjKey, &PodInfo)> =
+        ctx.cache.pods_in(ns).filter(|(_, p)| p.ip.is_some() && !p.phase.terminal() && crate::selectors::matches_map(&selector, |l| p.labels.get(l))).collect();
     selected.sort_by(|a, b| a.0.cmp(b.0));
     let endpoints: Vec<Endpoint> = selected.iter().map(|(k, p)| endpoint(ctx, ns, &k.1, p)).collect();
     let ports = ports_for(&svc, selected.first().map(|(_, p)| *p));
@@ -84,7 +81,8 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
         .take_while(|(k, _)| k.0 == ns)
         .filter(|(_, s)| {
             let l = s.metadata.labels.as_ref();
-            l.and_then(|l| l.get(SERVICE_NAME_LABEL)).map(String::as_str) == Some(name) && l.and_then(|l| l.get(MANAGED_BY_LABEL)).map(String::as_str) == Some(NAME)
+            l.and_then(|l| l.get(SERVICE_NAME_LABEL)).map(String::as_str) == Some(name)
+                && l.and_then(|l| l.get(MANAGED_BY_LABEL)).map(String::as_str) == Some(NAME)
         })
         .map(|(_, s)| s.clone())
         .collect();

@@ -88,9 +88,7 @@ pub async fn reconcile(uid: &str, owner_key: &str, ctx: &mut Ctx<'_>) -> Reconci
                 let refs = if others.is_empty() { Value::Null } else { json!(others) };
                 ctx.api.merge_patch_key(dep, &json!({"metadata": {"ownerReferences": refs, "resourceVersion": rev.to_string()}})).await
             }
-            _ if other_alive => {
-                ctx.api.merge_patch_key(dep, &json!({"metadata": {"ownerReferences": others, "resourceVersion": rev.to_string()}})).await
-            }
+            _ if other_alive => ctx.api.merge_patch_key(dep, &json!({"metadata": {"ownerReferences": others, "resourceVersion": rev.to_string()}})).await,
             OwnerState::Foreground(_) => {
                 remaining += 1;
                 if meta.deletion_timestamp.is_some() {

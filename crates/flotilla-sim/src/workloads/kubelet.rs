@@ -172,11 +172,16 @@ fn running_status(ctx: &mut Ctx<'_>, pod: &Pod) -> PodStatus {
         }),
         ..Default::default()
     };
-    let init: Vec<ContainerStatus> =
-        spec.init_containers.iter().flatten().map(|c| status_of(&c.name, c.image.as_deref().unwrap_or(""), false)).map(|mut s| {
+    let init: Vec<ContainerStatus> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| status_of(&c.name, c.image.as_deref().unwrap_or(""), false))
+        .map(|mut s| {
             s.ready = true;
             s
-        }).collect();
+        })
+        .collect();
     st.init_container_statuses = (!init.is_empty()).then_some(init);
     st.container_statuses = Some(spec.containers.iter().map(|c| status_of(&c.name, c.image.as_deref().unwrap_or(""), true)).collect());
     st

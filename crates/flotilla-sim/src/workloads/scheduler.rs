@@ -44,9 +44,8 @@ fn tolerates(t: &Toleration, key: &str, value: &str, effect: &str) -> bool {
 fn unfit(pod: &Pod, node_name: &str, node: &NodeInfo, used: Usage, cpu: i128, memory: i128) -> (Vec<String>, bool) {
     let spec = pod.spec.as_ref();
     if node.unschedulable {
-        let tolerated = spec
-            .and_then(|s| s.tolerations.as_ref())
-            .is_some_and(|ts| ts.iter().any(|t| tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule")));
+        let tolerated =
+            spec.and_then(|s| s.tolerations.as_ref()).is_some_and(|ts| ts.iter().any(|t| tolerates(t, "node.kubernetes.io/unschedulable", "", "NoSchedule")));
         if !tolerated {
             return (vec!["node(s) were unschedulable".into()], false);
         }

@@ -51,7 +51,6 @@ fn free_ip(ctx: &Ctx<'_>) -> Option<Ipv4Addr> {
     let (base, prefix) = ctx.config.service_cidr;
     let size = 1u32 << (32 - u32::from(prefix));
     let base = u32::from(base) & !(size - 1);
-    let in_use: HashSet<Ipv4Addr> =
-        ctx.cache.services.values().filter_map(|s| s.spec.as_ref()?.cluster_ip.as_deref()?.parse().ok()).collect();
+    let in_use: HashSet<Ipv4Addr> = ctx.cache.services.values().filter_map(|s| s.spec.as_ref()?.cluster_ip.as_deref()?.parse().ok()).collect();
     (FIRST_OFFSET..size - 1).map(|i| Ipv4Addr::from(base + i)).find(|ip| !in_use.contains(ip))
 }

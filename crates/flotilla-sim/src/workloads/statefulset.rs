@@ -104,8 +104,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     let current_revision = old_status.current_revision.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| update_revision.clone());
     let rolling = spec.update_strategy.as_ref().and_then(|s| s.type_.as_deref()).is_none_or(|t| t == "RollingUpdate");
     let partition = spec.update_strategy.as_ref().and_then(|s| s.rolling_update.as_ref()).and_then(|r| r.partition).unwrap_or(0);
-    let pods: BTreeMap<i32, (&ObjKey, &PodInfo)> =
-        ctx.cache.pods_of(ns, &uid).filter_map(|(k, p)| ordinal_of(name, &k.1).map(|o| (o, (k, p)))).collect();
+    let pods: BTreeMap<i32, (&ObjKey, &PodInfo)> = ctx.cache.pods_of(ns, &uid).filter_map(|(k, p)| ordinal_of(name, &k.1).map(|o| (o, (k, p)))).collect();
     let revision_of = |p: &PodInfo| p.labels.get(REVISION_LABEL).map(String::from);
 
     // Status from what exists now.
@@ -177,7 +176,9 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     if !acted && rolling {
         let all_healthy = (0..replicas).all(|i| pods.get(&i).is_some_and(|(_, p)| healthy(p)));
         if all_healthy {
-            if let Some((_, (k, _))) = pods.range(partition.max(0)..replicas).rev().find(|(_, (_, p))| revision_of(p).as_deref() != Some(update_revision.as_str())) {
+            if let Some((_, (k, _))) =
+                pods.range(partition.max(0)..replicas).rev().find(|(_, (_, p))| revision_of(p).as_deref() != Some(update_revision.as_str()))
+            {
                 pods::delete(ctx, k).await?;
             }
         }

@@ -24,15 +24,15 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use format::FORMAT_VERSION;
 use format::{
-    CURRENT, HISTORY, INITIAL_REVISION, LOG, LogOp, LogRecord, META, META_COMPACTED, META_FORMAT, META_REVISION,
-    Version, decode_version, encode_put, encode_tombstone,
+    CURRENT, HISTORY, INITIAL_REVISION, LOG, LogOp, LogRecord, META, META_COMPACTED, META_FORMAT, META_REVISION, Version, decode_version, encode_put,
+    encode_tombstone,
 };
 pub use open::prepare_dir;
 
 use crate::hub::{Batch, History, Hub, WatchConfig, WatchEvent, WatchStream};
 use crate::{
-    Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, RetentionConfig, Revision, Store,
-    StoreError, TxnResponse, lossy, prefix_end, validate_txn,
+    Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, RetentionConfig, Revision, Store, StoreError, TxnResponse, lossy, prefix_end,
+    validate_txn,
 };
 
 /// Settings of the embedded backend.
@@ -122,21 +122,14 @@ impl EmbeddedStore {
         .await
         .map_err(|e| StoreError::Internal(e.to_string()))??;
         let probe_path = path.clone();
-        let reopen = Reopen {
-            open: Box::new(move || open_file(&path, cache)),
-            healthy: Box::new(move || probe_storage(&probe_path)),
-        };
+        let reopen = Reopen { open: Box::new(move || open_file(&path, cache)), healthy: Box::new(move || probe_storage(&probe_path)) };
         Self::start(db, reopen, config, "embedded")
     }
 
     /// Open the store on any redb storage backend: memory (see [`crate::memory`]), or the
     /// fault-injecting disks of the durability tests.
     /// `backend` is called again to reopen the database after a storage error.
-    pub fn open_with_backend<B: StorageBackend>(
-        backend: impl Fn() -> B + Send + Sync + 'static,
-        config: EmbeddedConfig,
-        name: &'static str,
-    ) -> Result<Self> {
+    pub fn open_with_backend<B: StorageBackend>(backend: impl Fn() -> B + Send + Sync + 'static, config: EmbeddedConfig, name: &'static str) -> Result<Self> {
         Self::open_with_backend_checked(backend, || Ok(()), config, name)
     }
 
@@ -149,10 +142,8 @@ impl EmbeddedStore {
     ) -> Result<Self> {
         let cache = config.cache_bytes;
         let open = move || -> Result<Database> {
-            let db = redb::Builder::new()
-                .set_cache_size(cache)
-                .create_with_backend(backend())
-                .map_err(|e| open::classify_open_error(Path::new("<backend>"), e))?;
+            let db =
+                redb::Builder::new().set_cache_size(cache).create_with_backend(backend()).map_err(|e| open::classify_open_error(Path::new("<backend>"), e))?;
             initialise(&db)?;
             Ok(db)
         };
@@ -164,9 +155,7 @@ impl EmbeddedStore {
         let (revision, compacted) = {
             let txn = db.begin_read().map_err(storage)?;
             let meta = txn.open_table(META).map_err(storage)?;
-            let get = |k: &str| -> Result<i64> {
-                meta.get(k).map_err(storage)?.map(|g| g.value()).ok_or_else(|| StoreError::Internal(format!("missing {k}")))
-            };
+            let get = |k: &str| -> Result<i64> { meta.get(k).map_err(storage)?.map(|g| g.value()).ok_or_else(|| StoreError::Internal(format!("missing {k}"))) };
             (get(META_REVISION)?, get(META_COMPACTED)?)
         };
         let hub = Hub::new(config.watch.clone(), revision);
@@ -185,9 +174,7 @@ impl EmbeddedStore {
             .spawn(move || Writer { shared: writer_shared, next: revision, max_batch, broken: false }.run(rx))
             .map_err(|e| StoreError::Internal(format!("cannot start the store writer: {e}")))?;
         let background = match (config.retention.interval, tokio::runtime::Handle::try_current()) {
-            (Some(interval), Ok(rt)) => {
-                Some(rt.spawn(auto_compact(Arc::downgrade(&shared), tx.downgrade(), config.retention.clone(), interval)))
-            }
+            (Some(interval), Ok(rt)) => Some(rt.spawn(auto_compact(Arc::downgrade(&shared), tx.downgrade(), config.retention.clone(), interval))),
             _ => None,
         };
         Ok(EmbeddedStore { shared, requests: tx, name, _background: background, writer: Some(writer) })
@@ -201,9 +188,7 @@ impl EmbeddedStore {
     pub async fn snapshot(&self, dest: &Path) -> Result<SnapshotInfo> {
         let shared = self.shared.clone();
         let dest = dest.to_path_buf();
-        tokio::task::spawn_blocking(move || snapshot_db(&*shared.db()?, &dest))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+        tokio::task::spawn_blocking(move || snapshot_db(&*shared.db()?, &dest)).await.map_err(|e| StoreError::Internal(e.to_string()))?
     }
 
     /// Statistics for benchmarks and metrics.
@@ -437,10 +422,7 @@ impl Writer {
             meta.get(META_REVISION).map_err(storage)?.map(|g| g.value()).unwrap_or(INITIAL_REVISION)
         };
         if revision != self.next {
-            return Err(StoreError::Internal(format!(
-                "after reopening, the store is at revision {revision}, expected {}",
-                self.next
-            )));
+            return Err(StoreError::Internal(format!("after reopening, the store is at revision {revision}, expected {}", self.next)));
         }
         *self.shared.db.write() = Some(Arc::new(db));
         self.broken = false;
@@ -547,9 +529,7 @@ fn read_version(
     create: Revision,
     modrev: Revision,
 ) -> std::result::Result<KeyValue, redb::StorageError> {
-    let guard = history
-        .get((key.as_ref(), modrev))?
-        .ok_or_else(|| corrupt(format!("history lost version {modrev} of key {:?}", lossy(key))))?;
+    let guard = history.get((key.as_ref(), modrev))?.ok_or_else(|| corrupt(format!("history lost version {modrev} of key {:?}", lossy(key))))?;
     match decode_version(guard.value()) {
         Some(Version::Put { value, .. }) => {
             Ok(KeyValue { key: key.clone(), value: Bytes::copy_from_slice(value), create_revision: create, mod_revision: modrev })
@@ -569,8 +549,7 @@ fn compact_step(db: &Database, from: Revision, upto: Revision) -> Result<()> {
         for entry in log.range(from..upto).map_err(storage)? {
             let (rev, raw) = entry.map_err(storage)?;
             let rev = rev.value();
-            let rec = LogRecord::decode(raw.value())
-                .ok_or_else(|| StoreError::Internal(format!("undecodable log record at revision {rev}")))?;
+            let rec = LogRecord::decode(raw.value()).ok_or_else(|| StoreError::Internal(format!("undecodable log record at revision {rev}")))?;
             drained.push((rev, rec));
         }
         for (rev, rec) in drained {
@@ -592,12 +571,7 @@ fn compact_step(db: &Database, from: Revision, upto: Revision) -> Result<()> {
 
 /// Every `interval`, compact the history that is both older than `min_age` and more than
 /// `min_revisions` behind the head.
-async fn auto_compact(
-    shared: std::sync::Weak<Shared>,
-    requests: mpsc::WeakSender<Request>,
-    retention: RetentionConfig,
-    interval: Duration,
-) {
+async fn auto_compact(shared: std::sync::Weak<Shared>, requests: mpsc::WeakSender<Request>, retention: RetentionConfig, interval: Duration) {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     loop {
         tick.tick().await;
@@ -659,10 +633,7 @@ fn compaction_target(s: &Shared, retention: &RetentionConfig) -> Result<Option<R
 
 impl Shared {
     fn db(&self) -> Result<Arc<Database>> {
-        self.db
-            .read()
-            .clone()
-            .ok_or_else(|| StoreError::Unavailable("the store is reopening its database after a storage error".into()))
+        self.db.read().clone().ok_or_else(|| StoreError::Unavailable("the store is reopening its database after a storage error".into()))
     }
 
     fn read_txn(&self) -> Result<ReadTransaction> {
@@ -741,12 +712,7 @@ impl Shared {
                         if out.kvs.len() >= limit {
                             out.more = true;
                         } else if !req.count_only {
-                            out.kvs.push(KeyValue {
-                                key,
-                                value: Bytes::copy_from_slice(value),
-                                create_revision,
-                                mod_revision: modrev,
-                            });
+                            out.kvs.push(KeyValue { key, value: Bytes::copy_from_slice(value), create_revision, mod_revision: modrev });
                         }
                     }
                 }
@@ -789,8 +755,7 @@ impl History for Shared {
             }
             let (rev, raw) = entry.map_err(storage)?;
             let rev = rev.value();
-            let rec = LogRecord::decode(raw.value())
-                .ok_or_else(|| StoreError::Internal(format!("undecodable log record at revision {rev}")))?;
+            let rec = LogRecord::decode(raw.value()).ok_or_else(|| StoreError::Internal(format!("undecodable log record at revision {rev}")))?;
             for op in rec.ops {
                 if !op.key.starts_with(prefix) {
                     continue;
@@ -806,9 +771,10 @@ impl History for Shared {
                     let prev = prev.ok_or_else(|| StoreError::Internal(format!("delete without a previous version at {rev}")))?;
                     events.push(WatchEvent::Delete { key, revision: rev, prev });
                 } else {
-                    let guard = history.get((key.as_ref(), rev)).map_err(storage)?.ok_or_else(|| {
-                        StoreError::Internal(format!("history lost version {rev} of key {:?}", lossy(&key)))
-                    })?;
+                    let guard = history
+                        .get((key.as_ref(), rev))
+                        .map_err(storage)?
+                        .ok_or_else(|| StoreError::Internal(format!("history lost version {rev} of key {:?}", lossy(&key))))?;
                     let Some(Version::Put { create_revision, value }) = decode_version(guard.value()) else {
                         return Err(StoreError::Internal(format!("bad version record {rev}")));
                     };
@@ -825,11 +791,7 @@ impl History for Shared {
     }
 }
 
-fn prev_create_revision(
-    history: &impl ReadableTable<(&'static [u8], i64), &'static [u8]>,
-    key: &Bytes,
-    rev: Revision,
-) -> Result<Revision> {
+fn prev_create_revision(history: &impl ReadableTable<(&'static [u8], i64), &'static [u8]>, key: &Bytes, rev: Revision) -> Result<Revision> {
     let guard = history
         .get((key.as_ref(), rev))
         .map_err(storage)?

@@ -41,11 +41,7 @@ pub(crate) fn inspect(path: &Path, builder: &redb::Builder) -> Result<Inspection
     let mut magic = [0u8; 9];
     let got = read_up_to(&mut file, &mut magic).map_err(|e| StoreError::Io(e.to_string()))?;
     if got < magic.len() || magic != REDB_MAGIC {
-        return Err(bad(
-            path,
-            BadDataKind::NotADatabase,
-            "the file is not a Flotilla store (no redb header); move it away or point --data-dir elsewhere",
-        ));
+        return Err(bad(path, BadDataKind::NotADatabase, "the file is not a Flotilla store (no redb header); move it away or point --data-dir elsewhere"));
     }
     // Open on a copy-on-write overlay: redb may repair an uncleanly closed file while opening,
     // and a file we refuse must stay exactly as it was.
@@ -69,26 +65,20 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 pub(crate) fn classify_open_error(path: &Path, e: DatabaseError) -> StoreError {
     match e {
-        DatabaseError::DatabaseAlreadyOpen => bad(
-            path,
-            BadDataKind::Locked,
-            "the store is already open in another process (is another flotilla running on this data directory?)",
-        ),
-        DatabaseError::UpgradeRequired(v) => bad(
-            path,
-            BadDataKind::Foreign,
-            format!("the file is a redb database in file format {v}, which this build cannot open"),
-        ),
+        DatabaseError::DatabaseAlreadyOpen => {
+            bad(path, BadDataKind::Locked, "the store is already open in another process (is another flotilla running on this data directory?)")
+        }
+        DatabaseError::UpgradeRequired(v) => {
+            bad(path, BadDataKind::Foreign, format!("the file is a redb database in file format {v}, which this build cannot open"))
+        }
         DatabaseError::Storage(StorageError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof => bad(
             path,
             BadDataKind::Corrupted,
             "the file is truncated (it ends before the data its header describes); restore a snapshot with `flotilla store restore`",
         ),
-        DatabaseError::Storage(StorageError::Corrupted(msg)) => bad(
-            path,
-            BadDataKind::Corrupted,
-            format!("the file is damaged ({msg}); restore a snapshot with `flotilla store restore`"),
-        ),
+        DatabaseError::Storage(StorageError::Corrupted(msg)) => {
+            bad(path, BadDataKind::Corrupted, format!("the file is damaged ({msg}); restore a snapshot with `flotilla store restore`"))
+        }
         other => bad(path, BadDataKind::Corrupted, format!("the file could not be opened: {other}")),
     }
 }
@@ -99,18 +89,11 @@ pub(crate) fn read_format(path: &Path, db: &Database) -> Result<i64> {
     let meta = match txn.open_table(META) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => {
-            return Err(bad(
-                path,
-                BadDataKind::Foreign,
-                "the file is a redb database that Flotilla did not write (it has no flotilla_meta table)",
-            ));
+            return Err(bad(path, BadDataKind::Foreign, "the file is a redb database that Flotilla did not write (it has no flotilla_meta table)"));
         }
         Err(e) => return Err(bad(path, BadDataKind::Corrupted, format!("cannot read the store metadata: {e}"))),
     };
-    let format = meta
-        .get(META_FORMAT)
-        .map_err(|e| bad(path, BadDataKind::Corrupted, format!("cannot read the store format: {e}")))?
-        .map(|g| g.value());
+    let format = meta.get(META_FORMAT).map_err(|e| bad(path, BadDataKind::Corrupted, format!("cannot read the store format: {e}")))?.map(|g| g.value());
     format.ok_or_else(|| bad(path, BadDataKind::Foreign, "the flotilla_meta table has no format_version"))
 }
 
@@ -144,11 +127,7 @@ pub fn prepare_dir(path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| StoreError::Io(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| StoreError::Io(format!("cannot create {}: {e}", dir.display())))?;
         }
     }
     Ok(())

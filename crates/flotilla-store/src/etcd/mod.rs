@@ -17,16 +17,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
 use self::proto::etcdserverpb::{
-    CompactionRequest, DefragmentRequest, RangeRequest as EtcdRangeRequest, RequestOp, TxnRequest, WatchCreateRequest,
-    WatchProgressRequest, WatchRequest, compare, kv_client::KvClient, maintenance_client::MaintenanceClient, request_op,
-    response_op, watch_client::WatchClient, watch_request,
+    CompactionRequest, DefragmentRequest, RangeRequest as EtcdRangeRequest, RequestOp, TxnRequest, WatchCreateRequest, WatchProgressRequest, WatchRequest,
+    compare, kv_client::KvClient, maintenance_client::MaintenanceClient, request_op, response_op, watch_client::WatchClient, watch_request,
 };
 use self::proto::mvccpb;
 use crate::hub::{WatchEvent, WatchStream};
-use crate::{
-    Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, TxnResponse,
-    lossy, prefix_end, validate_txn,
-};
+use crate::{Compare, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, TxnResponse, lossy, prefix_end, validate_txn};
 
 /// Settings of the etcd backend.
 #[derive(Clone, Debug)]
@@ -169,10 +165,7 @@ impl EtcdStore {
 
     /// Opens one watch stream with `create` as its first request, returning the sender for
     /// further requests (progress, cancel) and etcd's responses.
-    async fn open_watch(
-        &self,
-        create: WatchCreateRequest,
-    ) -> Result<(mpsc::Sender<WatchRequest>, tonic::Streaming<proto::etcdserverpb::WatchResponse>)> {
+    async fn open_watch(&self, create: WatchCreateRequest) -> Result<(mpsc::Sender<WatchRequest>, tonic::Streaming<proto::etcdserverpb::WatchResponse>)> {
         let (requests, rx) = mpsc::channel(8);
         // etcd answers (and sends its headers) only after it has read the create request.
         requests
@@ -186,8 +179,7 @@ impl EtcdStore {
     /// cancelled with the compacted revision, or created when nothing was compacted.
     async fn probe_compacted(&self) -> Result<Revision> {
         let probe = self.full(b"\x00flotilla-compaction-probe");
-        let (requests, mut stream) =
-            self.open_watch(WatchCreateRequest { key: probe, start_revision: 1, ..Default::default() }).await?;
+        let (requests, mut stream) = self.open_watch(WatchCreateRequest { key: probe, start_revision: 1, ..Default::default() }).await?;
         // etcd first confirms the watch, then cancels it if the start revision was compacted; a
         // progress request answered before any cancellation means nothing was compacted.
         let mut compacted = 0;
@@ -248,13 +240,7 @@ fn compare_op(c: &Compare, key: Bytes) -> proto::etcdserverpb::Compare {
         Compare::Exists(_) => (CompareResult::Greater, CompareTarget::Create, TargetUnion::CreateRevision(0)),
         Compare::Absent(_) => (CompareResult::Equal, CompareTarget::Create, TargetUnion::CreateRevision(0)),
     };
-    proto::etcdserverpb::Compare {
-        result: result as i32,
-        target: target as i32,
-        key,
-        range_end: Bytes::new(),
-        target_union: Some(value),
-    }
+    proto::etcdserverpb::Compare { result: result as i32, target: target as i32, key, range_end: Bytes::new(), target_union: Some(value) }
 }
 
 #[async_trait]
@@ -283,13 +269,7 @@ impl Store for EtcdStore {
             count_only: req.count_only,
             ..Default::default()
         };
-        let resp = self
-            .kv
-            .clone()
-            .range(etcd_req)
-            .await
-            .map_err(|e| read_error(e, req.at_revision.unwrap_or(0)))?
-            .into_inner();
+        let resp = self.kv.clone().range(etcd_req).await.map_err(|e| read_error(e, req.at_revision.unwrap_or(0)))?.into_inner();
         let header_rev = header_revision(resp.header.as_ref());
         Ok(RangeResponse {
             kvs: resp.kvs.into_iter().map(|k| self.kv(k)).collect(),
@@ -317,29 +297,15 @@ impl Store for EtcdStore {
             .iter()
             .map(|op| RequestOp {
                 request: Some(match op {
-                    Op::Put(k, v) => request_op::Request::RequestPut(PutRequest {
-                        key: self.full(k),
-                        value: v.clone(),
-                        prev_kv: true,
-                        ..Default::default()
-                    }),
-                    Op::Delete(k) => request_op::Request::RequestDeleteRange(DeleteRangeRequest {
-                        key: self.full(k),
-                        prev_kv: true,
-                        ..Default::default()
-                    }),
+                    Op::Put(k, v) => request_op::Request::RequestPut(PutRequest { key: self.full(k), value: v.clone(), prev_kv: true, ..Default::default() }),
+                    Op::Delete(k) => request_op::Request::RequestDeleteRange(DeleteRangeRequest { key: self.full(k), prev_kv: true, ..Default::default() }),
                 }),
             })
             .collect();
         // On failure, read every compared key so the error can say which compare failed.
         let failure = compares
             .iter()
-            .map(|c| RequestOp {
-                request: Some(request_op::Request::RequestRange(EtcdRangeRequest {
-                    key: self.full(c.key()),
-                    ..Default::default()
-                })),
-            })
+            .map(|c| RequestOp { request: Some(request_op::Request::RequestRange(EtcdRangeRequest { key: self.full(c.key()), ..Default::default() })) })
             .collect();
         let resp = self.kv.clone().txn(TxnRequest { compare, success, failure }).await.map_err(unavailable)?.into_inner();
         let revision = header_revision(resp.header.as_ref());
@@ -366,9 +332,7 @@ impl Store for EtcdStore {
         let results = responses
             .map(|r| match r {
                 Some(response_op::Response::ResponsePut(p)) => OpResult::Put { prev: p.prev_kv.map(|k| self.kv(k)) },
-                Some(response_op::Response::ResponseDeleteRange(d)) => {
-                    OpResult::Delete { prev: d.prev_kvs.into_iter().next().map(|k| self.kv(k)) }
-                }
+                Some(response_op::Response::ResponseDeleteRange(d)) => OpResult::Delete { prev: d.prev_kvs.into_iter().next().map(|k| self.kv(k)) },
                 _ => OpResult::Delete { prev: None },
             })
             .collect();
@@ -422,18 +386,10 @@ impl Store for EtcdStore {
                         None => std::future::pending::<()>().await,
                     }
                 };
-                let asked = async {
-                    if progress_open { progress_rx.recv().await } else { std::future::pending().await }
-                };
+                let asked = async { if progress_open { progress_rx.recv().await } else { std::future::pending().await } };
                 // etcd ignores progress requests while a watcher is still catching up, so keep
                 // asking until the handshake completes.
-                let handshake = async {
-                    if ready.is_some() {
-                        tokio::time::sleep(Duration::from_millis(10)).await
-                    } else {
-                        std::future::pending().await
-                    }
-                };
+                let handshake = async { if ready.is_some() { tokio::time::sleep(Duration::from_millis(10)).await } else { std::future::pending().await } };
                 tokio::select! {
                     _ = tx.closed(), if ready.is_none() => return,
                     _ = handshake => { let _ = request_progress(&requests).await; }

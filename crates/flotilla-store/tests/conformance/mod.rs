@@ -125,10 +125,7 @@ pub async fn txn_is_all_or_nothing(h: &dyn Harness) {
     // One compare fails: nothing is written.
     let before = s.current_revision().await.unwrap();
     let err = s
-        .txn(
-            vec![Compare::ModRevision(a.clone(), ra), Compare::Exists(bb.clone())],
-            vec![Op::Put(a.clone(), b("a2")), Op::Put(c.clone(), b("c1"))],
-        )
+        .txn(vec![Compare::ModRevision(a.clone(), ra), Compare::Exists(bb.clone())], vec![Op::Put(a.clone(), b("a2")), Op::Put(c.clone(), b("c1"))])
         .await
         .unwrap_err();
     assert!(matches!(&err, StoreError::Conflict { key, .. } if key.as_bytes() == bb.as_ref()), "{err:?}");
@@ -197,9 +194,7 @@ pub async fn range_pagination_and_snapshots(h: &dyn Harness) {
         let page = s.range(req).await.unwrap();
         pages += 1;
         // A concurrent write must not show up in the paginated snapshot.
-        s.txn(vec![], vec![Op::Put(b(&format!("{p}obj/{pages:02}")), b("changed")), Op::Put(b(&format!("{p}obj/new{pages}")), b("n"))])
-            .await
-            .unwrap();
+        s.txn(vec![], vec![Op::Put(b(&format!("{p}obj/{pages:02}")), b("changed")), Op::Put(b(&format!("{p}obj/new{pages}")), b("n"))]).await.unwrap();
         seen.extend(page.kvs.iter().map(|kv| (kv.key.clone(), kv.value.clone())));
         if !page.more {
             break;
@@ -235,9 +230,7 @@ pub async fn watch_replays_and_follows(h: &dyn Harness) {
     let evs = collect_until(&mut w, r4).await;
     assert_eq!(evs.len(), 4, "{evs:?}");
     assert!(matches!(&evs[0], WatchEvent::Put { kv, prev: None } if kv.mod_revision == r1 && kv.value.as_ref() == b"1"));
-    assert!(
-        matches!(&evs[1], WatchEvent::Put { kv, prev: Some(pv) } if kv.mod_revision == r2 && pv.value.as_ref() == b"1" && kv.create_revision == r1)
-    );
+    assert!(matches!(&evs[1], WatchEvent::Put { kv, prev: Some(pv) } if kv.mod_revision == r2 && pv.value.as_ref() == b"1" && kv.create_revision == r1));
     assert!(matches!(&evs[2], WatchEvent::Delete { revision, prev, .. } if *revision == r3 && prev.value.as_ref() == b"2"));
     assert!(matches!(&evs[3], WatchEvent::Put { kv, prev: None } if kv.create_revision == r4));
 

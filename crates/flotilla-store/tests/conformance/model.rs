@@ -147,13 +147,7 @@ fn same_version(kv: &KeyValue, v: &Version) -> bool {
     kv.value == v.value && kv.create_revision == v.create && kv.mod_revision == v.modrev
 }
 
-async fn run_case(
-    slot: &mut Option<Arc<dyn Store>>,
-    compacted: &mut Revision,
-    h: &dyn Harness,
-    case: u64,
-    steps: &[Step],
-) -> Result<(), TestCaseError> {
+async fn run_case(slot: &mut Option<Arc<dyn Store>>, compacted: &mut Revision, h: &dyn Harness, case: u64, steps: &[Step]) -> Result<(), TestCaseError> {
     let prefix = format!("{}c{case}/", h.prefix("model"));
     let store = slot.clone().expect("store is open");
     let head = store.current_revision().await.unwrap();

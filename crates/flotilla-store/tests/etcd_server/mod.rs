@@ -28,9 +28,7 @@ pub fn etcd_binary() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("FLOTILLA_ETCD_BIN") {
         return Some(PathBuf::from(p));
     }
-    let cache = std::env::var("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"));
+    let cache = std::env::var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"));
     let built = cache.join("flotilla/testenv/bin/etcd");
     if built.is_file() {
         return Some(built);

@@ -206,7 +206,10 @@ pub fn unique(prefix: &str) -> String {
 }
 
 fn cache_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")).join("flotilla")
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"))
+        .join("flotilla")
 }
 
 /// Every kubectl the matrix covers: (version, path).
@@ -234,7 +237,15 @@ pub fn kubectls() -> Vec<(String, PathBuf)> {
 /// Run kubectl and return stdout; panics with stderr on failure.
 pub fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> String {
     let out = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
-    assert!(out.status.success(), "{} {:?} failed ({}):\nstdout: {}\nstderr: {}", bin.display(), args, out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} {:?} failed ({}):\nstdout: {}\nstderr: {}",
+        bin.display(),
+        args,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -320,7 +331,8 @@ pub fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
 }
 
 /// `flotilla up` flags for a health probe that notices a member going or coming within seconds.
-pub const FAST_PROBES: &[&str] = &["--cluster-status-update-frequency", "500ms", "--cluster-probe-timeout", "1s", "--cluster-failure-threshold", "1s", "--cluster-success-threshold", "1s"];
+pub const FAST_PROBES: &[&str] =
+    &["--cluster-status-update-frequency", "500ms", "--cluster-probe-timeout", "1s", "--cluster-failure-threshold", "1s", "--cluster-success-threshold", "1s"];
 
 /// `kubectl apply -f` of a YAML text.
 pub fn apply_yaml(kubeconfig: &Path, yaml: &str) {

@@ -38,11 +38,7 @@ pub const FINALIZER_CLUSTER_CONTROLLER: &str = "karmada.io/cluster-controller";
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.syncMode"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {
@@ -54,11 +50,7 @@ pub struct ClusterSpec {
     /// SyncMode describes how a cluster syncs resources from the control plane: Push or Pull.
     pub sync_mode: ClusterSyncMode,
     /// The API endpoint of the member cluster: hostname, hostname:port, IP, IP:port or a URL.
-    #[serde(
-        rename = "apiEndpoint",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "apiEndpoint", default, skip_serializing_if = "Option::is_none")]
     pub api_endpoint: Option<String>,
     /// Secret holding `token` and `caBundle` for reaching the member cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,11 +59,7 @@ pub struct ClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impersonator_secret_ref: Option<LocalSecretReference>,
     /// Skip verification of the member API server's certificate.
-    #[serde(
-        rename = "insecureSkipTLSVerification",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "insecureSkipTLSVerification", default, skip_serializing_if = "Option::is_none")]
     pub insecure_skip_tls_verification: Option<bool>,
     /// Proxy used to reach the member (http, https or socks5 URL).
     #[serde(rename = "proxyURL", default, skip_serializing_if = "Option::is_none")]
@@ -146,11 +134,7 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
     /// API groups, versions and resources the member serves.
-    #[serde(
-        rename = "apiEnablements",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "apiEnablements", default, skip_serializing_if = "Option::is_none")]
     pub api_enablements: Option<Vec<ApiEnablement>>,
     /// Ready, CompleteAPIEnablements, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,18 +21,15 @@ pub const GROUP: &str = "policy.karmada.io";
 /// Label carrying a PropagationPolicy's permanent id (set at create by admission).
 pub const PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str = "propagationpolicy.karmada.io/permanent-id";
 /// Label carrying a ClusterPropagationPolicy's permanent id.
-pub const CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str =
-    "clusterpropagationpolicy.karmada.io/permanent-id";
+pub const CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL: &str = "clusterpropagationpolicy.karmada.io/permanent-id";
 /// Annotations naming the PropagationPolicy that claimed a template.
 pub const PROPAGATION_POLICY_NAMESPACE_ANNOTATION: &str = "propagationpolicy.karmada.io/namespace";
 pub const PROPAGATION_POLICY_NAME_ANNOTATION: &str = "propagationpolicy.karmada.io/name";
 /// Annotation naming the ClusterPropagationPolicy that claimed a template.
-pub const CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION: &str =
-    "clusterpropagationpolicy.karmada.io/name";
+pub const CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION: &str = "clusterpropagationpolicy.karmada.io/name";
 /// Finalizers added to policies at create by admission.
 pub const PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/propagation-policy-controller";
-pub const CLUSTER_PROPAGATION_POLICY_FINALIZER: &str =
-    "karmada.io/cluster-propagation-policy-controller";
+pub const CLUSTER_PROPAGATION_POLICY_FINALIZER: &str = "karmada.io/cluster-propagation-policy-controller";
 /// Scheduler used when `schedulerName` is not set.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
@@ -51,11 +48,7 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
     printcolumn = r#"{"name":"CONFLICT-RESOLUTION","type":"string","jsonPath":".spec.conflictResolution"}"#,
     printcolumn = r#"{"name":"PRIORITY","type":"string","jsonPath":".spec.priority"}"#,
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PropagationSpec {
@@ -121,11 +114,7 @@ pub struct PropagationSpec {
     printcolumn = r#"{"name":"CONFLICT-RESOLUTION","type":"string","jsonPath":".spec.conflictResolution"}"#,
     printcolumn = r#"{"name":"PRIORITY","type":"string","jsonPath":".spec.priority"}"#,
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(transparent)]
 pub struct ClusterPropagationSpec(pub PropagationSpec);
@@ -360,9 +349,7 @@ pub struct ClusterAffinityTerm {
 }
 
 /// Cluster field a spread constraint groups by.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
-)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SpreadByField {
     Cluster,
@@ -460,11 +447,7 @@ pub enum DynamicWeightFactor {
     category = "karmada-io",
     namespaced,
     derive = "PartialEq",
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OverrideSpec {
@@ -493,11 +476,7 @@ pub struct OverrideSpec {
     shortname = "cop",
     category = "karmada-io",
     derive = "PartialEq",
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(transparent)]
 pub struct ClusterOverrideSpec(pub OverrideSpec);

@@ -20,8 +20,7 @@ pub const GROUP: &str = "work.karmada.io";
 /// Label carrying a ResourceBinding's permanent id.
 pub const RESOURCE_BINDING_PERMANENT_ID_LABEL: &str = "resourcebinding.karmada.io/permanent-id";
 /// Label carrying a ClusterResourceBinding's permanent id.
-pub const CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL: &str =
-    "clusterresourcebinding.karmada.io/permanent-id";
+pub const CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL: &str = "clusterresourcebinding.karmada.io/permanent-id";
 /// Label carrying a Work's permanent id (also copied onto its manifests).
 pub const WORK_PERMANENT_ID_LABEL: &str = "work.karmada.io/permanent-id";
 /// Annotation on a manifest listing the annotation keys Karmada manages.
@@ -78,11 +77,7 @@ pub const EXECUTION_SPACE_PREFIX: &str = "karmada-es-";
     printcolumn = r#"{"name":"Scheduled","type":"string","jsonPath":".status.conditions[?(@.type==\"Scheduled\")].status"}"#,
     printcolumn = r#"{"name":"FullyApplied","type":"string","jsonPath":".status.conditions[?(@.type==\"FullyApplied\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceBindingSpec {
@@ -151,11 +146,7 @@ pub struct ResourceBindingSpec {
     printcolumn = r#"{"name":"Scheduled","type":"string","jsonPath":".status.conditions[?(@.type==\"Scheduled\")].status"}"#,
     printcolumn = r#"{"name":"FullyApplied","type":"string","jsonPath":".status.conditions[?(@.type==\"FullyApplied\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(transparent)]
 pub struct ClusterResourceBindingSpec(pub ResourceBindingSpec);
@@ -255,10 +246,7 @@ pub struct GracefulEvictionTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     /// Why (TaintUntolerated, ApplicationFailure, ...).
-    #[schemars(
-        length(min = 1, max = 32),
-        regex(pattern = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    )]
+    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"))]
     pub reason: String,
     /// Human-readable details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -383,11 +371,7 @@ pub struct AggregatedStatusItem {
     printcolumn = r#"{"name":"WORKLOAD-KIND","type":"string","jsonPath":".spec.workload.manifests[*].kind"}"#,
     printcolumn = r#"{"name":"APPLIED","type":"string","jsonPath":".status.conditions[?(@.type==\"Applied\")].status"}"#,
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkSpec {

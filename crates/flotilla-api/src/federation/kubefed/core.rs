@@ -28,11 +28,7 @@ pub const FEDERATED_TYPE_CONFIG_FINALIZER: &str = "core.kubefed.io/federated-typ
     printcolumn = r#"{"name":"age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"ready","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
     printcolumn = r#"{"name":"kubernetes-version","type":"string","jsonPath":".status.kubernetesVersion"}"#,
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeFedClusterSpec {
@@ -46,11 +42,7 @@ pub struct KubeFedClusterSpec {
     /// Secret in the system namespace holding the bearer `token`.
     pub secret_ref: LocalSecretReference,
     /// TLS checks to skip: `*`, `SubjectName`, `ValidityPeriod`.
-    #[serde(
-        rename = "disabledTLSValidations",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "disabledTLSValidations", default, skip_serializing_if = "Option::is_none")]
     pub disabled_tls_validations: Option<Vec<TlsValidation>>,
     /// Proxy for reaching the member.
     #[serde(rename = "proxyURL", default, skip_serializing_if = "Option::is_none")]
@@ -122,11 +114,7 @@ pub struct ClusterCondition {
     singular = "kubefedconfig",
     namespaced,
     derive = "PartialEq",
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeFedConfigSpec {
@@ -268,11 +256,7 @@ pub struct StatusControllerConfig {
     namespaced,
     status = "FederatedTypeConfigStatus",
     derive = "PartialEq",
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct FederatedTypeConfigSpec {

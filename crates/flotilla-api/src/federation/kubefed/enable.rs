@@ -28,11 +28,7 @@ pub struct DiscoveredResource {
 impl DiscoveredResource {
     /// `plural[.group]`, the name of its FederatedTypeConfig.
     pub fn qualified_name(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
     }
 
     fn matches(&self, name: &str) -> bool {
@@ -51,11 +47,7 @@ impl DiscoveredResource {
             version: self.version.clone(),
             kind: self.kind.clone(),
             plural_name: self.plural.clone(),
-            scope: if self.namespaced {
-                ResourceScope::Namespaced
-            } else {
-                ResourceScope::Cluster
-            },
+            scope: if self.namespaced { ResourceScope::Namespaced } else { ResourceScope::Cluster },
         }
     }
 }
@@ -83,38 +75,23 @@ pub enum ResolveError {
 
 /// The resource NAME means among `resources` (one entry per served group/version; the caller
 /// passes each group's preferred version, or only `version` when it is pinned).
-pub fn resolve<'a>(
-    name: &str,
-    resources: &'a [DiscoveredResource],
-    version: Option<&str>,
-) -> Result<&'a DiscoveredResource, ResolveError> {
-    let mut matches: Vec<&DiscoveredResource> = resources
-        .iter()
-        .filter(|r| !r.plural.contains('/'))
-        .filter(|r| version.is_none_or(|v| r.version == v))
-        .filter(|r| r.matches(name))
-        .collect();
+pub fn resolve<'a>(name: &str, resources: &'a [DiscoveredResource], version: Option<&str>) -> Result<&'a DiscoveredResource, ResolveError> {
+    let mut matches: Vec<&DiscoveredResource> =
+        resources.iter().filter(|r| !r.plural.contains('/')).filter(|r| version.is_none_or(|v| r.version == v)).filter(|r| r.matches(name)).collect();
     // The same resource at several versions is one match.
     matches.dedup_by(|a, b| a.group == b.group && a.plural == b.plural);
     match matches.as_slice() {
-        [] => Err(ResolveError::NotFound {
-            name: name.to_string(),
-            version: version.map(str::to_string),
-        }),
+        [] => Err(ResolveError::NotFound { name: name.to_string(), version: version.map(str::to_string) }),
         [one] => Ok(one),
         several => {
-            let core: Vec<&&DiscoveredResource> =
-                several.iter().filter(|r| r.group.is_empty()).collect();
+            let core: Vec<&&DiscoveredResource> = several.iter().filter(|r| r.group.is_empty()).collect();
             if let [one] = core.as_slice() {
                 return Ok(one);
             }
             let mut candidates: Vec<String> = several.iter().map(|r| r.qualified_name()).collect();
             candidates.sort();
             candidates.dedup();
-            Err(ResolveError::Ambiguous {
-                name: name.to_string(),
-                candidates,
-            })
+            Err(ResolveError::Ambiguous { name: name.to_string(), candidates })
         }
     }
 }
@@ -123,13 +100,7 @@ pub fn resolve<'a>(
 mod tests {
     use super::*;
 
-    fn res(
-        group: &str,
-        version: &str,
-        kind: &str,
-        plural: &str,
-        short: &[&str],
-    ) -> DiscoveredResource {
+    fn res(group: &str, version: &str, kind: &str, plural: &str, short: &[&str]) -> DiscoveredResource {
         DiscoveredResource {
             group: group.into(),
             version: version.into(),
@@ -148,13 +119,7 @@ mod tests {
             res("", "v1", "Pod", "pods/status", &[]),
             res("apps", "v1", "Deployment", "deployments", &["deploy"]),
             res("events.k8s.io", "v1", "Event", "events", &["ev"]),
-            res(
-                "networking.istio.io",
-                "v1",
-                "VirtualService",
-                "virtualservices",
-                &["vs"],
-            ),
+            res("networking.istio.io", "v1", "VirtualService", "virtualservices", &["vs"]),
             res("example.com", "v1", "Widget", "widgets", &[]),
             res("other.example.com", "v1", "Widget", "widgets", &[]),
         ]
@@ -163,31 +128,11 @@ mod tests {
     #[test]
     fn every_spelling_of_a_name_resolves() {
         let served = served();
-        for name in [
-            "deployments",
-            "deployment",
-            "Deployment",
-            "deploy",
-            "deployments.apps",
-            "DEPLOY",
-        ] {
-            assert_eq!(
-                resolve(name, &served, None).unwrap().qualified_name(),
-                "deployments.apps",
-                "{name}"
-            );
+        for name in ["deployments", "deployment", "Deployment", "deploy", "deployments.apps", "DEPLOY"] {
+            assert_eq!(resolve(name, &served, None).unwrap().qualified_name(), "deployments.apps", "{name}");
         }
-        for name in [
-            "VirtualService",
-            "virtualservices",
-            "vs",
-            "virtualservices.networking.istio.io",
-        ] {
-            assert_eq!(
-                resolve(name, &served, None).unwrap().kind,
-                "VirtualService",
-                "{name}"
-            );
+        for name in ["VirtualService", "virtualservices", "vs", "virtualservices.networking.istio.io"] {
+            assert_eq!(resolve(name, &served, None).unwrap().kind, "VirtualService", "{name}");
         }
     }
 
@@ -195,31 +140,20 @@ mod tests {
     fn core_wins_and_other_ambiguities_are_errors() {
         let served = served();
         assert_eq!(resolve("events", &served, None).unwrap().group, "");
-        assert_eq!(
-            resolve("events.events.k8s.io", &served, None)
-                .unwrap()
-                .group,
-            "events.k8s.io"
-        );
+        assert_eq!(resolve("events.events.k8s.io", &served, None).unwrap().group, "events.k8s.io");
         let err = resolve("widget", &served, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "\"widget\" matches several resources: widgets.example.com, widgets.other.example.com; give a group-qualified plural name (plural.group)"
         );
-        assert_eq!(
-            resolve("widgets.example.com", &served, None).unwrap().group,
-            "example.com"
-        );
+        assert_eq!(resolve("widgets.example.com", &served, None).unwrap().group, "example.com");
     }
 
     #[test]
     fn unknown_names_and_subresources_are_not_found() {
         let served = served();
         let err = resolve("gizmo", &served, None).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "no API resource named \"gizmo\" is served; see `kubectl api-resources`"
-        );
+        assert_eq!(err.to_string(), "no API resource named \"gizmo\" is served; see `kubectl api-resources`");
         assert!(resolve("pods/status", &served, None).is_err());
         let err = resolve("deploy", &served, Some("v1beta1")).unwrap_err();
         assert!(err.to_string().contains("at version v1beta1"), "{err}");
@@ -232,12 +166,6 @@ mod tests {
         let t = r.target_type();
         assert_eq!(t.group, None);
         assert_eq!(t.scope, ResourceScope::Cluster);
-        assert_eq!(
-            res("apps", "v1", "Deployment", "deployments", &[])
-                .target_type()
-                .group
-                .as_deref(),
-            Some("apps")
-        );
+        assert_eq!(res("apps", "v1", "Deployment", "deployments", &[]).target_type().group.as_deref(), Some("apps"));
     }
 }

@@ -9,10 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::core::{
-    ApiResource, DEFAULT_SYSTEM_NAMESPACE, FederatedTypeConfig, FederatedTypeConfigSpec,
-    PropagationMode, ResourceScope, TargetType,
-};
+use super::core::{ApiResource, DEFAULT_SYSTEM_NAMESPACE, FederatedTypeConfig, FederatedTypeConfigSpec, PropagationMode, ResourceScope, TargetType};
 use super::types::{FederatedTypeOptions, federated_type_definition};
 use crate::federation::crd::Scope;
 
@@ -51,11 +48,7 @@ pub fn federated_type_config_name(target: &TargetType) -> String {
 
 /// The FederatedTypeConfig `kubefedctl enable` creates for `target` in `namespace`,
 /// propagation enabled.
-pub fn federated_type_config(
-    target: &TargetType,
-    options: &FederatedTypeOptions,
-    namespace: &str,
-) -> FederatedTypeConfig {
+pub fn federated_type_config(target: &TargetType, options: &FederatedTypeOptions, namespace: &str) -> FederatedTypeConfig {
     let definition = federated_type_definition(target, options);
     let federated_type = ApiResource {
         group: Some(definition.group),
@@ -87,8 +80,7 @@ pub fn default_federated_type_configs() -> Vec<Value> {
     super::default_target_types()
         .iter()
         .map(|t| {
-            let ftc =
-                federated_type_config(t, &super::default_type_options(t), DEFAULT_SYSTEM_NAMESPACE);
+            let ftc = federated_type_config(t, &super::default_type_options(t), DEFAULT_SYSTEM_NAMESPACE);
             serde_json::to_value(ftc).expect("a FederatedTypeConfig serialises")
         })
         .collect()
@@ -110,24 +102,15 @@ mod tests {
     fn config_is_fully_defaulted() {
         let config = kubefed_config();
         assert_eq!(config["spec"]["scope"], "Cluster");
-        assert_eq!(
-            config["spec"]["controllerDuration"]["availableDelay"],
-            "20s"
-        );
+        assert_eq!(config["spec"]["controllerDuration"]["availableDelay"], "20s");
         assert_eq!(config["spec"]["clusterHealthCheck"]["failureThreshold"], 4);
-        assert_eq!(
-            config["spec"]["syncController"]["adoptResources"],
-            "Enabled"
-        );
+        assert_eq!(config["spec"]["syncController"]["adoptResources"], "Enabled");
         assert_eq!(config["spec"]["featureGates"].as_array().unwrap().len(), 3);
     }
 
     #[test]
     fn default_ftcs_are_named_like_kubefeds() {
-        let names: Vec<String> = default_federated_type_configs()
-            .iter()
-            .map(|f| f["metadata"]["name"].as_str().unwrap().to_string())
-            .collect();
+        let names: Vec<String> = default_federated_type_configs().iter().map(|f| f["metadata"]["name"].as_str().unwrap().to_string()).collect();
         assert_eq!(
             names,
             [
@@ -148,24 +131,15 @@ mod tests {
     #[test]
     fn namespaces_are_federated_by_a_namespaced_type() {
         let ftcs = default_federated_type_configs();
-        let ns = ftcs
-            .iter()
-            .find(|f| f["metadata"]["name"] == "namespaces")
-            .unwrap();
+        let ns = ftcs.iter().find(|f| f["metadata"]["name"] == "namespaces").unwrap();
         assert_eq!(ns["spec"]["targetType"]["scope"], "Cluster");
         assert_eq!(ns["spec"]["federatedType"]["scope"], "Namespaced");
         assert_eq!(ns["spec"]["federatedType"]["kind"], "FederatedNamespace");
-        assert_eq!(
-            ns["spec"]["federatedType"]["pluralName"],
-            "federatednamespaces"
-        );
+        assert_eq!(ns["spec"]["federatedType"]["pluralName"], "federatednamespaces");
         assert_eq!(ns["spec"]["federatedType"]["group"], "types.kubefed.io");
         assert_eq!(ns["spec"]["propagation"], "Enabled");
         assert!(ns["spec"]["targetType"].get("group").is_none());
-        let cr = ftcs
-            .iter()
-            .find(|f| f["metadata"]["name"] == "clusterroles.rbac.authorization.k8s.io")
-            .unwrap();
+        let cr = ftcs.iter().find(|f| f["metadata"]["name"] == "clusterroles.rbac.authorization.k8s.io").unwrap();
         assert_eq!(cr["spec"]["federatedType"]["scope"], "Cluster");
         assert!(ftcs.iter().all(|f| f.get("status").is_none()));
     }

@@ -75,8 +75,5 @@ fn builtin_short_names(kind: &str) -> &'static [&'static str] {
 
 /// CRDs of the `Federated<Kind>` types of [`default_target_types`].
 pub fn default_federated_type_crds() -> Vec<Value> {
-    default_target_types()
-        .iter()
-        .map(|t| federated_type_crd_with(t, &default_type_options(t)))
-        .collect()
+    default_target_types().iter().map(|t| federated_type_crd_with(t, &default_type_options(t))).collect()
 }

@@ -19,11 +19,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "ReplicaSchedulingPreferenceStatus",
     derive = "PartialEq",
-    crates(
-        kube_core = "::kube_core",
-        k8s_openapi = "::k8s_openapi",
-        schemars = "::schemars"
-    )
+    crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi", schemars = "::schemars")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSchedulingPreferenceSpec {

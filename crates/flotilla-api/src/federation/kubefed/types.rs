@@ -8,9 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::core::{ResourceScope, TargetType};
-use crate::federation::crd::{
-    CrdDefinition, Scope, any_json, openapi_schema, preserve_unknown_object,
-};
+use crate::federation::crd::{CrdDefinition, Scope, any_json, openapi_schema, preserve_unknown_object};
 
 /// Default group of generated federated types.
 pub const DEFAULT_FEDERATED_GROUP: &str = "types.kubefed.io";
@@ -181,10 +179,7 @@ impl FederatedTypeOptions {
     /// built-in kinds with an integer `spec.replicas`.
     pub fn for_target(target: &TargetType) -> Self {
         let group = target.group.as_deref().unwrap_or("");
-        let scalable = matches!(
-            (group, target.kind.as_str()),
-            ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("", "ReplicationController")
-        );
+        let scalable = matches!((group, target.kind.as_str()), ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") | ("", "ReplicationController"));
         FederatedTypeOptions {
             federated_group: DEFAULT_FEDERATED_GROUP.into(),
             federated_version: DEFAULT_FEDERATED_VERSION.into(),
@@ -196,10 +191,7 @@ impl FederatedTypeOptions {
 
 /// Names and scope of the federated type of `target` (`Federated<Kind>`,
 /// `federated<plural>`); namespaces are federated by a namespaced type.
-pub fn federated_type_definition(
-    target: &TargetType,
-    options: &FederatedTypeOptions,
-) -> CrdDefinition {
+pub fn federated_type_definition(target: &TargetType, options: &FederatedTypeOptions) -> CrdDefinition {
     let kind = format!("Federated{}", target.kind);
     let scope = if target.group.as_deref().unwrap_or("").is_empty() && target.kind == "Namespace" {
         Scope::Namespaced
@@ -215,11 +207,7 @@ pub fn federated_type_definition(
         singular: kind.to_lowercase(),
         kind,
         plural: format!("federated{}", target.plural_name),
-        short_names: options
-            .target_short_names
-            .iter()
-            .map(|s| format!("f{s}"))
-            .collect(),
+        short_names: options.target_short_names.iter().map(|s| format!("f{s}")).collect(),
         categories: Vec::new(),
         scope,
         status_subresource: true,
@@ -243,9 +231,7 @@ pub fn federated_type_crd_with(target: &TargetType, options: &FederatedTypeOptio
         props.remove("metadata");
     }
     if !options.scalable
-        && let Some(spec) = schema
-            .pointer_mut("/properties/spec/properties")
-            .and_then(Value::as_object_mut)
+        && let Some(spec) = schema.pointer_mut("/properties/spec/properties").and_then(Value::as_object_mut)
     {
         spec.remove("retainReplicas");
     }
