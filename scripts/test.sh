@@ -96,6 +96,13 @@ testenv_down() {
 }
 trap testenv_down EXIT
 rust_build() { cargo build --workspace --all-targets --locked; }
+# Formatting (rustfmt.toml) of the workspace and the fuzz crate, and clippy with warnings as
+# errors (clippy.toml), over every target of the workspace.
+lint() {
+  cargo fmt --all --check &&
+    (cd fuzz && cargo fmt --check) &&
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+}
 # The build needs nothing but the Rust toolchain (README's first command on a bare machine):
 # every build script runs with no usable protoc (PROTOC points nowhere and a protoc first on PATH
 # exits 1), in a target directory of its own that persists between runs, so a new dependency
@@ -146,6 +153,7 @@ phase toolchain toolchain
 phase clients clients
 if [[ "$mode" == "fast" ]]; then
   phase rust-build rust_build
+  phase lint lint
   phase rust-tests-fast rust_fast_tests
   summary
   exit 0
@@ -153,6 +161,7 @@ fi
 phase testenv-build testenv_build
 phase rust-build rust_build
 phase no-protoc no_protoc
+phase lint lint
 phase testenv-up testenv_up
 phase rust-tests rust_tests
 phase python-client-tests python_tests

@@ -375,10 +375,10 @@ impl<'d> Coster<'d, '_> {
     }
 
     fn path(&self, e: &IdedExpr) -> Vec<String> {
-        if let Expr::Ident(name) = &e.expr {
-            if let Some(l) = self.local(name) {
-                return l.path.clone();
-            }
+        if let Expr::Ident(name) = &e.expr
+            && let Some(l) = self.local(name)
+        {
+            return l.path.clone();
         }
         self.paths.get(&e.id).cloned().unwrap_or_default()
     }
@@ -413,19 +413,19 @@ impl<'d> Coster<'d, '_> {
             return Some(Est::fixed(n));
         }
         let path = self.path(e);
-        if !path.is_empty() {
-            if let Some(s) = self.sizes.size(self.root, &path) {
-                self.computed.insert(e.id, s);
-                return Some(s);
-            }
+        if !path.is_empty()
+            && let Some(s) = self.sizes.size(self.root, &path)
+        {
+            self.computed.insert(e.id, s);
+            return Some(s);
         }
         if self.ty(e).is_scalar() {
             return Some(Est::fixed(1));
         }
-        if let Expr::Ident(name) = &e.expr {
-            if let Some(s) = self.local(name).and_then(|l| l.size) {
-                return Some(s);
-            }
+        if let Expr::Ident(name) = &e.expr
+            && let Some(s) = self.local(name).and_then(|l| l.size)
+        {
+            return Some(s);
         }
         None
     }
@@ -658,13 +658,13 @@ impl<'d> Coster<'d, '_> {
             if let Some(s) = size {
                 result_size = Some(result_size.map_or(s, |r| r.union(s)));
             }
-            if matches!(overload, Overload::IndexList | Overload::IndexMap) {
-                if let Some(first) = call.args.first() {
-                    result_size = self.entry(first).map(|en| en.val);
-                    let mut path = self.path(first);
-                    path.push(if overload == Overload::IndexList { "@items" } else { "@values" }.to_string());
-                    self.paths.insert(e.id, path);
-                }
+            if matches!(overload, Overload::IndexList | Overload::IndexMap)
+                && let Some(first) = call.args.first()
+            {
+                result_size = self.entry(first).map(|en| en.val);
+                let mut path = self.path(first);
+                path.push(if overload == Overload::IndexList { "@items" } else { "@values" }.to_string());
+                self.paths.insert(e.id, path);
             }
         }
         self.types.insert(e.id, result_ty);

@@ -154,10 +154,11 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             _ => {}
         }
     }
-    if let (Some(kind), Some(list_kind)) = (s(obj, "/spec/names/kind"), s(obj, "/spec/names/listKind")) {
-        if !kind.is_empty() && kind == list_kind {
-            c.push(Cause::new("FieldValueInvalid", "spec.names.listKind", format!("Invalid value: {list_kind:?}: kind and listKind may not be the same")));
-        }
+    if let (Some(kind), Some(list_kind)) = (s(obj, "/spec/names/kind"), s(obj, "/spec/names/listKind"))
+        && !kind.is_empty()
+        && kind == list_kind
+    {
+        c.push(Cause::new("FieldValueInvalid", "spec.names.listKind", format!("Invalid value: {list_kind:?}: kind and listKind may not be the same")));
     }
     if let Some(shorts) = obj.pointer("/spec/names/shortNames").and_then(Value::as_array) {
         for (i, sn) in shorts.iter().enumerate() {
@@ -263,14 +264,14 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     c.push(Cause::new("FieldValueRequired", format!("{base}.{f}"), "Required value"));
                 }
             }
-            if let Some(t) = col.get("type").and_then(Value::as_str) {
-                if !matches!(t, "integer" | "number" | "string" | "boolean" | "date") {
-                    c.push(Cause::new(
-                        "FieldValueInvalid",
-                        format!("{base}.type"),
-                        format!("Invalid value: {t:?}: must be one of boolean,date,integer,number,string"),
-                    ));
-                }
+            if let Some(t) = col.get("type").and_then(Value::as_str)
+                && !matches!(t, "integer" | "number" | "string" | "boolean" | "date")
+            {
+                c.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("{base}.type"),
+                    format!("Invalid value: {t:?}: must be one of boolean,date,integer,number,string"),
+                ));
             }
         }
     }
@@ -334,10 +335,10 @@ pub fn validate_crd_update(new: &Value, old: &Value) -> Vec<Cause> {
     }
     let mut c = Vec::new();
     for (pointer, field) in [("/spec/scope", "spec.scope"), ("/spec/names/kind", "spec.names.kind")] {
-        if let (Some(n), Some(o)) = (s(new, pointer), s(old, pointer)) {
-            if n != o {
-                c.push(Cause::new("FieldValueInvalid", field, format!("Invalid value: {n:?}: field is immutable")));
-            }
+        if let (Some(n), Some(o)) = (s(new, pointer), s(old, pointer))
+            && n != o
+        {
+            c.push(Cause::new("FieldValueInvalid", field, format!("Invalid value: {n:?}: field is immutable")));
         }
     }
     c
@@ -566,10 +567,11 @@ pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
             .and_then(|x| x["name"].as_str())
             .map(String::from);
         let mut stored = strings(crd.pointer("/status/storedVersions"));
-        if let Some(sv) = storage {
-            if accepted && !stored.contains(&sv) {
-                stored.push(sv);
-            }
+        if let Some(sv) = storage
+            && accepted
+            && !stored.contains(&sv)
+        {
+            stored.push(sv);
         }
         status["storedVersions"] = json!(stored);
         // Compare without transition times churning: conditions keep theirs when unchanged.

@@ -69,7 +69,7 @@ impl ApiError {
     }
 
     /// An error of the router itself: its Status carries `details: {}`.
-    fn from_router(mut self) -> Self {
+    fn of_the_router(mut self) -> Self {
         self.empty_details = true;
         self
     }
@@ -111,7 +111,7 @@ impl ApiError {
 
     /// The answer for a path no route matches.
     pub fn no_route() -> Self {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource").from_router()
+        ApiError::new(404, "NotFound", "the server could not find the requested resource").of_the_router()
     }
 
     /// The answer for a path the real server does not route at all (outside /api and /apis, an
@@ -124,12 +124,12 @@ impl ApiError {
     /// A verb the resource (or subresource) does not serve: kube-apiserver's router answers it
     /// without naming either.
     pub fn method_not_allowed() -> Self {
-        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource").from_router()
+        ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource").of_the_router()
     }
 
     /// No representation the client accepts; `available` is the comma-separated list.
     pub fn not_acceptable(available: &str) -> Self {
-        ApiError::new(406, "NotAcceptable", format!("406: Not Acceptable\n\nAvailable representations: {available}")).from_router()
+        ApiError::new(406, "NotAcceptable", format!("406: Not Acceptable\n\nAvailable representations: {available}")).of_the_router()
     }
 
     pub fn already_exists(s: &Subject<'_>) -> Self {
@@ -170,7 +170,7 @@ impl ApiError {
 
     /// A PATCH whose Content-Type is no patch type at all: the router finds no route for it.
     pub fn unsupported_patch_type() -> Self {
-        ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type").from_router()
+        ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type").of_the_router()
     }
 
     pub fn unsupported_media_type(accepted: &[&str]) -> Self {
@@ -299,10 +299,10 @@ impl IntoResponse for ApiError {
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
         let mut resp = (StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), body).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(r) = self.retry_after {
-            if let Ok(v) = HeaderValue::from_str(&r.to_string()) {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        if let Some(r) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&r.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
         resp
     }

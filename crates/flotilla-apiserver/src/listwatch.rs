@@ -233,19 +233,19 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
     if cont.is_some() && rv.is_some_and(|r| r != "0") {
         return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
     }
-    if let Some(m) = rvm {
-        if !matches!(m, "Exact" | "NotOlderThan") {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "ListOptions",
-                "",
-                vec![Cause::new(
-                    "FieldValueNotSupported",
-                    "resourceVersionMatch",
-                    format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""),
-                )],
-            ));
-        }
+    if let Some(m) = rvm
+        && !matches!(m, "Exact" | "NotOlderThan")
+    {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![Cause::new(
+                "FieldValueNotSupported",
+                "resourceVersionMatch",
+                format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""),
+            )],
+        ));
     }
     let parsed_rv = match rv {
         None | Some("0") => None,
@@ -521,11 +521,10 @@ pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response>
                             }
                         }
                     };
-                    if let Some(bytes) = out {
-                        if tx.send(Ok(bytes)).await.is_err() {
+                    if let Some(bytes) = out
+                        && tx.send(Ok(bytes)).await.is_err() {
                             return;
                         }
-                    }
                 }
             }
         }

@@ -176,11 +176,9 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, namespaced: bool) -> Ve
             }
         }
     }
-    if namespaced {
-        if let Some(ns) = m.get("namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty()) {
-            for msg in flotilla_api::validation::names::dns1123_label(ns) {
-                causes.push(invalid("metadata.namespace", &ns, &msg));
-            }
+    if namespaced && let Some(ns) = m.get("namespace").and_then(Value::as_str).filter(|ns| !ns.is_empty()) {
+        for msg in flotilla_api::validation::names::dns1123_label(ns) {
+            causes.push(invalid("metadata.namespace", &ns, &msg));
         }
     }
     if let Some(labels) = m.get("labels").and_then(Value::as_object) {

@@ -543,17 +543,15 @@ mod admission_chain {
 /// After a CRD changed: serve its resources (or stop) at once. After RBAC objects, service
 /// accounts or secrets changed: authorize and authenticate with them at once.
 async fn crds_changed(ctx: &Ctx) {
-    if is_crd(&ctx.info) {
-        if let Err(e) = crate::crd::sync(&ctx.inner).await {
-            tracing::warn!(error = %e, "refreshing the served custom resources failed");
-        }
+    if is_crd(&ctx.info)
+        && let Err(e) = crate::crd::sync(&ctx.inner).await
+    {
+        tracing::warn!(error = %e, "refreshing the served custom resources failed");
     }
     let rbac_related =
         ctx.info.group == "rbac.authorization.k8s.io" || (ctx.info.group.is_empty() && matches!(ctx.info.plural.as_str(), "serviceaccounts" | "secrets"));
-    if rbac_related {
-        if let Err(e) = ctx.inner.rbac.reload(ctx.inner.store.as_ref()).await {
-            tracing::warn!(error = %e, "reloading RBAC failed");
-        }
+    if rbac_related && let Err(e) = ctx.inner.rbac.reload(ctx.inner.store.as_ref()).await {
+        tracing::warn!(error = %e, "reloading RBAC failed");
     }
 }
 
@@ -670,10 +668,10 @@ pub(crate) async fn token_request(inner: &Arc<Inner>, ns: &str, account: &str, b
 
 /// Custom objects are stored in their CRD's storage version.
 fn to_storage_version(info: &ResourceInfo, obj: &mut Value) {
-    if let Codec::Custom(s) = &info.codec {
-        if !s.storage_version.is_empty() {
-            obj["apiVersion"] = json!(format!("{}/{}", info.group, s.storage_version));
-        }
+    if let Codec::Custom(s) = &info.codec
+        && !s.storage_version.is_empty()
+    {
+        obj["apiVersion"] = json!(format!("{}/{}", info.group, s.storage_version));
     }
 }
 
@@ -834,11 +832,11 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
     let incoming = incoming_managed_fields(&body);
     let fv = FieldValidation::from_query(&ctx.query)?;
     let dry_run = ctx.query.dry_run()?;
-    if let Codec::Custom(s) = &info.codec {
-        if s.terminating {
-            let name = meta::name(&body).to_string();
-            return Err(ApiError::forbidden(&ctx.subject(&name), "create not allowed while custom resource definition is terminating"));
-        }
+    if let Codec::Custom(s) = &info.codec
+        && s.terminating
+    {
+        let name = meta::name(&body).to_string();
+        return Err(ApiError::forbidden(&ctx.subject(&name), "create not allowed while custom resource definition is terminating"));
     }
     let mut obj = decode_object(info, body, fv, warnings)?;
     if is_crd(info) {
@@ -874,10 +872,11 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
             m.insert("generation".into(), json!(1));
         }
     }
-    if info.status && info.is_custom() {
-        if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
-        }
+    if info.status
+        && info.is_custom()
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
     }
     let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty) && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
     if generate {
@@ -978,17 +977,16 @@ async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut V
     let sub = ctx.path.subresource.as_deref();
     new = decode_object(info, new, fv, warnings)?;
     // The object in the body must be the one in the URL.
-    if let Some(n) = meta::meta_str(&new, "name").filter(|s| !s.is_empty()) {
-        if n != name {
-            return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
-        }
+    if let Some(n) = meta::meta_str(&new, "name").filter(|s| !s.is_empty())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
     }
-    if info.namespaced {
-        if let (Some(b), Some(u)) = (meta::namespace(&new), ctx.namespace()) {
-            if b != u {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-            }
-        }
+    if info.namespaced
+        && let (Some(b), Some(u)) = (meta::namespace(&new), ctx.namespace())
+        && b != u
+    {
+        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
     }
     let old_meta = meta::meta(old).cloned().unwrap_or_default();
     let mut obj = match sub {
@@ -996,10 +994,10 @@ async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut V
         Some("status") => {
             let mut o = old.clone();
             o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-            if o["status"].is_null() {
-                if let Some(m) = o.as_object_mut() {
-                    m.remove("status");
-                }
+            if o["status"].is_null()
+                && let Some(m) = o.as_object_mut()
+            {
+                m.remove("status");
             }
             o
         }
@@ -1216,10 +1214,10 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
                 // Server-side apply creates.
                 let config = crate::patching::apply_config(ctx, &patch_doc)?;
                 let (mut body, owned) = server_side_apply(ctx, None, &config)?;
-                if ctx.info.namespaced {
-                    if let Some(ns) = ctx.namespace() {
-                        meta::meta_mut(&mut body).entry("namespace").or_insert(json!(ns));
-                    }
+                if ctx.info.namespaced
+                    && let Some(ns) = ctx.namespace()
+                {
+                    meta::meta_mut(&mut body).entry("namespace").or_insert(json!(ns));
                 }
                 let mut warnings = Vec::new();
                 match create_object(ctx, body, &mut warnings, Some(owned)).await {
@@ -1241,10 +1239,10 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
         } else {
             (crate::patching::apply(ctx, kind, &base, &patch_doc).await?, None)
         };
-        if let Some(want) = meta::meta_str(&patched, "resourceVersion").filter(|s| !s.is_empty()) {
-            if meta::meta_str(&base, "resourceVersion") != Some(want) {
-                return Err(ApiError::conflict(&ctx.subject(&name)));
-            }
+        if let Some(want) = meta::meta_str(&patched, "resourceVersion").filter(|s| !s.is_empty())
+            && meta::meta_str(&base, "resourceVersion") != Some(want)
+        {
+            return Err(ApiError::conflict(&ctx.subject(&name)));
         }
         if ctx.path.subresource.as_deref() == Some("scale") {
             let obj = set_scale(ctx, &old, &patched)?;
@@ -1306,10 +1304,10 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
     };
     let mut result = managed::apply(live_plain.as_ref(), &config, &zero, ty, entries.clone(), &writer, force, &reset);
     // Over a client-side apply's fields that still hold its values, the apply goes through.
-    if let (Err(managed::ApplyError::Conflicts(_, on)), Some(live)) = (&result, live_plain.as_ref()) {
-        if managed::allowed_from_last_applied(live, ty).is_some_and(|allowed| on.difference(&allowed).is_empty()) {
-            result = managed::apply(Some(live), &config, &zero, ty, entries, &writer, true, &reset);
-        }
+    if let (Err(managed::ApplyError::Conflicts(_, on)), Some(live)) = (&result, live_plain.as_ref())
+        && managed::allowed_from_last_applied(live, ty).is_some_and(|allowed| on.difference(&allowed).is_empty())
+    {
+        result = managed::apply(Some(live), &config, &zero, ty, entries, &writer, true, &reset);
     }
     match result {
         Ok((obj, entries)) => Ok((obj, storage::managed_fields_as(&ctx.info, entries, false))),
@@ -1420,10 +1418,10 @@ fn set_pointer(obj: &mut Value, pointer: &str, value: Value) {
 
 async fn update_scale(ctx: &Ctx, name: &str, body: Value, dry_run: bool) -> ApiResult<Response> {
     let (old, rev) = read(ctx, name).await?;
-    if let Some(want) = meta::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty()) {
-        if want.parse::<Revision>().ok() != Some(rev) {
-            return Err(ApiError::conflict(&ctx.subject(name)));
-        }
+    if let Some(want) = meta::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty())
+        && want.parse::<Revision>().ok() != Some(rev)
+    {
+        return Err(ApiError::conflict(&ctx.subject(name)));
     }
     let obj = set_scale(ctx, &old, &body)?;
     let mut warnings = Vec::new();
@@ -1476,19 +1474,19 @@ fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<Delete
         crate::request::check_dry_run(&values, "DeleteOptions")?;
         o.dry_run |= !values.is_empty();
     }
-    if let Some(p) = &o.propagation {
-        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "DeleteOptions",
-                "",
-                vec![Cause::new(
-                    "FieldValueNotSupported",
-                    "propagationPolicy",
-                    format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
-                )],
-            ));
-        }
+    if let Some(p) = &o.propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            vec![Cause::new(
+                "FieldValueNotSupported",
+                "propagationPolicy",
+                format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+            )],
+        ));
     }
     Ok(o)
 }
@@ -1517,26 +1515,26 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
     }
     for _ in 0..16 {
         let (old, rev) = read(ctx, name).await?;
-        if let Some(uid) = &opts.precondition_uid {
-            if meta::meta_str(&old, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::conflict_with(
-                    &Subject { group: &info.group, resource: &info.kind, name },
-                    format!(
-                        "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
-                        meta::meta_str(&old, "uid").unwrap_or("")
-                    ),
-                ));
-            }
+        if let Some(uid) = &opts.precondition_uid
+            && meta::meta_str(&old, "uid") != Some(uid.as_str())
+        {
+            return Err(ApiError::conflict_with(
+                &Subject { group: &info.group, resource: &info.kind, name },
+                format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                    meta::meta_str(&old, "uid").unwrap_or("")
+                ),
+            ));
         }
-        if let Some(want) = &opts.precondition_rv {
-            if want.parse::<Revision>().ok() != Some(rev) {
-                return Err(ApiError::conflict_with(
-                    &Subject { group: &info.group, resource: &info.kind, name },
-                    format!(
-                        "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified"
-                    ),
-                ));
-            }
+        if let Some(want) = &opts.precondition_rv
+            && want.parse::<Revision>().ok() != Some(rev)
+        {
+            return Err(ApiError::conflict_with(
+                &Subject { group: &info.group, resource: &info.kind, name },
+                format!(
+                    "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rev}). The object might have been modified"
+                ),
+            ));
         }
         let is_namespace = info.group.is_empty() && info.plural == "namespaces";
         let policy_finalizer = match opts.propagation.as_deref() {
@@ -1648,11 +1646,11 @@ pub(crate) async fn delete_collection(ctx: &Ctx, _headers: &HeaderMap, (ct, byte
             Ok((_, body)) => {
                 let mut item = if body.get("kind").and_then(Value::as_str) != Some("Status") { body } else { with_type(&ctx.info, obj) };
                 // A typed list's items carry no kind or apiVersion; an unstructured one's do.
-                if !ctx.info.is_custom() {
-                    if let Some(m) = item.as_object_mut() {
-                        m.remove("kind");
-                        m.remove("apiVersion");
-                    }
+                if !ctx.info.is_custom()
+                    && let Some(m) = item.as_object_mut()
+                {
+                    m.remove("kind");
+                    m.remove("apiVersion");
                 }
                 deleted.push(item);
             }

@@ -73,7 +73,7 @@ impl Rule {
         if !resource_ok {
             return false;
         }
-        self.resource_names.is_empty() || (!a.name.is_empty() && self.resource_names.iter().any(|n| *n == a.name))
+        self.resource_names.is_empty() || (!a.name.is_empty() && self.resource_names.contains(&a.name))
     }
 }
 
@@ -88,7 +88,7 @@ impl Subject {
     fn matches(&self, who: &Identity, binding_ns: &str) -> bool {
         match self.kind.as_str() {
             "User" => self.name == who.user,
-            "Group" => who.groups.iter().any(|g| *g == self.name),
+            "Group" => who.groups.contains(&self.name),
             "ServiceAccount" => {
                 let ns = if self.namespace.is_empty() { binding_ns } else { &self.namespace };
                 who.user == format!("system:serviceaccount:{ns}:{}", self.name)

@@ -84,7 +84,7 @@ pub(crate) fn reconciled(expected: &Value, existing: &Value) -> Value {
         Some("ClusterRole" | "Role") => {
             let wanted = list(expected, "rules");
             if !wanted.is_empty() {
-                add_missing_items(&mut out, "rules", &wanted, |have, rule| crate::rbac::covered(have, rule));
+                add_missing_items(&mut out, "rules", &wanted, crate::rbac::covered);
             }
             if let Some(selectors) = expected.pointer("/aggregationRule/clusterRoleSelectors").and_then(Value::as_array) {
                 let rule = out.as_object_mut().map(|o| o.entry("aggregationRule").or_insert_with(|| Value::Object(Map::new())));

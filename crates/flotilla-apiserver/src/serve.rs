@@ -174,7 +174,7 @@ pub fn raise_open_file_limit() -> std::io::Result<u64> {
             limit.rlim_cur = limit.rlim_max;
         }
     }
-    Ok(limit.rlim_cur as u64)
+    Ok(limit.rlim_cur)
 }
 
 /// Bind `addr` (port 0: any free port) without serving yet, so the caller knows the address it

@@ -298,10 +298,10 @@ fn identify(inner: &Inner, req: &Request<Body>) -> Identity {
     if let Some(id) = req.extensions().get::<Identity>() {
         return id.clone();
     }
-    if let Some(tls) = req.extensions().get::<Arc<axum_server::tls::TlsInfo>>() {
-        if let Some(id) = tls.peer_certificates.first().and_then(|der| crate::auth::identity_from_cert(der)) {
-            return id;
-        }
+    if let Some(tls) = req.extensions().get::<Arc<axum_server::tls::TlsInfo>>()
+        && let Some(id) = tls.peer_certificates.first().and_then(|der| crate::auth::identity_from_cert(der))
+    {
+        return id;
     }
     if let Some(token) = bearer_token(req) {
         if let Some(id) = inner.tokens.read().lookup(token) {

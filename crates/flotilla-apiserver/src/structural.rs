@@ -453,39 +453,39 @@ pub fn validate(v: &Value, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
             if let Some(max) = s.max_length.filter(|m| n > *m) {
                 causes.push(Cause::new("FieldValueTooLong", path, format!("Too long: may not be more than {max} bytes")));
             }
-            if let (Some(re), Some(src)) = (&s.pattern, &s.pattern_src) {
-                if !re.is_match(st) {
-                    causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body should match '{src}'", short(v))));
-                }
+            if let (Some(re), Some(src)) = (&s.pattern, &s.pattern_src)
+                && !re.is_match(st)
+            {
+                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {}: {path} in body should match '{src}'", short(v))));
             }
-            if let Some(f) = &s.format {
-                if !format_ok(f, st) {
-                    causes.push(Cause::new(
-                        "FieldValueTypeInvalid",
-                        path,
-                        format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v)),
-                    ));
-                }
+            if let Some(f) = &s.format
+                && !format_ok(f, st)
+            {
+                causes.push(Cause::new(
+                    "FieldValueTypeInvalid",
+                    path,
+                    format!("Invalid value: {}: {path} in body must be of type {f}: {}", short(v), short(v)),
+                ));
             }
         }
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(0.0);
-            if let Some(min) = s.minimum {
-                if x < min || (s.exclusive_minimum && x == min) {
-                    let rel = if s.exclusive_minimum { "greater than" } else { "greater than or equal to" };
-                    causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be {rel} {min}")));
-                }
+            if let Some(min) = s.minimum
+                && (x < min || (s.exclusive_minimum && x == min))
+            {
+                let rel = if s.exclusive_minimum { "greater than" } else { "greater than or equal to" };
+                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be {rel} {min}")));
             }
-            if let Some(max) = s.maximum {
-                if x > max || (s.exclusive_maximum && x == max) {
-                    let rel = if s.exclusive_maximum { "less than" } else { "less than or equal to" };
-                    causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be {rel} {max}")));
-                }
+            if let Some(max) = s.maximum
+                && (x > max || (s.exclusive_maximum && x == max))
+            {
+                let rel = if s.exclusive_maximum { "less than" } else { "less than or equal to" };
+                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be {rel} {max}")));
             }
-            if let Some(m) = s.multiple_of.filter(|m| *m != 0.0) {
-                if (x / m).fract() != 0.0 {
-                    causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be a multiple of {m}")));
-                }
+            if let Some(m) = s.multiple_of.filter(|m| *m != 0.0)
+                && (x / m).fract() != 0.0
+            {
+                causes.push(Cause::new("FieldValueInvalid", path, format!("Invalid value: {x}: {path} in body should be a multiple of {m}")));
             }
         }
         Value::Array(a) => {

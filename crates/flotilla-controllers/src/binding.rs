@@ -202,10 +202,10 @@ pub fn render_manifest(
     let (work_namespace, work_name, work_id) = work;
     let mut manifest = interpreter::prune_for_work(template).map_err(|e| RenderError::Interpret(e.to_string()))?;
     let binding_replicas = binding.spec.replicas.unwrap_or(0);
-    if let (true, Some(share)) = (binding_replicas > 0, replicas) {
-        if let Some(revised) = interpreter::revise_replicas(&manifest, i64::from(share)).map_err(|e| RenderError::Interpret(e.to_string()))? {
-            manifest = revised;
-        }
+    if let (true, Some(share)) = (binding_replicas > 0, replicas)
+        && let Some(revised) = interpreter::revise_replicas(&manifest, i64::from(share)).map_err(|e| RenderError::Interpret(e.to_string()))?
+    {
+        manifest = revised;
     }
     let chosen = overrides::applicable(&manifest, cluster, cops, ops);
     let applied = overrides::apply(&mut manifest, &chosen).map_err(|e| RenderError::Override(e, cluster.name_any()))?;
@@ -294,7 +294,7 @@ pub fn status_item(cluster: &str, work: &Work) -> AggregatedStatusItem {
         status: manifest.and_then(|m| m.status.clone()),
         applied: Some(applied.is_some_and(|c| c.status == "True")),
         applied_message: applied.filter(|c| c.status != "True").map(|c| c.message.clone()).filter(|m| !m.is_empty()),
-        health: Some(manifest.and_then(|m| m.health.clone()).unwrap_or(Health::Unknown)),
+        health: Some(manifest.and_then(|m| m.health).unwrap_or(Health::Unknown)),
     }
 }
 
@@ -988,7 +988,7 @@ mod tests {
         assert_eq!(item.applied, Some(true));
         assert_eq!(item.applied_message, None);
         assert_eq!(item.health, Some(Health::Healthy));
-        assert_eq!(fully_applied(1, std::slice::from_ref(&item)).0, true);
+        assert!(fully_applied(1, std::slice::from_ref(&item)).0);
         assert_eq!(fully_applied(2, std::slice::from_ref(&item)).1, REASON_FULLY_APPLIED_FAILED);
         let failed = condition("Applied", false, "AppliedFailed", "Failed to apply all manifests (0/1): boom", None);
         w.status.as_mut().unwrap().conditions = Some(vec![failed]);

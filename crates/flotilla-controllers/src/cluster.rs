@@ -71,10 +71,10 @@ pub fn desired_taints(current: &[Taint], ready: Option<&str>, now: Time) -> Vec<
     };
     let automatic = |t: &Taint| (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE) && t.effect == "NoSchedule";
     let mut out: Vec<Taint> = current.iter().filter(|t| !automatic(t) || Some(t.key.as_str()) == want).cloned().collect();
-    if let Some(key) = want {
-        if !out.iter().any(|t| t.key == key && t.effect == "NoSchedule") {
-            out.push(Taint { key: key.into(), effect: "NoSchedule".into(), time_added: Some(now), value: None });
-        }
+    if let Some(key) = want
+        && !out.iter().any(|t| t.key == key && t.effect == "NoSchedule")
+    {
+        out.push(Taint { key: key.into(), effect: "NoSchedule".into(), time_added: Some(now), value: None });
     }
     out
 }
@@ -162,7 +162,7 @@ mod tests {
     fn taints_follow_ready_as_karmada_sets_them() {
         let now = Time(jiff::Timestamp::UNIX_EPOCH);
         let user = t("dedicated", "NoSchedule");
-        assert_eq!(keys(&desired_taints(&[user.clone()], None, now.clone())), ["dedicated:NoSchedule", "cluster.karmada.io/not-ready:NoSchedule"]);
+        assert_eq!(keys(&desired_taints(std::slice::from_ref(&user), None, now.clone())), ["dedicated:NoSchedule", "cluster.karmada.io/not-ready:NoSchedule"]);
         assert_eq!(keys(&desired_taints(&[t(TAINT_NOT_READY, "NoSchedule")], Some("Unknown"), now.clone())), ["cluster.karmada.io/unreachable:NoSchedule"]);
         assert!(desired_taints(&[t(TAINT_NOT_READY, "NoSchedule"), t(TAINT_UNREACHABLE, "NoSchedule")], Some("True"), now.clone()).is_empty());
         // A user's NoExecute taint with the same key is theirs, not ours.

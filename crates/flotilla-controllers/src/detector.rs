@@ -291,7 +291,7 @@ pub fn binding_spec(template: &Value, chosen: &Chosen) -> Result<ResourceBinding
         placement: s.placement.clone(),
         scheduler_name: Some(s.scheduler_name.clone().unwrap_or_else(|| DEFAULT_SCHEDULER_NAME.to_string())),
         failover: s.failover.clone(),
-        conflict_resolution: Some(s.conflict_resolution.clone().unwrap_or(ConflictResolution::Abort)),
+        conflict_resolution: Some(s.conflict_resolution.unwrap_or(ConflictResolution::Abort)),
         suspension: s.suspension.clone().map(|suspension| BindingSuspension { suspension, scheduling: None }),
         preserve_resources_on_deletion: s.preserve_resources_on_deletion,
         schedule_priority: s.schedule_priority.as_ref().map(|_| BindingSchedulePriority { priority: Some(0) }),

@@ -159,12 +159,11 @@ pub async fn run(client: Client, config: Config) {
     let q = queue.clone();
     let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
         // A namespace Work deleted by hand comes back.
-        if deleted {
-            if let Some(ns) = w.spec.workload.as_ref().and_then(|wl| wl.manifests.as_ref()).and_then(|m| m.first()).filter(|m| m["kind"] == "Namespace") {
-                if let Some(n) = ns.pointer("/metadata/name").and_then(Value::as_str) {
-                    q.add(n.to_string());
-                }
-            }
+        if deleted
+            && let Some(ns) = w.spec.workload.as_ref().and_then(|wl| wl.manifests.as_ref()).and_then(|m| m.first()).filter(|m| m["kind"] == "Namespace")
+            && let Some(n) = ns.pointer("/metadata/name").and_then(Value::as_str)
+        {
+            q.add(n.to_string());
         }
     });
     *all.lock() = Some(namespaces.clone());

@@ -174,32 +174,6 @@ pub fn finalizer_patch(finalizers: Vec<String>, resource_version: Option<&str>) 
     serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}})
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transition_time_moves_only_with_the_status() {
-        let mut list = vec![];
-        let mut first = condition("Ready", true, "ClusterReady", "ok", None);
-        first.last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
-        assert!(set_condition(&mut list, first));
-        assert!(!set_condition(&mut list, condition("Ready", true, "ClusterReady", "ok", None)));
-        assert_eq!(list[0].last_transition_time.0, jiff::Timestamp::UNIX_EPOCH);
-        assert!(set_condition(&mut list, condition("Ready", false, "ClusterNotReachable", "down", None)));
-        assert_ne!(list[0].last_transition_time.0, jiff::Timestamp::UNIX_EPOCH);
-    }
-
-    #[test]
-    fn finalizers_are_added_and_removed_once() {
-        let have = vec!["a".to_string()];
-        assert_eq!(with_finalizer(Some(&have), "a"), None);
-        assert_eq!(with_finalizer(Some(&have), "b"), Some(vec!["a".into(), "b".into()]));
-        assert_eq!(without_finalizer(Some(&have), "a"), Some(vec![]));
-        assert_eq!(without_finalizer(None, "a"), None);
-    }
-}
-
 /// Watch `api` into a store, calling `on_event` for every object applied or deleted once the
 /// store has it (objects of a (re)list when the whole list is in). The future runs until the watch ends; the store is filled as it runs.
 pub fn watch_into_store<K, F>(
@@ -238,4 +212,30 @@ where
         }
     };
     (store, fut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_with_the_status() {
+        let mut list = vec![];
+        let mut first = condition("Ready", true, "ClusterReady", "ok", None);
+        first.last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
+        assert!(set_condition(&mut list, first));
+        assert!(!set_condition(&mut list, condition("Ready", true, "ClusterReady", "ok", None)));
+        assert_eq!(list[0].last_transition_time.0, jiff::Timestamp::UNIX_EPOCH);
+        assert!(set_condition(&mut list, condition("Ready", false, "ClusterNotReachable", "down", None)));
+        assert_ne!(list[0].last_transition_time.0, jiff::Timestamp::UNIX_EPOCH);
+    }
+
+    #[test]
+    fn finalizers_are_added_and_removed_once() {
+        let have = vec!["a".to_string()];
+        assert_eq!(with_finalizer(Some(&have), "a"), None);
+        assert_eq!(with_finalizer(Some(&have), "b"), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(without_finalizer(Some(&have), "a"), Some(vec![]));
+        assert_eq!(without_finalizer(None, "a"), None);
+    }
 }

@@ -25,8 +25,7 @@ use serde_json::{Map, Value, json};
 const COUNTERS: [&str; 5] = ["replicas", "readyReplicas", "updatedReplicas", "availableReplicas", "unavailableReplicas"];
 
 fn seed() -> u64 {
-    let seed = std::env::var("FLOTILLA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-    seed
+    std::env::var("FLOTILLA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random)
 }
 
 fn cases() -> u32 {

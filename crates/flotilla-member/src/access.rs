@@ -149,10 +149,10 @@ fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let text = String::from_utf8_lossy(bundle);
     if !text.contains("-----BEGIN") {
         // Some tools store the bundle base64-encoded once more.
-        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(text.trim()) {
-            if decoded != bundle {
-                return pem_to_der(&decoded);
-            }
+        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(text.trim())
+            && decoded != bundle
+        {
+            return pem_to_der(&decoded);
         }
         return Ok(vec![bundle.to_vec()]);
     }

@@ -219,10 +219,10 @@ pub async fn apply(m: Member<'_>, manifest: &Value, opts: ApplyOptions) -> Resul
     let r = ObjectRef::of(manifest)?;
     let (api, served) = served(m, &r).await?;
     let mut desired = manifest.clone();
-    if !served.namespaced {
-        if let Some(meta) = desired.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("namespace");
-        }
+    if !served.namespaced
+        && let Some(meta) = desired.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.remove("namespace");
     }
     // Two rounds after the first read: a create racing another writer, or a stale
     // resourceVersion, gets one retry. Creating without a read first adds a round.

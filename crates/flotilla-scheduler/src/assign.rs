@@ -170,7 +170,7 @@ impl Divider {
     /// prefix with enough room.
     fn divide(&self, wanted: i32, mut available: Vec<(String, i64)>, previous: &[TargetCluster]) -> Result<Assignment, NotEnoughReplicas> {
         // Most room first; a stable sort keeps the selection order among equals.
-        available.sort_by(|a, b| b.1.cmp(&a.1));
+        available.sort_by_key(|a| std::cmp::Reverse(a.1));
         let total: i64 = available.iter().map(|(_, room)| *room).sum();
         if total < i64::from(wanted) {
             return Err(NotEnoughReplicas { available: total });

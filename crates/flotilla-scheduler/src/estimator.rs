@@ -56,7 +56,7 @@ pub fn general_estimate(cluster: &Cluster, requirements: Option<&ReplicaRequirem
 
 /// allocatable pods − allocated pods − allocating pods, at least 0.
 fn allowed_pods(summary: &ResourceSummary) -> i64 {
-    let pods = |list: &Option<BTreeMap<String, Quantity>>| list.as_ref().and_then(|l| l.get("pods")).and_then(|q| nano_units(q)).unwrap_or(0);
+    let pods = |list: &Option<BTreeMap<String, Quantity>>| list.as_ref().and_then(|l| l.get("pods")).and_then(nano_units).unwrap_or(0);
     let free = pods(&summary.allocatable) - pods(&summary.allocated) - pods(&summary.allocating);
     to_i64(ceil_div(free, NANO_PER_UNIT)).max(0)
 }

@@ -18,7 +18,7 @@ pub enum NameOrder {
 impl NameOrder {
     /// The order for a binding: ascending when FNV-32a of its UID is even, descending when odd.
     pub fn for_uid(uid: &str) -> NameOrder {
-        if fnv32a(uid.as_bytes()) % 2 == 0 { NameOrder::Ascending } else { NameOrder::Descending }
+        if fnv32a(uid.as_bytes()).is_multiple_of(2) { NameOrder::Ascending } else { NameOrder::Descending }
     }
 }
 

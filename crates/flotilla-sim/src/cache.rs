@@ -304,9 +304,8 @@ impl Cache {
         let Some(parts) = kinds::parse_key(key_bytes) else { return };
         let (ns, name) = (parts.namespace, parts.name);
         let store_key: &str = std::str::from_utf8(key_bytes).unwrap_or("");
-        match kinds::res_of(&parts) {
-            Some(r) => self.apply_watched(r, ns, name, kv, work),
-            None => {}
+        if let Some(r) = kinds::res_of(&parts) {
+            self.apply_watched(r, ns, name, kv, work)
         }
         if parts.plural != "events" {
             self.index_owners(store_key, ns, kv, prev, work);
@@ -436,10 +435,10 @@ impl Cache {
             // Resources freed: waiting pods may fit now.
             work(Work::Schedule);
         }
-        if new.is_none() {
-            if let Some(o) = old {
-                work(Work::Collect { uid: o.uid.to_string(), key: kinds::PODS.key(&k.0, &k.1) });
-            }
+        if new.is_none()
+            && let Some(o) = old
+        {
+            work(Work::Collect { uid: o.uid.to_string(), key: kinds::PODS.key(&k.0, &k.1) });
         }
         let endpoints_differ = match (old, new) {
             (Some(a), Some(b)) => {

@@ -214,10 +214,10 @@ async fn compact_every(store: Arc<dyn Store>, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
         let Ok(now) = store.current_revision().await else { continue };
-        if let Some(p) = previous {
-            if let Err(e) = store.compact(p).await {
-                tracing::debug!(error = %e, "compacting a member's store failed");
-            }
+        if let Some(p) = previous
+            && let Err(e) = store.compact(p).await
+        {
+            tracing::debug!(error = %e, "compacting a member's store failed");
         }
         previous = Some(now);
     }

@@ -185,12 +185,11 @@ impl Simulator {
                 _ = sleep_until(next_timer) => {
                     let now = Instant::now();
                     while self.timers.peek().is_some_and(|Reverse((at, _))| *at <= now) {
-                        if let Some(Reverse((at, w))) = self.timers.pop() {
-                            if self.due.get(&w) == Some(&at) {
+                        if let Some(Reverse((at, w))) = self.timers.pop()
+                            && self.due.get(&w) == Some(&at) {
                                 self.due.remove(&w);
                                 self.queue.insert(w);
                             }
-                        }
                     }
                 }
                 // Nothing arrived: if the cache is behind, ask the watch where it stands.

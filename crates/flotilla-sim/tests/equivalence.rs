@@ -417,10 +417,10 @@ fn normalise(side: &mut Side, objects: Vec<(String, Value)>) -> Vec<Value> {
                     }
                 }
             }
-            if kind == "Pod" {
-                if let Some(ips) = v.pointer_mut("/status/podIPs").and_then(Value::as_array_mut) {
-                    ips.iter_mut().for_each(|ip| ip["ip"] = json!("[pod-ip]"));
-                }
+            if kind == "Pod"
+                && let Some(ips) = v.pointer_mut("/status/podIPs").and_then(Value::as_array_mut)
+            {
+                ips.iter_mut().for_each(|ip| ip["ip"] = json!("[pod-ip]"));
             }
             caught_up(&mut v, generation);
             for (from, to) in &renames {
@@ -778,10 +778,10 @@ fn normalise_token(t: &str) -> String {
     if t.split(',').count() > 1 && t.split(',').all(|p| is_ip(p.split(':').next().unwrap_or(""))) {
         return "[ips]".into();
     }
-    if let Some(rest) = t.strip_prefix(&format!("{REAL_MEMBER}-node-")) {
-        if rest.parse::<u32>().is_ok() {
-            return "[node]".into();
-        }
+    if let Some(rest) = t.strip_prefix(&format!("{REAL_MEMBER}-node-"))
+        && rest.parse::<u32>().is_ok()
+    {
+        return "[node]".into();
     }
     t.to_string()
 }
@@ -902,10 +902,10 @@ fn run_script(label: &str, kc: &Path, ns: &str) -> Vec<(String, Vec<String>)> {
     let mut last: BTreeMap<String, String> = BTreeMap::new();
     for line in pod_watch.lines() {
         let mut cols = line.split_whitespace();
-        if let (Some(_event), Some(name)) = (cols.next(), cols.next()) {
-            if name != "NAME" {
-                last.insert(name.to_string(), line.clone());
-            }
+        if let (Some(_event), Some(name)) = (cols.next(), cols.next())
+            && name != "NAME"
+        {
+            last.insert(name.to_string(), line.clone());
         }
     }
     drop(pod_watch);

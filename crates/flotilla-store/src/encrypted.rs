@@ -245,7 +245,7 @@ fn open(providers: &[Provider], key: &[u8], value: Bytes) -> Result<Bytes> {
         }
         Provider::AesCbc(_) => {
             use cbc::cipher::{BlockDecryptMut, KeyIvInit, block_padding::Pkcs7};
-            if body.len() < 32 || body.len() % 16 != 0 {
+            if body.len() < 32 || !body.len().is_multiple_of(16) {
                 return Err(failure(key, "the ciphertext is not whole blocks"));
             }
             let (iv, sealed) = body.split_at(16);

@@ -306,10 +306,10 @@ pub(crate) fn validate_txn(compares: &[Compare], ops: &[Op]) -> Result<()> {
         if !seen.insert(key.clone()) {
             return Err(StoreError::DuplicateKeyInTxn { key: lossy(key) });
         }
-        if let Op::Put(_, value) = op {
-            if value.len() > MAX_VALUE_BYTES {
-                return Err(StoreError::ValueTooLarge { key: lossy(key), size: value.len(), max: MAX_VALUE_BYTES });
-            }
+        if let Op::Put(_, value) = op
+            && value.len() > MAX_VALUE_BYTES
+        {
+            return Err(StoreError::ValueTooLarge { key: lossy(key), size: value.len(), max: MAX_VALUE_BYTES });
         }
     }
     Ok(())

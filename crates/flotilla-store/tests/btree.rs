@@ -13,7 +13,7 @@ struct BTreeHarness {
 }
 
 impl BTreeHarness {
-    fn new() -> Box<dyn conformance::Harness> {
+    fn boxed() -> Box<dyn conformance::Harness> {
         Box::new(BTreeHarness { store: std::sync::Mutex::new(None) })
     }
 }
@@ -36,7 +36,7 @@ impl conformance::Harness for BTreeHarness {
     }
 }
 
-conformance_suite!(BTreeHarness::new());
+conformance_suite!(BTreeHarness::boxed());
 
 /// History beyond `min_revisions` revisions and `min_age` is compacted by writes, and a read at a past
 /// revision inside the kept history sees that revision's state.

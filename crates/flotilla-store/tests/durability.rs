@@ -153,10 +153,10 @@ fn sigkill_rounds_keep_every_acknowledged_write() {
                     started = true;
                     let _ = ready_tx.send(());
                 }
-                if let Some(rest) = line.strip_prefix("ACK ") {
-                    if let Some((k, v)) = rest.split_once(' ') {
-                        acks.push((k.to_string(), v.to_string()));
-                    }
+                if let Some(rest) = line.strip_prefix("ACK ")
+                    && let Some((k, v)) = rest.split_once(' ')
+                {
+                    acks.push((k.to_string(), v.to_string()));
                 }
             }
             (started, acks)

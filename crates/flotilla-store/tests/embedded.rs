@@ -18,16 +18,16 @@ struct EmbeddedHarness {
 /// (durability has its own tests on a real file and on a simulated disk).
 pub fn scratch_dir() -> tempfile::TempDir {
     let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new().prefix("flotilla-store-").tempdir_in(&shm) {
-            return d;
-        }
+    if shm.is_dir()
+        && let Ok(d) = tempfile::Builder::new().prefix("flotilla-store-").tempdir_in(&shm)
+    {
+        return d;
     }
     tempfile::tempdir().unwrap()
 }
 
 impl EmbeddedHarness {
-    fn new() -> Box<dyn conformance::Harness> {
+    fn boxed() -> Box<dyn conformance::Harness> {
         Box::new(EmbeddedHarness { dir: scratch_dir() })
     }
 
@@ -69,4 +69,4 @@ impl conformance::Harness for EmbeddedHarness {
     }
 }
 
-conformance_suite!(EmbeddedHarness::new());
+conformance_suite!(EmbeddedHarness::boxed());

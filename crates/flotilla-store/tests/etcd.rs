@@ -16,7 +16,7 @@ struct EtcdHarness {
 }
 
 impl EtcdHarness {
-    fn new() -> Box<dyn conformance::Harness> {
+    fn boxed() -> Box<dyn conformance::Harness> {
         Box::new(EtcdHarness { server: EtcdServer::start() })
     }
 }
@@ -55,7 +55,7 @@ impl conformance::Harness for EtcdHarness {
     }
 }
 
-conformance_suite!(EtcdHarness::new(), with_model);
+conformance_suite!(EtcdHarness::boxed(), with_model);
 
 /// etcd starts a watch from the past only on its next 100 ms sync tick, so the model's cases
 /// run in eight parallel shards, each with its own etcd (run this file with --test-threads=8).
@@ -65,7 +65,7 @@ mod model_shards {
         ($($name:ident),*) => {$(
             #[test]
             fn $name() {
-                conformance::model::run_shard(&*EtcdHarness::new(), 8)
+                conformance::model::run_shard(&*EtcdHarness::boxed(), 8)
             }
         )*};
     }

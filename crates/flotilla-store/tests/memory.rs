@@ -13,7 +13,7 @@ struct MemoryHarness {
 }
 
 impl MemoryHarness {
-    fn new() -> Box<dyn conformance::Harness> {
+    fn boxed() -> Box<dyn conformance::Harness> {
         Box::new(MemoryHarness { store: std::sync::Mutex::new(None) })
     }
 }
@@ -36,4 +36,4 @@ impl conformance::Harness for MemoryHarness {
     }
 }
 
-conformance_suite!(MemoryHarness::new());
+conformance_suite!(MemoryHarness::boxed());

@@ -287,14 +287,14 @@ async fn follow_control_plane(store: Arc<dyn Store>, stages: Arc<Stages>) {
             } else if key.starts_with(&works) {
                 let v: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
                 let m = &v["spec"]["workload"]["manifests"][0]["metadata"];
-                if m["namespace"] == NS {
-                    if let Some(name) = m["name"].as_str() {
-                        let mut w = stages.works.lock();
-                        let e = w.entry(name.to_string()).or_insert_with(|| (Vec::new(), now));
-                        if !e.0.contains(&key) {
-                            e.0.push(key);
-                            e.1 = now;
-                        }
+                if m["namespace"] == NS
+                    && let Some(name) = m["name"].as_str()
+                {
+                    let mut w = stages.works.lock();
+                    let e = w.entry(name.to_string()).or_insert_with(|| (Vec::new(), now));
+                    if !e.0.contains(&key) {
+                        e.0.push(key);
+                        e.1 = now;
                     }
                 }
             }
@@ -772,10 +772,10 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         .collect();
     let total = members.len();
     let fleet = flotilla::demo::start_fleet(FleetConfig::new(members, dir.path().join("fleet")), &cp, |p| {
-        if let flotilla::demo::Progress::Started { done, total } = p {
-            if done == total || done % 25 == 0 {
-                println!("    … {done}/{total} members started");
-            }
+        if let flotilla::demo::Progress::Started { done, total } = p
+            && (done == total || done % 25 == 0)
+        {
+            println!("    … {done}/{total} members started");
         }
     })
     .await?;
@@ -924,11 +924,11 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
         let limit = probes.failure_threshold + probes.interval * 3 + probes.probe_timeout * 3 + Duration::from_secs(60);
         let mut last_report = Instant::now();
         let outcome = loop {
-            if let Ok(c) = clusters.get(&name).await {
-                if let Some((s, reason)) = ready_status(&c).filter(|(s, _)| s == "False") {
-                    let _ = s;
-                    break Some((t0.elapsed(), reason));
-                }
+            if let Ok(c) = clusters.get(&name).await
+                && let Some((s, reason)) = ready_status(&c).filter(|(s, _)| s == "False")
+            {
+                let _ = s;
+                break Some((t0.elapsed(), reason));
             }
             if t0.elapsed() > limit {
                 break None;

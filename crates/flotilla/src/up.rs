@@ -227,10 +227,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     eprintln!("flotilla: shutting down");
     controllers.abort_all();
-    if let Some(fleet) = demo {
-        if let Err(e) = fleet.shutdown().await {
-            eprintln!("flotilla: stopping the demo members: {e}");
-        }
+    if let Some(fleet) = demo
+        && let Err(e) = fleet.shutdown().await
+    {
+        eprintln!("flotilla: stopping the demo members: {e}");
     }
     kubernetes_service.stop().await;
     serving.shutdown().await?;

@@ -26,11 +26,11 @@ pub fn resource_summary(nodes: &[Value], pods: &[Value]) -> Result<ResourceSumma
         }
         let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
         let target = if bound { &mut allocated } else { &mut allocating };
-        if let Some(spec) = pod.get("spec") {
-            if let Some(request) = pod_request(spec, "spec")? {
-                let list: Map<String, Value> = request.into_iter().map(|(k, q)| (k, Value::String(q.0))).collect();
-                target.add(&list, "spec")?;
-            }
+        if let Some(spec) = pod.get("spec")
+            && let Some(request) = pod_request(spec, "spec")?
+        {
+            let list: Map<String, Value> = request.into_iter().map(|(k, q)| (k, Value::String(q.0))).collect();
+            target.add(&list, "spec")?;
         }
         target.add(&one_pod, "pods")?;
     }

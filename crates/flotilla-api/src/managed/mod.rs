@@ -305,6 +305,7 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
 
 /// Server-side apply of `config` by `w` to `live` (None: the object does not exist yet).
 /// Returns the object to store (managedFields not yet set) and the new managed fields.
+#[allow(clippy::too_many_arguments)] // the inputs of one apply, each used once
 pub fn apply(
     live: Option<&Value>,
     config: &Value,

@@ -124,10 +124,8 @@ fn int_or_percent_value(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> i6
 
 fn deployment_strategy(strategy: Obj<'_>, errs: &mut Vec<FieldError>) {
     match strategy.str("type") {
-        "Recreate" => {
-            if strategy.get("rollingUpdate").is_some() {
-                errs.push(FieldError::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
-            }
+        "Recreate" if strategy.get("rollingUpdate").is_some() => {
+            errs.push(FieldError::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
         }
         "RollingUpdate" => {
             let ru = strategy.obj("rollingUpdate");

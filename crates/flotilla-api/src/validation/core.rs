@@ -139,10 +139,8 @@ pub(crate) fn secret(obj: &Value, errs: &mut Vec<FieldError>) {
     let has = |k: &str| o.obj("data").get(k).is_some();
     let required = |k: &str| FieldError::required(format!("data[{k}]"), "");
     match o.str("type") {
-        "kubernetes.io/service-account-token" => {
-            if o.at("metadata.annotations").str("kubernetes.io/service-account.name").is_empty() {
-                errs.push(FieldError::required("metadata.annotations[kubernetes.io/service-account.name]", ""));
-            }
+        "kubernetes.io/service-account-token" if o.at("metadata.annotations").str("kubernetes.io/service-account.name").is_empty() => {
+            errs.push(FieldError::required("metadata.annotations[kubernetes.io/service-account.name]", ""));
         }
         "kubernetes.io/dockercfg" if !has(".dockercfg") => errs.push(required(".dockercfg")),
         "kubernetes.io/dockerconfigjson" if !has(".dockerconfigjson") => errs.push(required(".dockerconfigjson")),

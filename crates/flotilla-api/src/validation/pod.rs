@@ -51,10 +51,10 @@ pub(crate) fn validate_spec(spec: &Value, path: &str, errs: &mut Vec<FieldError>
     one_of(spec.get("restartPolicy"), &at(path, "restartPolicy"), &["Always", "OnFailure", "Never"], errs);
     one_of(spec.get("dnsPolicy"), &at(path, "dnsPolicy"), &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"], errs);
     validate_labels(spec.get("nodeSelector"), &at(path, "nodeSelector"), errs);
-    if let Some(n) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64) {
-        if !(1..=i64::from(i32::MAX)).contains(&n) {
-            errs.push(FieldError::invalid(at(path, "activeDeadlineSeconds"), &json!(n), "must be between 1 and 2147483647, inclusive"));
-        }
+    if let Some(n) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64)
+        && !(1..=i64::from(i32::MAX)).contains(&n)
+    {
+        errs.push(FieldError::invalid(at(path, "activeDeadlineSeconds"), &json!(n), "must be between 1 and 2147483647, inclusive"));
     }
     let sa = spec.str("serviceAccountName");
     if !sa.is_empty() {

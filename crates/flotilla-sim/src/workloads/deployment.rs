@@ -162,10 +162,8 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
             return sync_status(ctx, &d, &all, None).await;
         }
         // Recreate makes the new ReplicaSet only once the old pods are gone.
-        if !rolling(&d) {
-            if scale_down_all(ctx, &old, &d).await? || old_pods_running(ctx, ns, &old) {
-                return sync_status(ctx, &d, &all, None).await;
-            }
+        if !rolling(&d) && (scale_down_all(ctx, &old, &d).await? || old_pods_running(ctx, ns, &old)) {
+            return sync_status(ctx, &d, &all, None).await;
         }
         create_new_rs(ctx, &d, &all, max_revision + 1).await?;
         return Ok(None);

@@ -122,7 +122,7 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
                 }
             } else if have > want {
                 let mut extra: Vec<_> = active.iter().map(|(k, p)| ((*k).clone(), pods::scale_down_rank(p))).collect();
-                extra.sort_by(|a, b| a.1.cmp(&b.1));
+                extra.sort_by_key(|a| a.1);
                 for (k, _) in extra.into_iter().take((have - want) as usize) {
                     pods::delete(ctx, &k).await?;
                 }

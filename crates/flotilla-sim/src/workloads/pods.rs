@@ -55,10 +55,12 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
 pub fn same_template(a: &PodTemplateSpec, b: &PodTemplateSpec, hash_label: &str) -> bool {
     let strip = |t: &PodTemplateSpec| {
         let mut t = t.clone();
-        if let Some(l) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        if let Some(m) = t.metadata.as_mut()
+            && let Some(l) = m.labels.as_mut()
+        {
             l.remove(hash_label);
             if l.is_empty() {
-                t.metadata.as_mut().map(|m| m.labels = None);
+                m.labels = None;
             }
         }
         t

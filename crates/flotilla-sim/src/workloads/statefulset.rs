@@ -175,12 +175,11 @@ pub async fn reconcile(key: &ObjKey, ctx: &mut Ctx<'_>) -> Reconciled {
     // Roll pods of an older revision, highest ordinal first, one at a time.
     if !acted && rolling {
         let all_healthy = (0..replicas).all(|i| pods.get(&i).is_some_and(|(_, p)| healthy(p)));
-        if all_healthy {
-            if let Some((_, (k, _))) =
+        if all_healthy
+            && let Some((_, (k, _))) =
                 pods.range(partition.max(0)..replicas).rev().find(|(_, (_, p))| revision_of(p).as_deref() != Some(update_revision.as_str()))
-            {
-                pods::delete(ctx, k).await?;
-            }
+        {
+            pods::delete(ctx, k).await?;
         }
     }
     if sts.status.as_ref() != Some(&status) {

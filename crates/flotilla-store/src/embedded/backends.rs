@@ -83,7 +83,7 @@ impl StorageBackend for OverlayBackend {
         let mut state = self.state.lock();
         if len < state.len {
             // What is cut must read as zeros if the file grows again, as a real file would.
-            if len % PAGE != 0 {
+            if !len.is_multiple_of(PAGE) {
                 let page = len / PAGE;
                 let mut buf = vec![0u8; PAGE as usize];
                 self.read_page(&state, page, &mut buf)?;

@@ -50,12 +50,12 @@ pub(crate) fn encode_tombstone() -> [u8; 1] {
 }
 
 pub(crate) fn decode_version(raw: &[u8]) -> Option<Version<'_>> {
-    match raw.first()? {
-        &TAG_PUT if raw.len() >= 9 => {
+    match *raw.first()? {
+        TAG_PUT if raw.len() >= 9 => {
             let create_revision = i64::from_le_bytes(raw[1..9].try_into().ok()?);
             Some(Version::Put { create_revision, value: &raw[9..] })
         }
-        &TAG_TOMBSTONE => Some(Version::Tombstone),
+        TAG_TOMBSTONE => Some(Version::Tombstone),
         _ => None,
     }
 }

@@ -326,14 +326,14 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
-        if self.broken {
-            if let Err(e) = self.reopen() {
-                tracing::error!(error = %e, "cannot reopen the store after a storage error");
-                for (_, _, reply) in batch {
-                    let _ = reply.send(Err(StoreError::Io(format!("the store cannot write: {e}"))));
-                }
-                return;
+        if self.broken
+            && let Err(e) = self.reopen()
+        {
+            tracing::error!(error = %e, "cannot reopen the store after a storage error");
+            for (_, _, reply) in batch {
+                let _ = reply.send(Err(StoreError::Io(format!("the store cannot write: {e}"))));
             }
+            return;
         }
         let start = self.next;
         let now = now_ms();
@@ -706,14 +706,14 @@ impl Shared {
             };
             let mut pending: Option<(Bytes, Revision, Vec<u8>)> = None;
             let flush = |p: Option<(Bytes, Revision, Vec<u8>)>, out: &mut RangeResponse| -> Result<()> {
-                if let Some((key, modrev, raw)) = p {
-                    if let Some(Version::Put { create_revision, value }) = decode_version(&raw) {
-                        out.count += 1;
-                        if out.kvs.len() >= limit {
-                            out.more = true;
-                        } else if !req.count_only {
-                            out.kvs.push(KeyValue { key, value: Bytes::copy_from_slice(value), create_revision, mod_revision: modrev });
-                        }
+                if let Some((key, modrev, raw)) = p
+                    && let Some(Version::Put { create_revision, value }) = decode_version(&raw)
+                {
+                    out.count += 1;
+                    if out.kvs.len() >= limit {
+                        out.more = true;
+                    } else if !req.count_only {
+                        out.kvs.push(KeyValue { key, value: Bytes::copy_from_slice(value), create_revision, mod_revision: modrev });
                     }
                 }
                 Ok(())
@@ -988,12 +988,11 @@ pub fn restore(snapshot: &Path, data_file: &Path) -> Result<(SnapshotInfo, Optio
     let info = verify_snapshot(snapshot)?;
     open::prepare_dir(data_file)?;
     // Refuse while a server holds the data file.
-    if data_file.exists() {
-        if let Err(e) = redb::Builder::new().open_read_only(data_file) {
-            if matches!(e, redb::DatabaseError::DatabaseAlreadyOpen) {
-                return Err(open::classify_open_error(data_file, e));
-            }
-        }
+    if data_file.exists()
+        && let Err(e) = redb::Builder::new().open_read_only(data_file)
+        && matches!(e, redb::DatabaseError::DatabaseAlreadyOpen)
+    {
+        return Err(open::classify_open_error(data_file, e));
     }
     let tmp = data_file.with_extension("restoring");
     std::fs::copy(snapshot, &tmp).map_err(|e| StoreError::Io(format!("cannot copy the snapshot: {e}")))?;

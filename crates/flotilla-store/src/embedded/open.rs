@@ -124,11 +124,11 @@ pub(crate) fn migrate(_db: &Database, from: i64) -> Result<()> {
 
 /// Make sure the parent directory exists with owner-only permissions.
 pub fn prepare_dir(path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| StoreError::Io(format!("cannot create {}: {e}", dir.display())))?;
-        }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| StoreError::Io(format!("cannot create {}: {e}", dir.display())))?;
     }
     Ok(())
 }

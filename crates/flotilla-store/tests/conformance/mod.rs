@@ -390,10 +390,10 @@ async fn collect_live(mut w: WatchStream, mut last: tokio::sync::watch::Receiver
     let mut out = Vec::new();
     let mut seen = 0;
     loop {
-        if let Some(l) = *last.borrow() {
-            if seen >= l {
-                return out;
-            }
+        if let Some(l) = *last.borrow()
+            && seen >= l
+        {
+            return out;
         }
         tokio::select! {
             ev = w.next_event() => match ev {

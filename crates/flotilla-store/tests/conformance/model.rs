@@ -28,8 +28,8 @@ fn step() -> impl Strategy<Value = Step> {
     let key = 0u8..6;
     let value = any::<u8>();
     prop_oneof![
-        4 => (key.clone(), value.clone()).prop_map(|(k, v)| Step::Create(k, v)),
-        4 => (key.clone(), value.clone(), prop::bool::weighted(0.2)).prop_map(|(key, value, stale)| Step::Update { key, value, stale }),
+        4 => (key.clone(), value).prop_map(|(k, v)| Step::Create(k, v)),
+        4 => (key.clone(), value, prop::bool::weighted(0.2)).prop_map(|(key, value, stale)| Step::Update { key, value, stale }),
         2 => (key.clone(), 0u8..3).prop_map(|(key, mode)| Step::Delete { key, mode }),
         2 => (prop::collection::btree_map(key.clone(), prop::option::weighted(0.7, value), 1..4), prop::bool::weighted(0.7))
             .prop_map(|(m, compare_holds)| Step::Txn { keys: m.into_iter().collect(), compare_holds }),

@@ -258,7 +258,7 @@ pub fn kubectl_fails(bin: &Path, kubeconfig: &Path, args: &[&str]) -> (i32, Stri
 
 /// The newest kubectl of the matrix.
 pub fn kubectl_bin() -> PathBuf {
-    kubectls().into_iter().map(|(_, p)| p).last().expect("a kubectl")
+    kubectls().into_iter().map(|(_, p)| p).next_back().expect("a kubectl")
 }
 
 /// `kubectl get ... -o json`, or kubectl's stderr.
