@@ -64,10 +64,28 @@ impl Metrics {
         Metrics { registry, requests, latency, open_watches, store_revision, store_commit, rejected_overload, heavy_in_flight }
     }
 
+    /// The exposition: the API server's series, then every other source's
+    /// ([`add_source`]), then `# EOF`.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry);
+        for source in SOURCES.read().iter() {
+            out.push_str(&source());
+        }
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out
+    }
+}
+
+/// Other components of the process whose series `/metrics` also serves (the controllers').
+static SOURCES: parking_lot::RwLock<Vec<fn() -> String>> = parking_lot::RwLock::new(Vec::new());
+
+/// Serve `source`'s OpenMetrics series (without `# EOF`) on every API server's `/metrics` in
+/// this process, after the server's own. Adding the same source twice changes nothing.
+pub fn add_source(source: fn() -> String) {
+    let mut sources = SOURCES.write();
+    if !sources.iter().any(|s| std::ptr::fn_addr_eq(*s, source)) {
+        sources.push(source);
     }
 }
 

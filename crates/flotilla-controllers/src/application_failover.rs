@@ -23,8 +23,8 @@ use serde_json::json;
 
 use crate::binding::BindingKey;
 use crate::bindings::{Bindings, graceful_evict_cluster};
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::Events;
+use flotilla_runtime::Events;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "application-failover-controller";
 /// Producers of the eviction tasks (Karmada's controller names).
@@ -148,9 +148,9 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 }
 
 /// Run the controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(&client, |spec| spec.failover.as_ref().is_some_and(|f| f.application.is_some()), queue.clone());
+    let (bindings, watches) = Bindings::watch(&rt.informers, |spec| spec.failover.as_ref().is_some_and(|f| f.application.is_some()), queue.clone());
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, bindings, unhealthy_since: Mutex::default() });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {

@@ -37,14 +37,13 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::cluster::{cluster_of_execution_space, execution_space};
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, condition, condition_status, finalizer_patch, set_condition, watch_into_store, with_finalizer, without_finalizer};
+use flotilla_runtime::{Events, condition, condition_status, finalizer_patch, set_condition, with_finalizer, without_finalizer};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "binding-controller";
 
@@ -769,21 +768,20 @@ async fn delete_works(ctx: &Context, b: &Binding) -> Result<Next, Error> {
 }
 
 /// Run the binding controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
-    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ResourceBinding, _| {
+    let (rbs, rb_task) = rt.informers.watch::<ResourceBinding>(move |b: &ResourceBinding, _| {
         q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
     });
     let q = queue.clone();
-    let (crbs, crb_task) =
-        watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, _| {
-            q.add(BindingKey { namespace: None, name: b.name_any() });
-        });
+    let (crbs, crb_task) = rt.informers.watch::<ClusterResourceBinding>(move |b: &ClusterResourceBinding, _| {
+        q.add(BindingKey { namespace: None, name: b.name_any() });
+    });
     let q = queue.clone();
     let index = Arc::new(WorkIndex::default());
     let work_index = index.clone();
-    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+    let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
         let key = binding_of_work(w);
         work_index.record(w, key.clone(), deleted);
         if let Some(key) = key {
@@ -803,7 +801,7 @@ pub async fn run(client: Client, config: Config) {
     };
     let wake = wake_all(everything.clone(), queue.clone());
     let cluster_seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         // Status writes (health, resource summaries: one per member every probe interval) change
         // no Work; waking every binding on each of them kept the queue full.
         let name = c.name_any();
@@ -818,10 +816,9 @@ pub async fn run(client: Client, config: Config) {
         }
     });
     let wake = wake_all(everything.clone(), queue.clone());
-    let (ops, op_task) = watch_into_store(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &OverridePolicy, _| wake());
+    let (ops, op_task) = rt.informers.watch::<OverridePolicy>(move |_: &OverridePolicy, _| wake());
     let wake = wake_all(everything.clone(), queue.clone());
-    let (cops, cop_task) =
-        watch_into_store(Api::<ClusterOverridePolicy>::all(client.clone()), watcher::Config::default(), move |_: &ClusterOverridePolicy, _| wake());
+    let (cops, cop_task) = rt.informers.watch::<ClusterOverridePolicy>(move |_: &ClusterOverridePolicy, _| wake());
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client,

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use crate::binding::{Binding, BindingKey};
-use crate::queue::WorkQueue;
-use crate::util::{Events, watch_into_store};
+use flotilla_runtime::Events;
+use flotilla_runtime::WorkQueue;
 
 #[derive(Clone)]
 pub struct Bindings {
@@ -24,22 +23,25 @@ pub struct Bindings {
 impl Bindings {
     /// Watch both kinds; a binding applied whose spec `wants` is queued. The future runs until
     /// either watch ends.
-    pub fn watch<F>(client: &Client, wants: F, queue: Arc<WorkQueue<BindingKey>>) -> (Bindings, impl Future<Output = ()> + Send + use<F>)
+    pub fn watch<F>(
+        informers: &flotilla_runtime::Informers,
+        wants: F,
+        queue: Arc<WorkQueue<BindingKey>>,
+    ) -> (Bindings, impl Future<Output = ()> + Send + use<F>)
     where
         F: Fn(&ResourceBindingSpec) -> bool + Clone + Send + Sync + 'static,
     {
         let (q, w) = (queue.clone(), wants.clone());
-        let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ResourceBinding, deleted| {
+        let (rbs, rb_task) = informers.watch::<ResourceBinding>(move |b: &ResourceBinding, deleted| {
             if !deleted && w(&b.spec) {
                 q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
             }
         });
-        let (crbs, crb_task) =
-            watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), move |b: &ClusterResourceBinding, deleted| {
-                if !deleted && wants(&b.spec.0) {
-                    queue.add(BindingKey { namespace: None, name: b.name_any() });
-                }
-            });
+        let (crbs, crb_task) = informers.watch::<ClusterResourceBinding>(move |b: &ClusterResourceBinding, deleted| {
+            if !deleted && wants(&b.spec.0) {
+                queue.add(BindingKey { namespace: None, name: b.name_any() });
+            }
+        });
         let run = async move {
             tokio::select! {
                 _ = rb_task => tracing::warn!("binding watch ended"),

@@ -13,15 +13,14 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, FINALIZER_CLUSTER_CONTROLLER, TAINT_NOT_READY, TAINT_UNREACHABLE};
 use flotilla_api::federation::karmada::work::EXECUTION_SPACE_PREFIX;
-use futures::StreamExt;
+use flotilla_runtime::Next;
 use k8s_openapi::api::core::v1::{Namespace, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
-use crate::util::{condition_status, finalizer_patch, with_finalizer, without_finalizer};
+use flotilla_runtime::{condition_status, finalizer_patch, with_finalizer, without_finalizer};
 
 pub const NAME: &str = "cluster";
 
@@ -79,7 +78,7 @@ pub fn desired_taints(current: &[Taint], ready: Option<&str>, now: Time) -> Vec<
     out
 }
 
-pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next, Error> {
     let name = cluster.name_any();
     let clusters: Api<Cluster> = Api::all(ctx.client.clone());
     let err = |step: &'static str| {
@@ -95,7 +94,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(err("deleting the execution space")(e)),
             }
-            return Ok(Action::requeue(ctx.config.requeue));
+            return Ok(Next::After(ctx.config.requeue));
         }
         if let Some(list) = without_finalizer(cluster.metadata.finalizers.as_ref(), FINALIZER_CLUSTER_CONTROLLER) {
             let patch = finalizer_patch(list, cluster.metadata.resource_version.as_deref());
@@ -105,12 +104,12 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 Err(e) => return Err(err("removing the finalizer")(e)),
             }
         }
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     if let Some(list) = with_finalizer(cluster.metadata.finalizers.as_ref(), FINALIZER_CLUSTER_CONTROLLER) {
         let patch = finalizer_patch(list, cluster.metadata.resource_version.as_deref());
         clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(err("adding the finalizer"))?;
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     if namespaces.get_opt(&es).await.map_err(err("reading the execution space"))?.is_none() {
         let ns = Namespace { metadata: ObjectMeta { name: Some(es.clone()), ..Default::default() }, ..Default::default() };
@@ -128,22 +127,24 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         match clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
             // Someone wrote in between; the watch brings the new version.
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(Duration::from_millis(100))),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Next::After(Duration::from_millis(100))),
             Err(e) => return Err(err("updating the taints")(e)),
         }
     }
-    Ok(Action::await_change())
+    Ok(Next::Done)
 }
 
-pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
-    Action::requeue(ctx.config.requeue)
-}
+impl flotilla_runtime::ReconcileError for Error {}
 
-pub async fn run(client: Client, config: Config) {
-    let api: Api<Cluster> = Api::all(client.clone());
+/// Run the controller until shutdown: every Cluster, from the shared cache.
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
+    let requeue = config.requeue;
     let ctx = Arc::new(Context { client, config });
-    Controller::new(api, watcher::Config::default()).run(reconcile, error_policy, ctx).for_each(|_| async {}).await;
+    rt.controller(NAME)
+        .watches(|c: &Cluster, _| Some(ObjectRef::from_obj(c)))
+        .backoff(Duration::from_millis(100), requeue)
+        .run_objects(move |c| reconcile(c, ctx.clone()))
+        .await;
 }
 
 #[cfg(test)]

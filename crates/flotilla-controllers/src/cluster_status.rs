@@ -23,18 +23,19 @@ use std::time::{Duration, Instant};
 use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Cluster, ClusterStatus, ClusterSyncMode, NodeSummary};
 use flotilla_member::access::Clients;
 use flotilla_member::{MemberAccess, discovery};
+use flotilla_runtime::Next;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
-use crate::util::{Events, condition, condition_status, set_condition};
 use flotilla_api::federation::kubefed::core::{ClusterHealthCheckConfig, DEFAULT_SYSTEM_NAMESPACE, KubeFedConfig};
 use flotilla_api::federation::kubefed::install::KUBEFED_CONFIG_NAME;
+use flotilla_runtime::{Events, condition, condition_status, set_condition};
 
 pub const NAME: &str = "cluster-status";
 
@@ -256,9 +257,9 @@ fn damp(ctx: &Context, cluster: &str, published: Option<bool>, observed: bool) -
     }
 }
 
-pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next, Error> {
     if cluster.spec.sync_mode != ClusterSyncMode::Push || cluster.spec.secret_ref.is_none() || cluster.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     let name = cluster.name_any();
     let member = match MemberAccess::from_cluster(&ctx.client, &cluster).await {
@@ -286,7 +287,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         let patch = serde_json::json!({"status": status});
         match clusters.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Next::Done),
             Err(source) => return Err(Error::WriteStatus { cluster: name, source }),
         }
         if publish && published != Some(health.ready()) {
@@ -294,7 +295,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     let next = recheck.map_or(ctx.config().interval, |r| r.min(ctx.config().interval));
-    Ok(Action::requeue(next))
+    Ok(Next::After(next))
 }
 
 /// Status equality ignoring condition timestamps.
@@ -353,16 +354,19 @@ async fn collect(client: &Client, cluster: &str, status: &mut ClusterStatus, con
     }
 }
 
-pub fn error_policy(_c: Arc<Cluster>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
-    Action::requeue(ctx.config().interval)
-}
+impl flotilla_runtime::ReconcileError for Error {}
 
-pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
-    let api: Api<Cluster> = Api::all(client.clone());
+/// Run the controller until shutdown: every Cluster's status, from the shared cache. A failed
+/// reconcile is retried no later than the status interval.
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, clients: Arc<Clients>) {
+    let interval = config.interval;
     let ctx = Arc::new(Context::new(client.clone(), config, clients));
     let follower = tokio::spawn(follow_kubefed_config(client, ctx.clone()));
-    Controller::new(api, watcher::Config::default()).run(reconcile, error_policy, ctx).for_each(|_| async {}).await;
+    rt.controller(NAME)
+        .watches(|c: &Cluster, _| Some(ObjectRef::from_obj(c)))
+        .backoff(Duration::from_millis(100), interval)
+        .run_objects(move |c| reconcile(c, ctx.clone()))
+        .await;
     follower.abort();
 }
 

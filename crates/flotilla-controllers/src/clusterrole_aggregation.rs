@@ -18,7 +18,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::util::watch_into_store;
+use flotilla_runtime::watch_into_store;
 
 pub const NAME: &str = "clusterrole-aggregation-controller";
 

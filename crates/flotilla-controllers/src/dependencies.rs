@@ -48,8 +48,8 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::kinds::Kinds;
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, finalizer_patch, watch_into_store, with_finalizer, without_finalizer};
+use flotilla_runtime::{Events, finalizer_patch, with_finalizer, without_finalizer};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "dependencies-distributor";
 
@@ -483,11 +483,11 @@ where
 }
 
 /// Run the distributor until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<Key>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
     let seen: Mutex<HashMap<(String, String), Print>> = Mutex::default();
-    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), move |rb: &ResourceBinding, deleted| {
+    let (rbs, rb_task) = rt.informers.watch::<ResourceBinding>(move |rb: &ResourceBinding, deleted| {
         let key = Key { namespace: rb.metadata.namespace.clone().unwrap_or_default(), name: rb.name_any() };
         let print = print_of(rb);
         let relevant = print.2 == Some(true) || print.3 || print.4.is_some();

@@ -42,8 +42,8 @@ use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::Events;
+use flotilla_runtime::Events;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "resource-detector";
 
@@ -606,7 +606,7 @@ async fn ensure_binding(
             .entry(RESOURCE_BINDING_PERMANENT_ID_LABEL.into())
             .or_insert_with(|| uuid::Uuid::new_v4().to_string());
         rb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
-        if let Some(f) = crate::util::with_finalizer(rb.metadata.finalizers.as_ref(), BINDING_FINALIZER) {
+        if let Some(f) = flotilla_runtime::with_finalizer(rb.metadata.finalizers.as_ref(), BINDING_FINALIZER) {
             rb.metadata.finalizers = Some(f);
         }
         rb.spec = spec;
@@ -646,7 +646,7 @@ async fn ensure_binding(
             .entry(CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL.into())
             .or_insert_with(|| uuid::Uuid::new_v4().to_string());
         crb.metadata.owner_references = Some(vec![owner_of(obj, &watched.resource)]);
-        if let Some(f) = crate::util::with_finalizer(crb.metadata.finalizers.as_ref(), CLUSTER_RESOURCE_BINDING_FINALIZER) {
+        if let Some(f) = flotilla_runtime::with_finalizer(crb.metadata.finalizers.as_ref(), CLUSTER_RESOURCE_BINDING_FINALIZER) {
             crb.metadata.finalizers = Some(f);
         }
         crb.spec = ClusterResourceBindingSpec(spec);
@@ -724,8 +724,8 @@ async fn release_binding(ctx: &Context, key: &TemplateKey, namespaced: bool) -> 
 /// re-evaluated and released (or taken by another policy) when it is queued.
 fn policy_patch(meta: &kube::api::ObjectMeta, id_label: &str, finalizer: &str) -> Option<Value> {
     if meta.deletion_timestamp.is_some() {
-        let finalizers = crate::util::without_finalizer(meta.finalizers.as_ref(), finalizer)?;
-        return Some(crate::util::finalizer_patch(finalizers, meta.resource_version.as_deref()));
+        let finalizers = flotilla_runtime::without_finalizer(meta.finalizers.as_ref(), finalizer)?;
+        return Some(flotilla_runtime::finalizer_patch(finalizers, meta.resource_version.as_deref()));
     }
     if meta.labels.as_ref().is_some_and(|l| l.contains_key(id_label)) {
         return None;

@@ -47,14 +47,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::cluster::{UNJOIN_ANNOTATION, cluster_of_execution_space, execution_space};
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, condition, condition_status, finalizer_patch, set_condition, watch_into_store, with_finalizer, without_finalizer};
+use flotilla_runtime::{Events, condition, condition_status, finalizer_patch, set_condition, with_finalizer, without_finalizer};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "execution";
 
@@ -567,7 +566,7 @@ pub(crate) fn enqueue_cluster(works: &Store<Work>, queue: &WorkQueue<WorkKey>, c
 }
 
 /// Run the controller until its watches end.
-pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, clients: Arc<Clients>) {
     if let Err(e) = config.validate() {
         tracing::error!(controller = NAME, error = %e, "invalid configuration; not started");
         return;
@@ -575,7 +574,7 @@ pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
     let queue = WorkQueue::new(config.retry_base, config.retry_max);
     let seen: Mutex<HashMap<WorkKey, WorkPrint>> = Mutex::default();
     let q = queue.clone();
-    let (works, works_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+    let (works, works_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
         if w.namespace().as_deref().and_then(cluster_of_execution_space).is_none() {
             return;
         }
@@ -593,7 +592,7 @@ pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
     let works_for_clusters = works.clone();
     let cluster_seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
     let clients_for_clusters = clients.clone();
-    let (clusters, clusters_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+    let (clusters, clusters_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         let name = c.name_any();
         if deleted {
             cluster_seen.lock().remove(&name);

@@ -28,7 +28,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
-use crate::queue::{Next, WorkQueue, run_workers};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "garbage-collector";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
@@ -354,7 +354,7 @@ async fn drop_owner_refs(ctx: &Context, uid: &str, node: &Node, gone: &[String])
 
 async fn remove_finalizer(ctx: &Context, uid: &str, node: &Node, finalizer: &str) -> Result<(), Error> {
     patch_metadata(ctx, uid, node, |live| {
-        crate::util::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f }))
+        flotilla_runtime::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f }))
     })
     .await
 }

@@ -29,9 +29,9 @@ use serde_json::json;
 
 use crate::binding::BindingKey;
 use crate::bindings::Bindings;
-use crate::queue::{Next, WorkQueue, run_workers};
 use crate::taint_manager::REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED;
-use crate::util::Events;
+use flotilla_runtime::Events;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "graceful-eviction-controller";
 
@@ -154,9 +154,9 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 }
 
 /// Run the controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(&client, |spec| spec.graceful_eviction_tasks.as_ref().is_some_and(|t| !t.is_empty()), queue.clone());
+    let (bindings, watches) = Bindings::watch(&rt.informers, |spec| spec.graceful_eviction_tasks.as_ref().is_some_and(|t| !t.is_empty()), queue.clone());
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), bindings });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {

@@ -52,8 +52,8 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "kubefed-cluster";
 
@@ -416,12 +416,12 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Run the controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(200), Duration::from_secs(60));
     let q = queue.clone();
     // Queue a Cluster only when what a reconcile reads changed (not on every status write).
     let seen: parking_lot::Mutex<std::collections::HashMap<String, String>> = Default::default();
-    let (clusters, clusters_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+    let (clusters, clusters_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         let name = c.name_any();
         if deleted {
             seen.lock().remove(&name);
@@ -486,7 +486,7 @@ mod tests {
     }
 
     fn ready(status: &str, reason: &str) -> Condition {
-        crate::util::condition("Ready", status == "True", reason, "why", None)
+        flotilla_runtime::condition("Ready", status == "True", reason, "why", None)
     }
 
     #[test]

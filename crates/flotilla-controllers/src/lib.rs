@@ -23,7 +23,5 @@ pub mod kubefed_sync;
 pub mod namespace;
 pub mod namespace_sync;
 pub mod policy_report;
-pub mod queue;
 pub mod taint_manager;
-pub mod util;
 pub mod work_status;

@@ -21,15 +21,13 @@ use flotilla_api::federation::karmada::work::{
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::cluster::execution_space;
 use crate::detector::is_reserved_namespace;
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::watch_into_store;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "namespace-sync";
 
@@ -141,15 +139,14 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
 }
 
 /// Run namespace auto-propagation until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
-    let (namespaces, ns_task) =
-        watch_into_store(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |n: &Namespace, _| q.add(n.name_any()));
+    let (namespaces, ns_task) = rt.informers.watch::<Namespace>(move |n: &Namespace, _| q.add(n.name_any()));
     // A cluster joining needs every namespace; found through the namespace store once it exists.
     let all: Arc<Mutex<Option<Store<Namespace>>>> = Arc::new(Mutex::new(None));
     let (q, a) = (queue.clone(), all.clone());
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |_: &Cluster, _| {
         if let Some(store) = a.lock().as_ref() {
             for n in store.state() {
                 q.add(n.name_any());
@@ -157,7 +154,7 @@ pub async fn run(client: Client, config: Config) {
         }
     });
     let q = queue.clone();
-    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+    let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
         // A namespace Work deleted by hand comes back.
         if deleted
             && let Some(ns) = w.spec.workload.as_ref().and_then(|wl| wl.manifests.as_ref()).and_then(|m| m.first()).filter(|m| m["kind"] == "Namespace")

@@ -11,15 +11,13 @@ use flotilla_api::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PropagationPolicy,
 };
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use flotilla_runtime::Next;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 
-use crate::util::{Events, watch_into_store};
+use flotilla_runtime::Events;
 
 pub const NAME: &str = "policy-report";
 pub const REASON_NO_MATCH: &str = "NoResourceSelected";
@@ -75,14 +73,14 @@ fn verdict(age: Duration, grace: Duration, has_id: bool, claimed: usize, already
     Verdict::Report
 }
 
-async fn reconcile<K>(policy: Arc<K>, ctx: Arc<Context>, label: &'static str, selectors: usize) -> Result<Action, Error>
+async fn reconcile<K>(policy: Arc<K>, ctx: Arc<Context>, label: &'static str, selectors: usize) -> Result<Next, Error>
 where
     K: Resource<DynamicType = ()> + ResourceExt,
 {
-    let Some(uid) = policy.meta().uid.clone() else { return Ok(Action::await_change()) };
+    let Some(uid) = policy.meta().uid.clone() else { return Ok(Next::Done) };
     if policy.meta().deletion_timestamp.is_some() {
         ctx.reported.lock().remove(&uid);
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     let generation = policy.meta().generation.unwrap_or(0);
     // The age of this generation is not recorded anywhere; the object's age bounds it.
@@ -95,54 +93,58 @@ where
     }
     let already = ctx.reported.lock().get(&uid) == Some(&generation);
     match verdict(age, ctx.config.grace, id.is_some(), count, already) {
-        Verdict::Quiet => Ok(Action::requeue(ctx.config.grace.max(Duration::from_secs(30)))),
-        Verdict::Wait(d) => Ok(Action::requeue(d)),
+        Verdict::Quiet => Ok(Next::After(ctx.config.grace.max(Duration::from_secs(30)))),
+        Verdict::Wait(d) => Ok(Next::After(d)),
         Verdict::Report => {
             ctx.reported.lock().insert(uid, generation);
             let note = format!(
                 "no resource matches this policy's {selectors} resourceSelector(s): nothing is propagated by it (check apiVersion, kind, namespace, name and labelSelector of each selector)"
             );
             ctx.events.publish(policy.as_ref(), true, REASON_NO_MATCH, "Select", note).await;
-            Ok(Action::requeue(ctx.config.grace.max(Duration::from_secs(30))))
+            Ok(Next::After(ctx.config.grace.max(Duration::from_secs(30))))
         }
     }
 }
 
-fn on_error<K>(_: Arc<K>, _: &Error, _: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(30))
-}
+impl flotilla_runtime::ReconcileError for Error {}
 
-/// Run the controller until the process ends.
-pub async fn run(client: Client, config: Config) {
-    let (bindings, watch_rb) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), watcher::Config::default(), |_, _| {});
-    let (cluster_bindings, watch_crb) = watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), watcher::Config::default(), |_, _| {});
-    tokio::spawn(watch_rb);
-    tokio::spawn(watch_crb);
+/// Run the controller until shutdown.
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
+    let bindings = rt.informers.store::<ResourceBinding>();
+    let cluster_bindings = rt.informers.store::<ClusterResourceBinding>();
     // Counting a policy's bindings needs them all listed first.
-    if bindings.wait_until_ready().await.is_err() || cluster_bindings.wait_until_ready().await.is_err() {
-        return;
+    tokio::select! {
+        _ = rt.informers.synced::<ResourceBinding>() => {}
+        _ = rt.shutdown.cancelled() => return,
+    }
+    tokio::select! {
+        _ = rt.informers.synced::<ClusterResourceBinding>() => {}
+        _ = rt.shutdown.cancelled() => return,
     }
     let ctx = Arc::new(Context { config, events: Events::new(client.clone(), NAME), bindings, cluster_bindings, reported: Mutex::new(HashMap::new()) });
-    let pp = Controller::new(Api::<PropagationPolicy>::all(client.clone()), watcher::Config::default())
-        .run(
-            |p, ctx| async move {
+    let c = ctx.clone();
+    let pp = rt
+        .controller("policyReport-propagationpolicy")
+        .watches(|p: &PropagationPolicy, _| Some(ObjectRef::from_obj(p)))
+        .backoff(Duration::from_secs(1), Duration::from_secs(30))
+        .run_objects(move |p: Arc<PropagationPolicy>| {
+            let ctx = c.clone();
+            async move {
                 let n = p.spec.resource_selectors.len();
                 reconcile(p, ctx, PROPAGATION_POLICY_PERMANENT_ID_LABEL, n).await
-            },
-            on_error::<PropagationPolicy>,
-            ctx.clone(),
-        )
-        .for_each(|_| async {});
-    let cpp = Controller::new(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default())
-        .run(
-            |p, ctx| async move {
+            }
+        });
+    let cpp = rt
+        .controller("policyReport-clusterpropagationpolicy")
+        .watches(|p: &ClusterPropagationPolicy, _| Some(ObjectRef::from_obj(p)))
+        .backoff(Duration::from_secs(1), Duration::from_secs(30))
+        .run_objects(move |p: Arc<ClusterPropagationPolicy>| {
+            let ctx = ctx.clone();
+            async move {
                 let n = p.spec.0.resource_selectors.len();
                 reconcile(p, ctx, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, n).await
-            },
-            on_error::<ClusterPropagationPolicy>,
-            ctx.clone(),
-        )
-        .for_each(|_| async {});
+            }
+        });
     tokio::join!(pp, cpp);
 }
 

@@ -25,17 +25,15 @@ use flotilla_api::federation::karmada::cluster::{Cluster, tolerates};
 use flotilla_api::federation::karmada::policy::{Placement, PurgeMode};
 use flotilla_api::federation::karmada::work::{GracefulEvictionTask, ResourceBindingSpec};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::binding::{Binding, BindingKey};
 use crate::bindings::{Bindings, graceful_evict_cluster};
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, watch_into_store};
+use flotilla_runtime::Events;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "taint-manager";
 /// The annotation recording the placement a binding was last scheduled with.
@@ -220,13 +218,13 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 }
 
 /// Run the taint manager until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let (bindings, watches) = Bindings::watch(&client, |spec| spec.clusters.as_ref().is_some_and(|c| !c.is_empty()), queue.clone());
+    let (bindings, watches) = Bindings::watch(&rt.informers, |spec| spec.clusters.as_ref().is_some_and(|c| !c.is_empty()), queue.clone());
     // A cluster's NoExecute taints changing wakes every binding scheduled to it.
     let (q, b) = (queue.clone(), bindings.clone());
     let taints_seen: Mutex<HashMap<String, Vec<Taint>>> = Mutex::default();
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         let name = c.name_any();
         let taints: Vec<Taint> = c.spec.taints.clone().unwrap_or_default().into_iter().filter(|t| t.effect == "NoExecute").collect();
         let changed = if deleted {

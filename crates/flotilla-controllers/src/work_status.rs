@@ -61,8 +61,8 @@ use crate::execution::{
     APPLIED, APPLIED_MESSAGE, ClusterPrint, EVENT_SYNC_FAILED, EVENT_SYNC_SUCCEED, WorkKey, aggregate, apply_options, cluster_fingerprint, desired_object,
     enqueue_cluster, is_cluster_ready, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
 };
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, condition, condition_status, set_condition, watch_into_store};
+use flotilla_runtime::{Events, condition, condition_status, set_condition};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "work-status";
 
@@ -555,10 +555,15 @@ async fn still_current(api: &Api<Work>, cached: &Work) -> Result<bool, kube::Err
 
 /// Start the controller: its context (to look at what it watches) and the future that runs it
 /// until its control-plane watches end.
-pub fn start(client: Client, config: Config, clients: Arc<Clients>) -> (Arc<Context>, impl std::future::Future<Output = ()> + Send) {
+pub fn start(
+    client: Client,
+    rt: &flotilla_runtime::Runtime,
+    config: Config,
+    clients: Arc<Clients>,
+) -> (Arc<Context>, impl std::future::Future<Output = ()> + Send + use<>) {
     let queue = WorkQueue::new(config.retry_base, config.retry_max);
     let q = queue.clone();
-    let (works, works_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, deleted| {
+    let (works, works_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
         if !deleted && w.namespace().as_deref().and_then(cluster_of_execution_space).is_some() {
             q.add(WorkKey::of(w));
         }
@@ -569,7 +574,7 @@ pub fn start(client: Client, config: Config, clients: Arc<Clients>) -> (Arc<Cont
     let works_for_clusters = works.clone();
     let (w, wc) = (watches.clone(), watch_clients.clone());
     let seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
-    let (clusters, clusters_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |c: &Cluster, deleted| {
+    let (clusters, clusters_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         let name = c.name_any();
         if deleted || !is_push(c) || c.metadata.deletion_timestamp.is_some() {
             seen.lock().remove(&name);
@@ -615,8 +620,8 @@ pub fn start(client: Client, config: Config, clients: Arc<Clients>) -> (Arc<Cont
 }
 
 /// Run the controller until its control-plane watches end.
-pub async fn run(client: Client, config: Config, clients: Arc<Clients>) {
-    start(client, config, clients).1.await
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, clients: Arc<Clients>) {
+    start(client, &rt, config, clients).1.await
 }
 
 #[cfg(test)]

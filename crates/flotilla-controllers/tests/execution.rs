@@ -35,7 +35,7 @@ async fn events_for(client: &Client, namespace: &str, name: &str) -> Vec<String>
 async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_works() {
     let mut cp = control_plane().await;
     let client = cp.client.clone();
-    cp.controllers.spawn(execution::run(client.clone(), execution_config(), Arc::new(Clients::default())));
+    cp.controllers.spawn(execution::run(client.clone(), cp.rt.clone(), execution_config(), Arc::new(Clients::default())));
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "karmada-es-ghost"}})).unwrap()).await.unwrap();
     // A Push cluster that never becomes Ready (nothing probes it here).
@@ -112,19 +112,19 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
     register(&client, &opts, &MemberEndpoint::from_config(&config), &creds).await.unwrap();
 
     let clients = Arc::new(Clients::default());
-    cp.controllers.spawn(cluster::run(client.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
+    cp.controllers.spawn(cluster::run(client.clone(), cp.rt.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
     cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
     let status_config =
         cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
-    cp.controllers.spawn(cluster_status::run(client.clone(), status_config, clients.clone()));
-    cp.controllers.spawn(execution::run(client.clone(), execution_config(), clients.clone()));
+    cp.controllers.spawn(cluster_status::run(client.clone(), cp.rt.clone(), status_config, clients.clone()));
+    cp.controllers.spawn(execution::run(client.clone(), cp.rt.clone(), execution_config(), clients.clone()));
     let ws_config = work_status::Config {
         watch_retry: Duration::from_secs(2),
         retry_base: Duration::from_millis(200),
         retry_max: Duration::from_secs(5),
         ..Default::default()
     };
-    let (ws, ws_run) = work_status::start(client.clone(), ws_config, clients.clone());
+    let (ws, ws_run) = work_status::start(client.clone(), &cp.rt, ws_config, clients.clone());
     cp.controllers.spawn(ws_run);
 
     let clusters: Api<Cluster> = Api::all(client.clone());
@@ -176,7 +176,8 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
         let w = works.get("web").await.ok()?;
         let statuses = w.status?.manifest_statuses?;
         let d = statuses.iter().find(|s| s.identifier.kind == "Deployment")?;
-        (d.health == Some(ResourceHealth::Healthy) && d.status.as_ref()?.get("readyReplicas") == Some(&json!(2))).then_some(statuses)
+        // Both manifests reported: each one's status arrives on its own member watch.
+        (statuses.len() == 2 && d.health == Some(ResourceHealth::Healthy) && d.status.as_ref()?.get("readyReplicas") == Some(&json!(2))).then_some(statuses)
     })
     .await;
     let d = &statuses[1].identifier;

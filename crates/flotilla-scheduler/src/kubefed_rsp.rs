@@ -39,8 +39,8 @@ use flotilla_controllers::binding::binding_of_work;
 use flotilla_controllers::cluster::execution_space;
 use flotilla_controllers::execution::is_cluster_ready;
 use flotilla_controllers::kubefed_sync::render::{Selection, federated_spec, selects};
-use flotilla_controllers::queue::{Next, WorkQueue, run_workers};
-use flotilla_controllers::util::{Events, watch_into_store};
+use flotilla_runtime::Events;
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -297,16 +297,15 @@ async fn watch_targets(client: Client, ar: ApiResource, queue: Arc<WorkQueue<Rsp
 }
 
 /// Run the RSP controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<RspKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
     let q = queue.clone();
-    let (rsps, rsp_task) =
-        watch_into_store(Api::<ReplicaSchedulingPreference>::all(client.clone()), watcher::Config::default(), move |r: &ReplicaSchedulingPreference, _| {
-            q.add(RspKey { namespace: r.namespace().unwrap_or_default(), name: r.name_any() });
-        });
+    let (rsps, rsp_task) = rt.informers.watch::<ReplicaSchedulingPreference>(move |r: &ReplicaSchedulingPreference, _| {
+        q.add(RspKey { namespace: r.namespace().unwrap_or_default(), name: r.name_any() });
+    });
     let e = everything.clone();
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |_: &Cluster, _| {
         if let Some(ctx) = e.lock().clone() {
             for k in ctx.all_keys() {
                 ctx.queue.add(k);
@@ -314,7 +313,7 @@ pub async fn run(client: Client, config: Config) {
         }
     });
     let e = everything.clone();
-    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
+    let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, _| {
         if let Some(ctx) = e.lock().clone()
             && let Some(k) = ctx.key_of_work(w)
         {

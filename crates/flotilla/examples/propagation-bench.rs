@@ -756,7 +756,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     // The control plane as `flotilla up` runs it: the embedded (redb) store, durable.
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(EmbeddedConfig::new(dir.path().join("store.redb"))).await?);
     let (api, _) = flotilla::control_plane::start(store.clone(), Default::default()).await?;
-    let mut controllers = flotilla::controllers::start(&api, &federation);
+    let controllers = flotilla::controllers::start(&api, &federation)?;
     let cp = flotilla::controllers::client(&api, "bench");
 
     let phase = Phase::start();
@@ -960,8 +960,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     for w in watchers {
         w.abort();
     }
-    controllers.abort_all();
-    while controllers.join_next().await.is_some() {}
+    controllers.shutdown(Duration::ZERO).await;
     fleet.shutdown().await?;
     drop(api);
     drop(store);

@@ -1,51 +1,180 @@
-//! The control-plane controllers `flotilla up` runs, each with an in-process client.
+//! The controllers Flotilla runs, as one named set ([`set`]): `flotilla up` starts the whole
+//! set on in-process clients, `flotilla controllers` the federation's part against any host
+//! API server; both select with `--controllers` (`*,-execution`) and print what they start.
+
+use std::sync::Arc;
 
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, Identity};
+use flotilla_runtime::Runtime;
+use flotilla_runtime::set::{ControllerSet, SelectError};
 use tokio::task::JoinSet;
+
+use crate::federation_args::FederationArgs;
 
 /// An in-process client acting as `user` in the `system:masters` group.
 pub fn client(api: &ApiServer, user: &str) -> kube::Client {
     kube::Client::new(InProcess::new(api.router(), Identity::user(user, &["system:masters"])), "default")
 }
 
-pub fn start(api: &ApiServer, settings: &crate::federation_args::FederationArgs) -> JoinSet<()> {
-    let mut set = JoinSet::new();
-    let c = client(api, "system:flotilla:namespace-controller");
-    set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
-    let c = client(api, "system:flotilla:garbage-collector");
-    set.spawn(flotilla_controllers::garbage_collector::run(c, settings.garbage_collector()));
-    let c = client(api, "system:flotilla:clusterrole-aggregation-controller");
-    set.spawn(flotilla_controllers::clusterrole_aggregation::run(c));
-    start_federation(&mut set, settings, |name| client(api, &format!("system:flotilla:{name}")));
-    set
+/// What every controller of the set starts from.
+pub struct Context {
+    pub settings: FederationArgs,
+    /// A client acting as the named component.
+    pub client: Arc<dyn Fn(&str) -> kube::Client + Send + Sync>,
+    /// Member clients shared by the controllers that reach members.
+    pub members: Arc<flotilla_member::access::Clients>,
+    /// The shared informers and the shutdown signal.
+    pub runtime: Runtime,
 }
 
-/// The federation controllers (Karmada's controller manager), each with its own client.
-pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args::FederationArgs, client: impl Fn(&str) -> kube::Client) {
+impl Context {
+    fn client(&self, name: &str) -> kube::Client {
+        (self.client)(name)
+    }
+}
+
+/// Which part of the set a process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything: kube-controller-manager's controllers for Flotilla's own API too.
+    All,
+    /// The federation's controllers and the scheduler only (the host has its own
+    /// kube-controller-manager).
+    Federation,
+}
+
+/// Every controller, in start order, under the names `--controllers` takes: Karmada's for
+/// Karmada's controllers, kube-controller-manager's for its own, and Flotilla's for the rest.
+/// What a feature gate or flag turns off is off by default and may still be named.
+pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     use flotilla_controllers as c;
-    let members = std::sync::Arc::new(flotilla_member::access::Clients::default());
-    set.spawn(c::cluster::run(client(c::cluster::NAME), Default::default()));
-    set.spawn(c::cluster_status::run(client(c::cluster_status::NAME), settings.cluster_status(), members.clone()));
-    set.spawn(c::detector::run(client(c::detector::NAME), settings.detector()));
-    set.spawn(c::binding::run(client(c::binding::NAME), settings.binding()));
-    if settings.feature_gates.propagate_deps {
-        set.spawn(c::dependencies::run(client(c::dependencies::NAME), settings.dependencies()));
+    let mut s = ControllerSet::default();
+    if scope == Scope::All {
+        s.add("namespace-controller", true, |cx: &Context| Box::pin(c::namespace::run(cx.client("namespace-controller"), Default::default())));
+        s.add("garbage-collector-controller", true, |cx: &Context| {
+            Box::pin(c::garbage_collector::run(cx.client("garbage-collector"), cx.settings.garbage_collector()))
+        });
+        s.add("clusterrole-aggregation-controller", true, |cx: &Context| {
+            Box::pin(c::clusterrole_aggregation::run(cx.client("clusterrole-aggregation-controller")))
+        });
     }
-    if let Some(config) = settings.taint_manager() {
-        set.spawn(c::taint_manager::run(client(c::taint_manager::NAME), config));
-    }
+    s.add("cluster", true, |cx: &Context| Box::pin(c::cluster::run(cx.client(c::cluster::NAME), cx.runtime.clone(), Default::default())));
+    s.add("clusterStatus", true, |cx: &Context| {
+        Box::pin(c::cluster_status::run(cx.client(c::cluster_status::NAME), cx.runtime.clone(), cx.settings.cluster_status(), cx.members.clone()))
+    });
+    s.add("detector", true, |cx: &Context| Box::pin(c::detector::run(cx.client(c::detector::NAME), cx.settings.detector())));
+    s.add("binding", true, |cx: &Context| Box::pin(c::binding::run(cx.client(c::binding::NAME), cx.runtime.clone(), cx.settings.binding())));
+    s.add("dependenciesDistributor", settings.feature_gates.propagate_deps, |cx: &Context| {
+        Box::pin(c::dependencies::run(cx.client(c::dependencies::NAME), cx.runtime.clone(), cx.settings.dependencies()))
+    });
+    s.add("taintManager", settings.taint_manager().is_some(), |cx: &Context| {
+        Box::pin(c::taint_manager::run(cx.client(c::taint_manager::NAME), cx.runtime.clone(), cx.settings.taint_manager_settings()))
+    });
     // Karmada starts it ungated; it acts only on bindings whose policy sets failover.application.
-    set.spawn(c::application_failover::run(client(c::application_failover::NAME), Default::default()));
-    if let Some(config) = settings.graceful_eviction() {
-        set.spawn(c::graceful_eviction::run(client(c::graceful_eviction::NAME), config));
+    s.add("applicationFailover", true, |cx: &Context| {
+        Box::pin(c::application_failover::run(cx.client(c::application_failover::NAME), cx.runtime.clone(), Default::default()))
+    });
+    s.add("gracefulEviction", settings.graceful_eviction().is_some(), |cx: &Context| {
+        Box::pin(c::graceful_eviction::run(cx.client(c::graceful_eviction::NAME), cx.runtime.clone(), cx.settings.graceful_eviction_settings()))
+    });
+    s.add("execution", true, |cx: &Context| {
+        Box::pin(c::execution::run(cx.client(c::execution::NAME), cx.runtime.clone(), cx.settings.execution(), cx.members.clone()))
+    });
+    s.add("workStatus", true, |cx: &Context| {
+        Box::pin(c::work_status::run(cx.client(c::work_status::NAME), cx.runtime.clone(), cx.settings.work_status(), cx.members.clone()))
+    });
+    s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
+    s.add("policyReport", true, |cx: &Context| {
+        Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
+    });
+    s.add("kubefedSync", true, |cx: &Context| Box::pin(c::kubefed_sync::run(cx.client(c::kubefed_sync::NAME), cx.runtime.clone(), Default::default())));
+    s.add("kubefedCluster", true, |cx: &Context| {
+        Box::pin(c::kubefed_cluster::run(cx.client(c::kubefed_cluster::NAME), cx.runtime.clone(), Default::default()))
+    });
+    s.add("scheduler", true, |cx: &Context| Box::pin(flotilla_scheduler::runner::run(cx.client("scheduler"), cx.settings.scheduler())));
+    s.add("replicaSchedulingPreference", true, |cx: &Context| {
+        Box::pin(flotilla_scheduler::kubefed_rsp::run(cx.client(flotilla_scheduler::kubefed_rsp::NAME), cx.runtime.clone(), Default::default()))
+    });
+    s
+}
+
+/// The controllers a process runs. Dropping it stops them (and their shared watches).
+pub struct Running {
+    pub tasks: JoinSet<()>,
+    /// What was started, in order.
+    pub names: Vec<&'static str>,
+    pub runtime: Runtime,
+}
+
+impl Running {
+    /// Signal shutdown, let reconciles in flight finish (at most `grace`), then stop the rest.
+    pub async fn shutdown(mut self, grace: std::time::Duration) {
+        self.runtime.shutdown.cancel();
+        let _ = tokio::time::timeout(grace, async { while self.tasks.join_next().await.is_some() {} }).await;
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
     }
-    set.spawn(c::execution::run(client(c::execution::NAME), settings.execution(), members.clone()));
-    set.spawn(c::work_status::run(client(c::work_status::NAME), settings.work_status(), members.clone()));
-    set.spawn(c::namespace_sync::run(client(c::namespace_sync::NAME), Default::default()));
-    set.spawn(c::policy_report::run(client(c::policy_report::NAME), settings.policy_report()));
-    set.spawn(c::kubefed_sync::run(client(c::kubefed_sync::NAME), Default::default()));
-    set.spawn(c::kubefed_cluster::run(client(c::kubefed_cluster::NAME), Default::default()));
-    set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
-    set.spawn(flotilla_scheduler::kubefed_rsp::run(client(flotilla_scheduler::kubefed_rsp::NAME), Default::default()));
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.runtime.shutdown.cancel();
+    }
+}
+
+/// The controllers `settings.controllers` selects from `scope`'s set, started on `client`'s
+/// clients (the shared watches as the component `informers`).
+pub fn start_selected(settings: &FederationArgs, scope: Scope, client: Arc<dyn Fn(&str) -> kube::Client + Send + Sync>) -> Result<Running, SelectError> {
+    flotilla_apiserver::metrics::add_source(flotilla_runtime::metrics::render);
+    let all = set(settings, scope);
+    let chosen = all.select(&settings.controllers)?;
+    let runtime = Runtime::new(client("informers"));
+    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime: runtime.clone() };
+    let mut tasks = JoinSet::new();
+    let mut names = Vec::new();
+    for entry in chosen {
+        tasks.spawn(entry.start(&cx));
+        names.push(entry.name);
+    }
+    Ok(Running { tasks, names, runtime })
+}
+
+/// Everything `settings` selects, on in-process clients of `api` (`system:flotilla:<name>`).
+pub fn start(api: &ApiServer, settings: &FederationArgs) -> Result<Running, SelectError> {
+    let api = api.clone();
+    start_selected(settings, Scope::All, Arc::new(move |name: &str| client(&api, &format!("system:flotilla:{name}"))))
+}
+
+/// `controllers: a, b, c` and, when any is off, `(off: x, y)`.
+pub fn describe(settings: &FederationArgs, scope: Scope, started: &[&str]) -> String {
+    let off: Vec<&str> = set(settings, scope).names().into_iter().filter(|n| !started.contains(n)).collect();
+    let mut line = format!("{} controllers running: {}", started.len(), started.join(", "));
+    if !off.is_empty() {
+        line.push_str(&format!(" (off: {})", off.join(", ")));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_set_has_karmadas_and_kube_controller_managers_names_and_gates() {
+        let settings = FederationArgs::default();
+        let names = set(&settings, Scope::All).names();
+        for n in
+            ["namespace-controller", "garbage-collector-controller", "cluster", "clusterStatus", "binding", "execution", "workStatus", "namespace", "scheduler"]
+        {
+            assert!(names.contains(&n), "{n} in {names:?}");
+        }
+        let fed = set(&settings, Scope::Federation).names();
+        assert!(!fed.contains(&"namespace-controller") && fed.contains(&"execution"));
+        let on: Vec<&str> = set(&settings, Scope::All).select("*,-execution").unwrap().iter().map(|e| e.name).collect();
+        assert!(!on.contains(&"execution") && on.contains(&"workStatus"));
+        assert!(!on.contains(&"taintManager"), "the Failover gate is off by default");
+        assert!(on.contains(&"gracefulEviction") && on.contains(&"dependenciesDistributor"));
+        assert_eq!(describe(&settings, Scope::Federation, &["cluster"]).split(" (off: ").count(), 2);
+    }
 }

@@ -82,6 +82,7 @@ async fn missing_crds(client: &kube::Client) -> anyhow::Result<Vec<String>> {
 
 pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    flotilla::controllers::set(&args.federation, flotilla::controllers::Scope::Federation).select(&args.federation.controllers)?;
     let config = host_config(&args).await?;
     let server = config.cluster_url.to_string();
     let client = host_client(config.clone(), "controllers")?;
@@ -91,27 +92,26 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
     if !missing.is_empty() {
         bail!("the host does not serve {}; install the federation CRDs first: flotilla crds | kubectl apply --server-side -f -", missing.join(", "));
     }
-    let mut set = tokio::task::JoinSet::new();
-    flotilla::controllers::start_federation(&mut set, &args.federation, |name| {
-        host_client(config.clone(), name).unwrap_or_else(|e| {
+    let (host, first) = (config.clone(), client.clone());
+    let make = move |name: &str| {
+        host_client(host.clone(), name).unwrap_or_else(|e| {
             tracing::warn!(controller = name, error = %e, "building its own client failed; sharing the first one");
-            client.clone()
+            first.clone()
         })
-    });
-    println!(
-        "flotilla controllers: {} controllers running (cluster, cluster-status, detector, binding, execution, work-status, namespace-sync, scheduler)",
-        set.len()
-    );
+    };
+    let scope = flotilla::controllers::Scope::Federation;
+    let mut running = flotilla::controllers::start_selected(&args.federation, scope, std::sync::Arc::new(make))?;
+    println!("flotilla controllers: {}", flotilla::controllers::describe(&args.federation, scope, &running.names));
     let outcome = tokio::select! {
         _ = term.recv() => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
-        ended = set.join_next() => Err(match ended {
+        ended = running.tasks.join_next() => Err(match ended {
             Some(Err(e)) if e.is_panic() => anyhow::anyhow!("a controller panicked: {e}"),
             _ => anyhow::anyhow!("a controller stopped unexpectedly"),
         }),
     };
     eprintln!("flotilla controllers: shutting down");
-    set.shutdown().await;
+    running.shutdown(std::time::Duration::from_secs(5)).await;
     outcome
 }
 

@@ -26,6 +26,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct FederationArgs {
+    /// The controllers to run: `*` for every one on by default, `name` to add one, `-name` to
+    /// leave one out (`*,-execution`). Karmada's names for its controllers (cluster,
+    /// clusterStatus, binding, execution, workStatus, namespace, ...), kube-controller-manager's
+    /// for its own (namespace-controller, garbage-collector-controller, ...); an unknown name is
+    /// refused with the list.
+    #[arg(long, default_value = "*", value_name = "LIST")]
+    pub controllers: String,
     /// How often each member cluster's health is probed (default 10s). This and the next three
     /// settings, when not given, follow the KubeFedConfig's `spec.clusterHealthCheck` while it
     /// exists (flag, then KubeFedConfig, then default).
@@ -146,6 +153,7 @@ impl Default for FederationArgs {
             concurrent_resourcebinding_syncs: 8,
             concurrent_work_syncs: 64,
             concurrent_dependent_resource_syncs: 2,
+            controllers: "*".into(),
             feature_gates: FeatureGates::default(),
             enable_taint_manager: true,
             enable_no_execute_taint_eviction: false,
@@ -210,19 +218,25 @@ impl FederationArgs {
 
     /// The taint manager's settings, when the gates and flags let it run.
     pub fn taint_manager(&self) -> Option<flotilla_controllers::taint_manager::Config> {
-        (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction).then(|| {
-            flotilla_controllers::taint_manager::Config {
-                purge_mode: self.no_execute_taint_eviction_purge_mode,
-                eviction_rate: self.resource_eviction_rate,
-                ..Default::default()
-            }
-        })
+        (self.feature_gates.failover && self.enable_taint_manager && self.enable_no_execute_taint_eviction).then(|| self.taint_manager_settings())
+    }
+
+    /// The taint manager's settings, gates aside (`--controllers` may name it explicitly).
+    pub fn taint_manager_settings(&self) -> flotilla_controllers::taint_manager::Config {
+        flotilla_controllers::taint_manager::Config {
+            purge_mode: self.no_execute_taint_eviction_purge_mode,
+            eviction_rate: self.resource_eviction_rate,
+            ..Default::default()
+        }
     }
 
     pub fn graceful_eviction(&self) -> Option<flotilla_controllers::graceful_eviction::Config> {
-        self.feature_gates
-            .graceful_eviction
-            .then(|| flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() })
+        self.feature_gates.graceful_eviction.then(|| self.graceful_eviction_settings())
+    }
+
+    /// The graceful eviction controller's settings, gates aside.
+    pub fn graceful_eviction_settings(&self) -> flotilla_controllers::graceful_eviction::Config {
+        flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() }
     }
 
     pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {

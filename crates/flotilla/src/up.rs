@@ -146,6 +146,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Handle SIGTERM from the start: a stop that arrives during start-up still shuts down
     // cleanly instead of killing the process mid-write.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    // A misspelt --controllers is refused before anything is opened or written.
+    flotilla::controllers::set(&args.federation, flotilla::controllers::Scope::All).select(&args.federation.controllers)?;
     // Every connection and watch holds a descriptor: lift the soft limit as Go servers do.
     match flotilla_apiserver::serve::raise_open_file_limit() {
         Ok(limit) => tracing::debug!(limit, "open files"),
@@ -209,7 +211,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
-    let mut controllers = flotilla::controllers::start(&api, &args.federation);
+    let controllers = flotilla::controllers::start(&api, &args.federation)?;
+    println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {
             let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
@@ -226,7 +229,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         _ = tokio::signal::ctrl_c() => {}
     }
     eprintln!("flotilla: shutting down");
-    controllers.abort_all();
+    controllers.shutdown(std::time::Duration::from_secs(5)).await;
     if let Some(fleet) = demo
         && let Err(e) = fleet.shutdown().await
     {

@@ -46,8 +46,8 @@ use serde_json::{Value, json};
 use crate::binding::binding_of_work;
 use crate::cluster::execution_space;
 use crate::execution::is_cluster_ready;
-use crate::queue::{Next, WorkQueue, run_workers};
-use crate::util::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Next, WorkQueue, run_workers};
 use render::{ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 
 pub const NAME: &str = MANAGED_BY;
@@ -254,7 +254,7 @@ fn binding_meta(have: Option<&ObjectMeta>, name: &str, namespace: Option<&str>, 
         annotations.insert(k.into(), v);
     }
     meta.owner_references = Some(vec![owner]);
-    if let Some(f) = crate::util::with_finalizer(meta.finalizers.as_ref(), finalizer) {
+    if let Some(f) = flotilla_runtime::with_finalizer(meta.finalizers.as_ref(), finalizer) {
         meta.finalizers = Some(f);
     }
     meta
@@ -547,7 +547,7 @@ async fn write_status(
 }
 
 /// Run the KubeFed sync controller until its watches end.
-pub async fn run(client: Client, config: Config) {
+pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<FedKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
     let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
@@ -566,7 +566,7 @@ pub async fn run(client: Client, config: Config) {
     let (crbs, crb_task) =
         watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), ours, move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
     let e = everything.clone();
-    let (works, work_task) = watch_into_store(Api::<Work>::all(client.clone()), watcher::Config::default(), move |w: &Work, _| {
+    let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, _| {
         if let Some(ctx) = e.lock().clone()
             && let Some(k) = ctx.key_of_work(w)
         {
@@ -574,7 +574,7 @@ pub async fn run(client: Client, config: Config) {
         }
     });
     let e = everything.clone();
-    let (clusters, cluster_task) = watch_into_store(Api::<Cluster>::all(client.clone()), watcher::Config::default(), move |_: &Cluster, _| {
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |_: &Cluster, _| {
         if let Some(ctx) = e.lock().clone() {
             for k in ctx.all_keys() {
                 ctx.queue.add(k);
@@ -595,9 +595,7 @@ pub async fn run(client: Client, config: Config) {
     });
     *everything.lock() = Some(ctx.clone());
     let c = ctx.clone();
-    let (_ftcs, ftc_task) = watch_into_store(Api::<FederatedTypeConfig>::all(client), watcher::Config::default(), move |ftc: &FederatedTypeConfig, deleted| {
-        c.sync_type(ftc, deleted)
-    });
+    let (_ftcs, ftc_task) = rt.informers.watch::<FederatedTypeConfig>(move |ftc: &FederatedTypeConfig, deleted| c.sync_type(ftc, deleted));
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = ftc_task => tracing::warn!(controller = NAME, "federated type config watch ended"),
@@ -635,20 +633,22 @@ mod tests {
         );
         assert_eq!(work_state(None, 2).0, WorkState::Pending);
         assert_eq!(work_state(Some(&w), 2).0, WorkState::Pending);
-        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", "boom", None)]), ..Default::default() });
+        w.status =
+            Some(WorkStatus { conditions: Some(vec![flotilla_runtime::condition("Applied", false, "AppliedFailed", "boom", None)]), ..Default::default() });
         assert_eq!(work_state(Some(&w), 2), (WorkState::Failed, "boom".into()));
         let opted_out = format!(
             "Failed to apply all manifests (0/1): the ConfigMap ns/keep in the cluster m1 {}: it is not touched",
             flotilla_member::apply::EXPLICITLY_UNMANAGED
         );
         w.status = Some(WorkStatus {
-            conditions: Some(vec![crate::util::condition("Applied", false, "AppliedFailed", opted_out.clone(), None)]),
+            conditions: Some(vec![flotilla_runtime::condition("Applied", false, "AppliedFailed", opted_out.clone(), None)]),
             ..Default::default()
         });
         assert_eq!(work_state(Some(&w), 2), (WorkState::Unmanaged, opted_out));
         // A Work still carrying the previous generation says nothing about this one.
         assert_eq!(work_state(Some(&w), 3).0, WorkState::Pending);
-        w.status = Some(WorkStatus { conditions: Some(vec![crate::util::condition("Applied", true, "AppliedSuccessful", "", None)]), ..Default::default() });
+        w.status =
+            Some(WorkStatus { conditions: Some(vec![flotilla_runtime::condition("Applied", true, "AppliedSuccessful", "", None)]), ..Default::default() });
         assert_eq!(work_state(Some(&w), 2).0, WorkState::Applied);
     }
 

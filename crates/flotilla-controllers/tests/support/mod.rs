@@ -27,6 +27,14 @@ pub struct ControlPlane {
     pub _api: ApiServer,
     pub client: Client,
     pub controllers: JoinSet<()>,
+    /// The controllers' shared informers; cancelled when the control plane is dropped.
+    pub rt: flotilla_runtime::Runtime,
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.rt.shutdown.cancel();
+    }
 }
 
 pub async fn control_plane() -> ControlPlane {
@@ -37,7 +45,8 @@ pub async fn control_plane() -> ControlPlane {
     api.bootstrap().await.unwrap();
     api.install_crds(flotilla_api::federation::crds()).await.unwrap();
     let client = Client::new(InProcess::new(api.router(), Identity::user("flotilla-test", &["system:masters"])), "default");
-    ControlPlane { _api: api, client, controllers: JoinSet::new() }
+    let rt = flotilla_runtime::Runtime::new(client.clone());
+    ControlPlane { _api: api, client, controllers: JoinSet::new(), rt }
 }
 
 /// The execution controller with short retries.

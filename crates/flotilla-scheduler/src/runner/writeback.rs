@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding, ResourceBindingStatus, TargetCluster};
-use flotilla_controllers::util::{Events, set_condition};
+use flotilla_runtime::{Events, set_condition};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};

@@ -73,6 +73,11 @@ impl Flotilla {
         Flotilla { dir, kubeconfig, server, process }
     }
 
+    /// Wait for a line of `flotilla up`'s output that contains `marker`; returns it.
+    pub fn wait_line(&mut self, marker: &str, timeout: Duration) -> String {
+        self.process.wait_line(marker, timeout)
+    }
+
     pub async fn client(&self) -> kube::Client {
         let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();

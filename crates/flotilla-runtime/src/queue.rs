@@ -1,32 +1,40 @@
-//! A work queue with client-go's guarantees, for controllers whose keys are not one static kind
-//! (the detector's templates of any kind, the execution controller's member objects):
+//! The work queue, with client-go's guarantees:
 //!
 //! - a key waits in the queue at most once (adding it again is free);
 //! - a key is processed by one worker at a time; added while processing, it runs again after;
 //! - a failed key is retried with exponential backoff (`base` doubling to `max`), reset on success.
+//!
+//! A queue named for its controller ([`WorkQueue::export_metrics`]) exports client-go's workqueue
+//! metrics ([`crate::metrics`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::future::Future;
 use std::hash::Hash;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use crate::metrics::QueueMetrics;
 
 struct Inner<K> {
     queue: VecDeque<K>,
     dirty: HashSet<K>,
     processing: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// When each waiting key was added, and when each key being processed was taken (for the
+    /// duration metrics; kept only on an instrumented queue).
+    added: HashMap<K, Instant>,
+    started: HashMap<K, Instant>,
     shutdown: bool,
 }
 
 pub struct WorkQueue<K> {
     inner: Mutex<Inner<K>>,
     notify: Notify,
-    base: Duration,
-    max: Duration,
+    /// The retry backoff: base, doubling up to max.
+    backoff: Mutex<(Duration, Duration)>,
+    metrics: OnceLock<QueueMetrics>,
 }
 
 impl<K> std::fmt::Debug for WorkQueue<K> {
@@ -38,11 +46,41 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn new(base: Duration, max: Duration) -> Arc<WorkQueue<K>> {
         Arc::new(WorkQueue {
-            inner: Mutex::new(Inner { queue: VecDeque::new(), dirty: HashSet::new(), processing: HashSet::new(), failures: HashMap::new(), shutdown: false }),
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                failures: HashMap::new(),
+                added: HashMap::new(),
+                started: HashMap::new(),
+                shutdown: false,
+            }),
             notify: Notify::new(),
-            base,
-            max,
+            backoff: Mutex::new((base, max)),
+            metrics: OnceLock::new(),
         })
+    }
+
+    /// Change the retry backoff (keys already waiting keep their delay).
+    pub fn set_backoff(&self, base: Duration, max: Duration) {
+        *self.backoff.lock() = (base, max);
+    }
+
+    /// Export this queue's metrics as `controller`'s (once; later calls change nothing).
+    pub fn export_metrics(&self, controller: &str) {
+        if self.metrics.get().is_some() {
+            return;
+        }
+        let m = crate::metrics::metrics().queue(controller);
+        let inner = self.inner.lock();
+        m.depth.set(i64::try_from(inner.queue.len()).unwrap_or(i64::MAX));
+        let _ = self.metrics.set(m);
+    }
+
+    fn depth_changed(&self, inner: &Inner<K>) {
+        if let Some(m) = self.metrics.get() {
+            m.depth.set(i64::try_from(inner.queue.len()).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn add(&self, key: K) {
@@ -50,8 +88,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         if inner.shutdown || !inner.dirty.insert(key.clone()) {
             return;
         }
+        if let Some(m) = self.metrics.get() {
+            m.adds.inc();
+            inner.added.insert(key.clone(), Instant::now());
+        }
         if !inner.processing.contains(&key) {
             inner.queue.push_back(key);
+            self.depth_changed(&inner);
             drop(inner);
             self.notify.notify_one();
         }
@@ -76,7 +119,11 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             *n += 1;
             *n
         };
-        let delay = self.base.saturating_mul(1u32 << (n - 1).min(20)).min(self.max);
+        if let Some(m) = self.metrics.get() {
+            m.retries.inc();
+        }
+        let (base, max) = *self.backoff.lock();
+        let delay = base.saturating_mul(1u32 << (n - 1).min(20)).min(max);
         self.add_after(key, delay);
     }
 
@@ -104,6 +151,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 if let Some(key) = inner.queue.pop_front() {
                     inner.dirty.remove(&key);
                     inner.processing.insert(key.clone());
+                    if let Some(m) = self.metrics.get() {
+                        let now = Instant::now();
+                        if let Some(at) = inner.added.remove(&key) {
+                            m.queue_duration.observe(now.duration_since(at).as_secs_f64());
+                        }
+                        inner.started.insert(key.clone(), now);
+                        self.depth_changed(&inner);
+                    }
                     if !inner.queue.is_empty() {
                         self.notify.notify_one();
                     }
@@ -117,8 +172,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut inner = self.inner.lock();
         inner.processing.remove(key);
+        if let Some(m) = self.metrics.get()
+            && let Some(at) = inner.started.remove(key)
+        {
+            m.work_duration.observe(at.elapsed().as_secs_f64());
+        }
         if inner.dirty.contains(key) {
             inner.queue.push_back(key.clone());
+            self.depth_changed(&inner);
             drop(inner);
             self.notify.notify_one();
         }
@@ -128,52 +189,6 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         self.inner.lock().shutdown = true;
         self.notify.notify_waiters();
     }
-}
-
-/// What a reconcile asks of the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// Done until something changes.
-    Done,
-    /// Look again after this long (not a failure: the backoff is reset).
-    After(Duration),
-}
-
-/// Run `workers` workers over `queue` until it shuts down. A reconcile error is logged and the
-/// key retried with backoff.
-pub async fn run_workers<K, F, Fut, E>(queue: Arc<WorkQueue<K>>, workers: usize, name: &'static str, reconcile: F)
-where
-    K: Clone + Eq + Hash + Send + Sync + std::fmt::Debug + 'static,
-    F: Fn(K) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Next, E>> + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
-{
-    let reconcile = Arc::new(reconcile);
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..workers.max(1) {
-        let queue = queue.clone();
-        let reconcile = reconcile.clone();
-        set.spawn(async move {
-            while let Some(key) = queue.get().await {
-                let result = reconcile(key.clone()).await;
-                tracing::trace!(controller = name, key = ?key, ok = result.is_ok(), "reconciled");
-                match result {
-                    Ok(next) => {
-                        queue.forget(&key);
-                        if let Next::After(d) = next {
-                            queue.add_after(key.clone(), d);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(controller = name, key = ?key, error = %e, "reconcile failed; retrying with backoff");
-                        queue.add_rate_limited(key.clone());
-                    }
-                }
-                queue.done(&key);
-            }
-        });
-    }
-    while set.join_next().await.is_some() {}
 }
 
 #[cfg(test)]
@@ -204,7 +219,7 @@ mod tests {
         let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let a = attempts.clone();
         let qq = q.clone();
-        let runner = tokio::spawn(run_workers(q.clone(), 2, "test", move |_k: u32| {
+        let runner = tokio::spawn(crate::run_workers(q.clone(), 2, "test", move |_k: u32| {
             let a = a.clone();
             let qq = qq.clone();
             async move {
@@ -213,7 +228,7 @@ mod tests {
                     Err("not yet")
                 } else {
                     qq.shutdown();
-                    Ok(Next::Done)
+                    Ok(crate::Next::Done)
                 }
             }
         }));
