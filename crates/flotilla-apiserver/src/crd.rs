@@ -12,18 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use flotilla_store::{RangeRequest, Store, StoreError};
+use flotilla_store::{RangeRequest, StoreError};
 use serde_json::{Value, json};
 
 use crate::error::Cause;
 use crate::meta;
 use crate::resources::{Codec, ResourceInfo, ScaleSpec};
-use crate::server::Inner;
-use crate::storage;
+use crate::state::ApiState;
+use crate::storage::{self, CRD_PREFIX};
 use crate::structural::{Schema, Structural};
 use crate::table::{CustomColumn, Printer};
 
-pub const CRD_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 fn enc(e: crate::error::ApiError) -> StoreError {
@@ -234,7 +233,7 @@ pub fn validate_crd(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     .and_then(|vs| vs.iter().find(|ov| ov.get("name") == v.get("name")))
                     .and_then(|ov| ov.pointer("/schema/openAPIV3Schema"));
                 if old_schema == Some(schema) {
-                    errs.retain(|e| !crate::cel_rules::is_per_expression_cost_error(&e.message));
+                    errs.retain(|e| !crate::structural::cel_rules::is_per_expression_cost_error(&e.message));
                 }
                 c.extend(errs.into_iter().map(|e| Cause::new(e.reason, e.path, e.message)));
                 invalid_defaults(schema, &base, &mut c);
@@ -483,22 +482,6 @@ fn names_of(crd: &Value) -> HashSet<String> {
     out
 }
 
-/// Every CRD in the store, oldest first, with its revision.
-pub(crate) async fn load(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
-    let resp = store.range(RangeRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))).await?;
-    let mut out: Vec<(Value, i64)> = resp.kvs.iter().filter_map(|kv| storage::decode(kv).ok().map(|v| (v, kv.mod_revision))).collect();
-    // CRDs whose names were accepted keep them: they come first, then the oldest.
-    let fresh = |v: &Value| {
-        !v.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "NamesAccepted" && c["status"] == "True"))
-    };
-    out.sort_by(|a, b| {
-        let ca = meta::meta_str(&a.0, "creationTimestamp").unwrap_or("");
-        let cb = meta::meta_str(&b.0, "creationTimestamp").unwrap_or("");
-        fresh(&a.0).cmp(&fresh(&b.0)).then_with(|| ca.cmp(cb)).then_with(|| meta::name(&a.0).cmp(meta::name(&b.0)))
-    });
-    Ok(out)
-}
-
 fn condition(type_: &str, status: &str, reason: &str, message: &str, old: &Value) -> Value {
     // Keep the transition time while the status stays the same.
     let previous = old
@@ -518,11 +501,11 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, old: &Value
 
 /// Recompute which CRDs are served, refresh the registry, and bring every CRD's status up to
 /// date. Returns CRDs that are terminating.
-pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
+pub async fn sync(inner: &ApiState) -> Result<Vec<Value>, StoreError> {
     // One sync at a time: a sync that read the CRDs before another's write must not publish
     // its older set of served resources after the newer one.
     let _one_at_a_time = inner.crd_sync.lock().await;
-    let crds = load(inner.store.as_ref()).await?;
+    let crds = storage::load_crds(inner.store.as_ref()).await?;
     let catalog = inner.registry.catalog();
     let mut taken: HashMap<String, HashSet<String>> = HashMap::new();
     for r in inner.registry.builtin_resources() {
@@ -590,7 +573,7 @@ pub async fn sync(inner: &Inner) -> Result<Vec<Value>, StoreError> {
 }
 
 /// Delete every object of a terminating CRD; when none remain, drop the cleanup finalizer.
-async fn clean_up(inner: &Inner, crd: &Value) -> Result<(), StoreError> {
+async fn clean_up(inner: &ApiState, crd: &Value) -> Result<(), StoreError> {
     let group = s(crd, "/spec/group").unwrap_or("");
     let plural = s(crd, "/spec/names/plural").unwrap_or("");
     let prefix = format!("/registry/{group}/{plural}/");
@@ -638,7 +621,7 @@ async fn clean_up(inner: &Inner, crd: &Value) -> Result<(), StoreError> {
 
 /// The CRD worker: react to every CRD change, and retry terminating CRDs periodically. It
 /// holds the server only while working, so it ends when the server is dropped.
-pub async fn run(weak: std::sync::Weak<Inner>, retry: Duration) {
+pub async fn run(weak: std::sync::Weak<ApiState>, retry: Duration) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let start = match inner.store.current_revision().await {

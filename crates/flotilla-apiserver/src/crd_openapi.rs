@@ -14,7 +14,17 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::openapi::{API_VERSION_DOC, KIND_DOC, LIST_META, OBJECT_META, model_prefix};
+pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+pub(crate) const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+pub(crate) const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+
+/// How apiextensions-apiserver names a custom kind's model: the group reversed, then the
+/// version (`widgets.example.io/v1` → `io.example.v1`, followed by `.Widget`).
+pub(crate) fn model_prefix(group: &str, version: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}", reversed.join("."))
+}
 
 const GVK: &str = "x-kubernetes-group-version-kind";
 const METADATA_DOC: &str =

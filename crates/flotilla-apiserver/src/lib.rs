@@ -1,21 +1,39 @@
 //! Flotilla's Kubernetes-compatible API server: an axum `Router` over the store.
 //!
 //! Start at [`server`] (routing, identity, authorization, overload protection), then
-//! [`objects`] (the write pipeline for single objects) and [`listwatch`] (lists and watch
+//! `objects` (the write pipeline for single objects) and `listwatch` (lists and watch
 //! streams). [`resources`] is the table of what is served; [`error`] the one place errors
 //! become `Status` objects; [`serve`] puts the router on HTTPS; [`inproc`] lets in-process
 //! controllers use it as a `kube::Client` transport; [`connect`] is the seam through which the
 //! binary installs handlers for connect subresources (Karmada's `clusters/proxy`).
 //!
+//! The modules form layers; a module imports only from layers below its own (ADR 0020,
+//! checked by `tests/module_graph.rs`), bottom first:
+//!
+//! 1. foundations: `error`, `meta`, `request` (paths, queries), `negotiate` (content types),
+//!    `response` (JSON responses), `config` (the server's settings), the decoders (`go_json`,
+//!    `duplicate_fields`, `protobuf`), `table`, `metrics`, `pki`, `serve`, …;
+//! 2. the resource model: `auth` (identities, the authorizer contract), `structural` (schemas,
+//!    with their CEL rules and costs), `connect` (the seam's types), `resources` (the served
+//!    table), `discovery`, `storage` (keys, stored form, the CRDs as stored);
+//! 3. policy and documents: `rbac`, `impersonation`, `service_account_jwt`, `openapi`,
+//!    `crd_openapi`, `openapi_v2`;
+//! 4. `state`: `ApiState`, what one server shares across requests;
+//! 5. `scope`: `RequestScope`, one resource request, and the path's resource and body;
+//! 6. the handlers: `crd` (CRDs made served), `listwatch`, `patching`, `objects`,
+//!    `rbac_bootstrap`, `connect_request`;
+//! 7. [`server`]: the router over all of them ([`kubernetes_service`] and [`inproc`] only
+//!    take a router, so they sit low).
+//!
 //! Invariants: the API server talks only to the store — never to a controller or a member
 //! cluster; every failure reaches the client as a `Status` with the real server's code and
-//! reason; `resourceVersion` is the store revision.
+//! reason; `resourceVersion` is the store revision; nothing imports a layer above its own.
 
 pub mod advertise;
 pub mod auth;
-mod cel_cost;
-mod cel_rules;
+mod config;
 pub mod connect;
+mod connect_request;
 mod crd;
 mod crd_openapi;
 mod discovery;
@@ -41,9 +59,12 @@ pub mod rbac;
 mod rbac_bootstrap;
 pub mod request;
 pub mod resources;
+mod response;
+mod scope;
 pub mod serve;
 pub mod server;
 mod service_account_jwt;
+mod state;
 mod storage;
 pub mod structural;
 pub mod table;

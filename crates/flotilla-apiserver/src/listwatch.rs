@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::meta;
 use crate::negotiate::{self, Output};
-use crate::objects::Ctx;
 use crate::resources::ResourceInfo;
-use crate::server::json_response;
+use crate::response::json_response;
+use crate::scope::RequestScope;
 use crate::storage::{self, Continue};
 
 /// Label and field selectors of a request, validated against what the resource supports.
@@ -93,7 +93,7 @@ fn field_value(obj: &Value, field: &str) -> Option<String> {
 }
 
 impl Selectors {
-    pub fn from_query(ctx: &Ctx) -> ApiResult<Selectors> {
+    pub fn from_query(ctx: &RequestScope) -> ApiResult<Selectors> {
         let label = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let field = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let extra = extra_fields(&ctx.info);
@@ -127,7 +127,7 @@ fn invalid_list_options(message: &str, field: &str) -> ApiError {
 }
 
 /// Wait until the store has reached `want`, or answer 504 as the real server does.
-async fn await_revision(ctx: &Ctx, want: Revision) -> ApiResult<()> {
+async fn await_revision(ctx: &RequestScope, want: Revision) -> ApiResult<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
     loop {
         let current = ctx.inner.store.current_revision().await?;
@@ -154,7 +154,7 @@ pub(crate) struct Page {
 }
 
 /// Read a page of matching objects at one snapshot.
-async fn read_page(ctx: &Ctx, sel: &Selectors, limit: Option<usize>, at: Option<Revision>, after: Option<String>) -> ApiResult<Page> {
+async fn read_page(ctx: &RequestScope, sel: &Selectors, limit: Option<usize>, at: Option<Revision>, after: Option<String>) -> ApiResult<Page> {
     let prefix = storage::list_prefix(&ctx.info, ctx.path.namespace.as_deref().filter(|_| ctx.info.namespaced));
     let mut items = Vec::new();
     let mut revision = at;
@@ -202,7 +202,7 @@ async fn read_page(ctx: &Ctx, sel: &Selectors, limit: Option<usize>, at: Option<
 }
 
 /// Every matching object at the current revision (for deletecollection and initial events).
-pub(crate) async fn list_all(ctx: &Ctx) -> ApiResult<(Vec<Value>, Revision)> {
+pub(crate) async fn list_all(ctx: &RequestScope) -> ApiResult<(Vec<Value>, Revision)> {
     let sel = Selectors::from_query(ctx)?;
     let page = read_page(ctx, &sel, None, None, None).await?;
     Ok((page.items, page.revision))
@@ -220,7 +220,7 @@ fn list_item(info: &ResourceInfo, mut obj: Value) -> Value {
     obj
 }
 
-pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn list(ctx: &RequestScope, headers: &HeaderMap) -> ApiResult<Response> {
     let sel = Selectors::from_query(ctx)?;
     let q = &ctx.query;
     let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
@@ -270,7 +270,7 @@ pub(crate) async fn list(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> 
     };
     let mut page = read_page(ctx, &sel, limit, at, after).await?;
     for item in &mut page.items {
-        crate::objects::default_on_read(&ctx.info, item);
+        storage::default_on_read(&ctx.info, item);
     }
     let mut list_meta = json!({"resourceVersion": page.revision.to_string()});
     if let Some(next) = &page.next {
@@ -372,7 +372,7 @@ impl Drop for WatchGauge {
     }
 }
 
-pub(crate) async fn watch(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn watch(ctx: &RequestScope, headers: &HeaderMap) -> ApiResult<Response> {
     let sel = Selectors::from_query(ctx)?;
     let q = &ctx.query;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());

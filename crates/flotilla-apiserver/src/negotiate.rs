@@ -1,6 +1,8 @@
 //! Content negotiation: which representation a client asked for in `Accept`, and what a request
 //! body is by its `Content-Type`.
 
+use serde_json::Value;
+
 use crate::error::{ApiError, ApiResult};
 
 /// The representation of a response.
@@ -118,6 +120,12 @@ pub fn body_type(content_type: Option<&str>) -> BodyType {
         Some("application/apply-patch+cbor") => BodyType::ApplyCbor,
         Some(_) => BodyType::Unknown,
     }
+}
+
+/// A YAML (or JSON) body as JSON.
+pub(crate) fn parse_yaml(bytes: &[u8]) -> ApiResult<Value> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML or JSON: {e}")))
 }
 
 #[cfg(test)]

@@ -17,22 +17,12 @@ use crate::meta;
 use crate::negotiate::{self, BodyType, Output};
 use crate::request::{FieldValidation, Query, ResourcePath};
 use crate::resources::{Codec, ResourceInfo};
-use crate::server::{Inner, json_response};
+use crate::response::json_response;
+use crate::scope::RequestScope;
+use crate::state::ApiState;
 use crate::storage;
 
-/// Everything a handler needs about one request.
-pub(crate) struct Ctx {
-    pub inner: Arc<Inner>,
-    pub info: Arc<ResourceInfo>,
-    pub path: ResourcePath,
-    pub query: Query,
-    #[allow(dead_code)]
-    pub identity: Identity,
-    /// The request's User-Agent: the field manager of a write that names none.
-    pub user_agent: Option<String>,
-}
-
-impl Ctx {
+impl RequestScope {
     /// Who owns the fields this write sets: `fieldManager`, else the User-Agent's product
     /// (`kubectl` of `kubectl/v1.33.0 …`), as kube-apiserver decides.
     pub fn field_manager(&self) -> String {
@@ -130,21 +120,6 @@ fn incoming_managed_fields(body: &Value) -> Option<Vec<managed::Entry>> {
     managed::decode(Some(v)).ok()
 }
 
-impl Ctx {
-    pub fn subject<'a>(&'a self, name: &'a str) -> Subject<'a> {
-        Subject { group: &self.info.group, resource: &self.info.plural, name }
-    }
-    fn name(&self) -> &str {
-        self.path.name.as_deref().unwrap_or("")
-    }
-    fn namespace(&self) -> Option<&str> {
-        if self.info.namespaced { self.path.namespace.as_deref() } else { None }
-    }
-    fn key(&self, name: &str) -> Bytes {
-        storage::object_key(&self.info, self.namespace(), name)
-    }
-}
-
 /// Parse a JSON, YAML or protobuf object body; `expected_kind` names what the handler decodes
 /// it into (for the error a malformed body gets; `None` for options).
 pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8], expected_kind: Option<&str>) -> ApiResult<Value> {
@@ -153,7 +128,7 @@ pub(crate) fn parse_object_body(content_type: Option<&str>, bytes: &[u8], expect
 
 /// Parse the body of a create or update: JSON keys given twice are refused or warned about per
 /// `fieldValidation`, as kube-apiserver's strict decoder does, before anything else is looked at.
-fn parse_write_body(ctx: &Ctx, content_type: Option<&str>, bytes: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
+fn parse_write_body(ctx: &RequestScope, content_type: Option<&str>, bytes: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
     let (v, duplicates) = parse_body(content_type, bytes, !ctx.info.is_custom(), Some(&ctx.info.kind))?;
     if !duplicates.is_empty() {
         let list = duplicates.iter().map(|f| format!("duplicate field \"{f}\"")).collect::<Vec<_>>();
@@ -190,7 +165,7 @@ fn parse_body(content_type: Option<&str>, bytes: &[u8], merge_objects: bool, exp
             duplicates = d;
             v
         }
-        BodyType::Yaml | BodyType::ApplyYaml => parse_yaml(bytes)?,
+        BodyType::Yaml | BodyType::ApplyYaml => negotiate::parse_yaml(bytes)?,
         BodyType::Protobuf => crate::protobuf::decode(bytes)?,
         _ => return Err(ApiError::unsupported_media_type(&["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"])),
     };
@@ -198,11 +173,6 @@ fn parse_body(content_type: Option<&str>, bytes: &[u8], merge_objects: bool, exp
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     }
     Ok((v, duplicates))
-}
-
-pub(crate) fn parse_yaml(bytes: &[u8]) -> ApiResult<Value> {
-    let text = std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
-    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML or JSON: {e}")))
 }
 
 /// An object as it goes out: with apiVersion and kind.
@@ -215,7 +185,7 @@ fn with_type(info: &ResourceInfo, mut obj: Value) -> Value {
 }
 
 /// Render one object in the representation `Accept` asked for.
-pub(crate) fn render_object(ctx: &Ctx, headers: &HeaderMap, code: StatusCode, obj: Value, warnings: &[String]) -> ApiResult<Response> {
+pub(crate) fn render_object(ctx: &RequestScope, headers: &HeaderMap, code: StatusCode, obj: Value, warnings: &[String]) -> ApiResult<Response> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let obj = with_type(&ctx.info, obj);
     match negotiate::output(accept)? {
@@ -233,16 +203,8 @@ pub(crate) fn render_object(ctx: &Ctx, headers: &HeaderMap, code: StatusCode, ob
     }
 }
 
-/// A custom object as read from storage: defaulted (and pruned) with its CRD's current schema,
-/// so defaults added to the schema later show on objects stored before.
-pub(crate) fn default_on_read(info: &ResourceInfo, obj: &mut Value) {
-    if let Codec::Custom(s) = &info.codec {
-        s.decode(obj);
-    }
-}
-
 /// Read the live object, or 404.
-async fn read(ctx: &Ctx, name: &str) -> ApiResult<(Value, Revision)> {
+async fn read(ctx: &RequestScope, name: &str) -> ApiResult<(Value, Revision)> {
     match ctx.inner.store.get(&ctx.key(name)).await? {
         Some(kv) => Ok((storage::decode_for(&ctx.info, &kv)?, kv.mod_revision)),
         None => Err(ApiError::not_found(&ctx.subject(name))),
@@ -250,13 +212,13 @@ async fn read(ctx: &Ctx, name: &str) -> ApiResult<(Value, Revision)> {
 }
 
 /// The object the request names, as stored.
-pub(crate) async fn read_object(ctx: &Ctx) -> ApiResult<Value> {
+pub(crate) async fn read_object(ctx: &RequestScope) -> ApiResult<Value> {
     read(ctx, ctx.name()).await.map(|(v, _)| v)
 }
 
-pub(crate) async fn get(ctx: &Ctx, headers: &HeaderMap) -> ApiResult<Response> {
+pub(crate) async fn get(ctx: &RequestScope, headers: &HeaderMap) -> ApiResult<Response> {
     let (mut obj, _) = read(ctx, ctx.name()).await?;
-    default_on_read(&ctx.info, &mut obj);
+    storage::default_on_read(&ctx.info, &mut obj);
     match ctx.path.subresource.as_deref() {
         Some("scale") => Ok(json_response(StatusCode::OK, &scale_of(ctx, &obj)?, "application/json", &[])),
         _ => render_object(ctx, headers, StatusCode::OK, obj, &[]),
@@ -465,7 +427,7 @@ fn is_crd(info: &ResourceInfo) -> bool {
 
 /// [`validate_kind`], on the blocking pool for a custom resource with validation rules: their
 /// cost is bounded (kube-apiserver's budgets), not small, and other requests must not wait.
-async fn validate_kind_off(ctx: &Ctx, info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> ApiResult<Vec<Cause>> {
+async fn validate_kind_off(ctx: &RequestScope, info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> ApiResult<Vec<Cause>> {
     if !matches!(&info.codec, Codec::Custom(s) if s.has_rules()) {
         return Ok(validate_kind(info, obj, old, sub));
     }
@@ -542,7 +504,7 @@ mod admission_chain {
 
 /// After a CRD changed: serve its resources (or stop) at once. After RBAC objects, service
 /// accounts or secrets changed: authorize and authenticate with them at once.
-async fn crds_changed(ctx: &Ctx) {
+async fn crds_changed(ctx: &RequestScope) {
     if is_crd(&ctx.info)
         && let Err(e) = crate::crd::sync(&ctx.inner).await
     {
@@ -561,7 +523,7 @@ const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
 
 /// A Secret of type `kubernetes.io/service-account-token` gets a token for its account (the
 /// real server's token controller does this shortly after; here it happens on create).
-async fn fill_service_account_token(ctx: &Ctx, obj: &mut Value) -> ApiResult<()> {
+async fn fill_service_account_token(ctx: &RequestScope, obj: &mut Value) -> ApiResult<()> {
     if !(ctx.info.group.is_empty() && ctx.info.plural == "secrets") || obj.get("type").and_then(Value::as_str) != Some(SA_TOKEN_TYPE) {
         return Ok(());
     }
@@ -594,7 +556,7 @@ async fn fill_service_account_token(ctx: &Ctx, obj: &mut Value) -> ApiResult<()>
 
 /// `POST serviceaccounts/{name}/token`: a signed token for the account, optionally bound to a
 /// Pod, Secret or Node (valid only while it lives), as kube-apiserver's TokenRequest.
-pub(crate) async fn token_request(inner: &Arc<Inner>, ns: &str, account: &str, body: &Value) -> ApiResult<Response> {
+pub(crate) async fn token_request(inner: &Arc<ApiState>, ns: &str, account: &str, body: &Value) -> ApiResult<Response> {
     use crate::service_account_jwt::{Bound, ISSUER, Subject as TokenSubject, claims};
     let seconds = body.pointer("/spec/expirationSeconds").and_then(Value::as_i64).unwrap_or(3600);
     let too = if seconds < 600 {
@@ -682,7 +644,7 @@ fn check(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> ApiResult<()> {
 
 /// Namespace lifecycle admission: a namespaced object can only be created in a namespace that
 /// exists and is not being deleted.
-async fn admit_namespace(inner: &Inner, info: &ResourceInfo, namespace: &str) -> ApiResult<()> {
+async fn admit_namespace(inner: &ApiState, info: &ResourceInfo, namespace: &str) -> ApiResult<()> {
     if !info.namespaced {
         return Ok(());
     }
@@ -726,9 +688,9 @@ fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
 }
 
 /// Create with the namespace and name from the URL (internal callers: bootstrap).
-pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &str, plural: &str, namespace: Option<&str>, body: Value) -> ApiResult<Value> {
+pub(crate) async fn create_internal(inner: &Arc<ApiState>, group: &str, version: &str, plural: &str, namespace: Option<&str>, body: Value) -> ApiResult<Value> {
     let info = inner.registry.catalog().lookup(group, version, plural).ok_or_else(ApiError::no_route)?;
-    let ctx = Ctx {
+    let ctx = RequestScope {
         inner: inner.clone(),
         info,
         path: ResourcePath {
@@ -748,14 +710,14 @@ pub(crate) async fn create_internal(inner: &Arc<Inner>, group: &str, version: &s
 
 /// Replace an object's spec with `desired`'s if it differs (internal callers: installing CRDs).
 /// Returns whether it changed.
-pub(crate) async fn update_spec_internal(inner: &Arc<Inner>, group: &str, version: &str, plural: &str, name: &str, desired: &Value) -> ApiResult<bool> {
+pub(crate) async fn update_spec_internal(inner: &Arc<ApiState>, group: &str, version: &str, plural: &str, name: &str, desired: &Value) -> ApiResult<bool> {
     let spec = desired.get("spec").cloned().unwrap_or(Value::Null);
     update_internal(inner, (group, version, plural), None, name, |obj| obj["spec"] = spec.clone()).await
 }
 
 /// The object `name` as stored, or None (internal callers: the bootstrap policy).
 pub(crate) async fn get_internal(
-    inner: &Arc<Inner>,
+    inner: &Arc<ApiState>,
     (group, version, plural): (&str, &str, &str),
     namespace: Option<&str>,
     name: &str,
@@ -768,9 +730,9 @@ pub(crate) async fn get_internal(
     }
 }
 
-fn internal_ctx(inner: &Arc<Inner>, (group, version, plural): (&str, &str, &str), namespace: Option<&str>, name: &str) -> ApiResult<Ctx> {
+fn internal_ctx(inner: &Arc<ApiState>, (group, version, plural): (&str, &str, &str), namespace: Option<&str>, name: &str) -> ApiResult<RequestScope> {
     let info = inner.registry.catalog().lookup(group, version, plural).ok_or_else(ApiError::no_route)?;
-    Ok(Ctx {
+    Ok(RequestScope {
         inner: inner.clone(),
         info,
         path: ResourcePath {
@@ -790,7 +752,7 @@ fn internal_ctx(inner: &Arc<Inner>, (group, version, plural): (&str, &str, &str)
 /// Change the stored object `name` with `change` through the update pipeline, retrying on
 /// conflicts (internal callers). Returns whether anything changed.
 pub(crate) async fn update_internal(
-    inner: &Arc<Inner>,
+    inner: &Arc<ApiState>,
     resource: (&str, &str, &str),
     namespace: Option<&str>,
     name: &str,
@@ -815,7 +777,7 @@ pub(crate) async fn update_internal(
     Err(ApiError::conflict(&ctx.subject(name)))
 }
 
-pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+pub(crate) async fn create(ctx: &RequestScope, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     if ctx.path.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }
@@ -827,7 +789,7 @@ pub(crate) async fn create(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
 
 /// Create `body`. `owned`: the managed fields a server-side apply worked out; otherwise this
 /// create is recorded as an Update by its field manager.
-async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Value> {
+async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Value> {
     let info = &ctx.info;
     let incoming = incoming_managed_fields(&body);
     let fv = FieldValidation::from_query(&ctx.query)?;
@@ -951,7 +913,7 @@ async fn create_object(ctx: &Ctx, body: Value, warnings: &mut Vec<String>, owned
 
 /// RBAC's escalation prevention for writes of roles and bindings ([`crate::rbac::admit_write`]),
 /// before validation as on kube-apiserver.
-fn admit_rbac(ctx: &Ctx, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+fn admit_rbac(ctx: &RequestScope, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
     if ctx.info.group != "rbac.authorization.k8s.io" || !matches!(ctx.info.codec, Codec::Typed(_)) {
         return Ok(());
     }
@@ -969,7 +931,13 @@ struct Prepared {
 
 /// Carry server-owned fields over from `old`, apply the subresource's rules, defaults and
 /// validation.
-async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>, owned: Option<Vec<managed::Entry>>) -> ApiResult<Prepared> {
+async fn prepare_update(
+    ctx: &RequestScope,
+    old: &Value,
+    mut new: Value,
+    warnings: &mut Vec<String>,
+    owned: Option<Vec<managed::Entry>>,
+) -> ApiResult<Prepared> {
     let info = &ctx.info;
     let incoming = incoming_managed_fields(&new);
     let fv = FieldValidation::from_query(&ctx.query)?;
@@ -1108,7 +1076,7 @@ async fn prepare_update(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut V
 }
 
 /// Store a prepared update (or the deletion it implies), with a compare on `rev`.
-async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> ApiResult<Value> {
+async fn commit_update(ctx: &RequestScope, name: &str, rev: Revision, p: Prepared) -> ApiResult<Value> {
     let key = ctx.key(name);
     let started = std::time::Instant::now();
     let mut stored = p.obj.clone();
@@ -1132,7 +1100,7 @@ async fn commit_update(ctx: &Ctx, name: &str, rev: Revision, p: Prepared) -> Api
     }
 }
 
-pub(crate) async fn update(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+pub(crate) async fn update(ctx: &RequestScope, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     let name = ctx.name().to_string();
     let mut warnings = Vec::new();
     let body = parse_write_body(ctx, ct.as_deref(), &bytes, &mut warnings)?;
@@ -1179,7 +1147,7 @@ const PATCH_TYPES_BUILTIN: &[&str] =
     &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml", "application/strategic-merge-patch+json"];
 const PATCH_TYPES_CUSTOM: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
-pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+pub(crate) async fn patch(ctx: &RequestScope, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     let name = ctx.name().to_string();
     let kind = negotiate::body_type(ct.as_deref());
     let accepted = if ctx.info.strategic_patch { PATCH_TYPES_BUILTIN } else { PATCH_TYPES_CUSTOM };
@@ -1276,7 +1244,7 @@ pub(crate) async fn patch(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<S
 
 /// Server-side apply of `config` to `live` (None: create): the object to write and its
 /// managed fields, or a 409 naming every field another manager owns.
-fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResult<(Value, Vec<managed::Entry>)> {
+fn server_side_apply(ctx: &RequestScope, live: Option<&Value>, config: &Value) -> ApiResult<(Value, Vec<managed::Entry>)> {
     let entries = live.map(|o| managed::decode(meta::meta(o).and_then(|m| m.get("managedFields"))).unwrap_or_default()).unwrap_or_default();
     let entries = storage::managed_fields_as(&ctx.info, entries, true);
     let mut live_plain = live.cloned();
@@ -1325,13 +1293,13 @@ fn server_side_apply(ctx: &Ctx, live: Option<&Value>, config: &Value) -> ApiResu
 /// `prepare_update` as for the main resource (scale writes go to the main object), with the
 /// scale subresource's ownership: an entry of its own (subresource `scale`), which
 /// kube-apiserver records without a time (so it sorts before the manager's other entries).
-async fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
+async fn prepare_update_main(ctx: &RequestScope, old: &Value, mut new: Value, warnings: &mut Vec<String>) -> ApiResult<Prepared> {
     ctx.record_ownership(Some(old), &mut new, None)?;
     let mut owned = managed::decode(meta::meta(&new).and_then(|m| m.get("managedFields"))).unwrap_or_default();
     for e in owned.iter_mut().filter(|e| e.subresource == "scale") {
         e.time = None;
     }
-    let main = Ctx {
+    let main = RequestScope {
         inner: ctx.inner.clone(),
         info: ctx.info.clone(),
         path: ResourcePath { subresource: None, ..ctx.path.clone() },
@@ -1345,7 +1313,7 @@ async fn prepare_update_main(ctx: &Ctx, old: &Value, mut new: Value, warnings: &
 // ---------------------------------------------------------------------------------------------
 // Scale
 
-fn scale_of(ctx: &Ctx, obj: &Value) -> ApiResult<Value> {
+fn scale_of(ctx: &RequestScope, obj: &Value) -> ApiResult<Value> {
     let spec = ctx.info.scale.as_ref().ok_or_else(ApiError::no_route)?;
     let replicas = obj.pointer(&spec.spec_replicas).and_then(Value::as_i64).unwrap_or(0);
     let status_replicas = obj.pointer(&spec.status_replicas).and_then(Value::as_i64).unwrap_or(0);
@@ -1381,7 +1349,7 @@ fn label_selector_string(sel: &Value) -> String {
     }
 }
 
-fn set_scale(ctx: &Ctx, obj: &Value, scale: &Value) -> ApiResult<Value> {
+fn set_scale(ctx: &RequestScope, obj: &Value, scale: &Value) -> ApiResult<Value> {
     let spec = ctx.info.scale.as_ref().ok_or_else(ApiError::no_route)?;
     let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
     // A custom object's Scale is not validated itself: the replicas land in the object, whose
@@ -1416,7 +1384,7 @@ fn set_pointer(obj: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-async fn update_scale(ctx: &Ctx, name: &str, body: Value, dry_run: bool) -> ApiResult<Response> {
+async fn update_scale(ctx: &RequestScope, name: &str, body: Value, dry_run: bool) -> ApiResult<Response> {
     let (old, rev) = read(ctx, name).await?;
     if let Some(want) = meta::meta_str(&body, "resourceVersion").filter(|s| !s.is_empty())
         && want.parse::<Revision>().ok() != Some(rev)
@@ -1444,7 +1412,7 @@ struct DeleteOptions {
     dry_run: bool,
 }
 
-fn delete_options(ctx: &Ctx, ct: Option<&str>, bytes: &[u8]) -> ApiResult<DeleteOptions> {
+fn delete_options(ctx: &RequestScope, ct: Option<&str>, bytes: &[u8]) -> ApiResult<DeleteOptions> {
     let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_object_body(ct, bytes, None)? };
     let mut o = DeleteOptions {
         propagation: body.get("propagationPolicy").and_then(Value::as_str).map(String::from),
@@ -1508,7 +1476,7 @@ fn pod_grace_seconds(pod: &Value, requested: Option<i64>) -> i64 {
 const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// Delete one object; returns the HTTP code and body (the object or a Status).
-async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(StatusCode, Value)> {
+async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> ApiResult<(StatusCode, Value)> {
     let info = &ctx.info;
     if info.group.is_empty() && info.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
         return Err(ApiError::forbidden(&ctx.subject(name), "this namespace may not be deleted"));
@@ -1624,7 +1592,7 @@ async fn delete_one(ctx: &Ctx, name: &str, opts: &DeleteOptions) -> ApiResult<(S
     Err(ApiError::conflict(&ctx.subject(name)))
 }
 
-pub(crate) async fn delete(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+pub(crate) async fn delete(ctx: &RequestScope, headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     if ctx.path.subresource.is_some() {
         return Err(ApiError::method_not_allowed());
     }
@@ -1636,7 +1604,7 @@ pub(crate) async fn delete(ctx: &Ctx, headers: &HeaderMap, (ct, bytes): (Option<
     render_object(ctx, headers, code, body, &[])
 }
 
-pub(crate) async fn delete_collection(ctx: &Ctx, _headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
+pub(crate) async fn delete_collection(ctx: &RequestScope, _headers: &HeaderMap, (ct, bytes): (Option<String>, Bytes)) -> ApiResult<Response> {
     let opts = delete_options(ctx, ct.as_deref(), &bytes)?;
     let (items, _) = crate::listwatch::list_all(ctx).await?;
     let mut deleted = Vec::new();

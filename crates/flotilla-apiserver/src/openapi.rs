@@ -9,7 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::crd_openapi::Form;
+use crate::crd_openapi::{Form, LIST_META, OBJECT_META, model_prefix};
 use crate::resources::Catalog;
 
 // ---------------------------------------------------------------------------------------------
@@ -24,10 +24,6 @@ use crate::resources::Catalog;
 // clients of the documents (kubectl explain, kube-rs' schema tools) read the schemas.
 
 const RECORDED: &str = include_str!("../../flotilla-api/data/openapi-v3-schemas.json");
-pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
-pub(crate) const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
-pub(crate) const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 pub(crate) struct Recorded {
     pub schemas: Map<String, Value>,
@@ -84,13 +80,6 @@ fn references(v: &Value) -> BTreeSet<String> {
         }
     }
     out
-}
-
-/// How apiextensions-apiserver names a custom kind's model: the group reversed, then the
-/// version (`widgets.example.io/v1` → `io.example.v1`, followed by `.Widget`).
-pub(crate) fn model_prefix(group: &str, version: &str) -> String {
-    let reversed: Vec<&str> = group.split('.').rev().collect();
-    format!("{}.{version}", reversed.join("."))
 }
 
 /// The schemas apiextensions-apiserver publishes for one version of a CRD (its kind and list),
@@ -237,7 +226,7 @@ fn json_ok(body: &Value) -> Response {
 
 /// `/openapi/v3` and `/openapi/v3/<api/v1 | apis/<group>/<version>>`.
 pub async fn v3(catalog: &Catalog, store: &dyn flotilla_store::Store, path: &str) -> Option<Response> {
-    let crds: Vec<Value> = crate::crd::load(store).await.map(|v| v.into_iter().map(|(c, _)| c).collect()).unwrap_or_default();
+    let crds: Vec<Value> = crate::storage::load_crds(store).await.map(|v| v.into_iter().map(|(c, _)| c).collect()).unwrap_or_default();
     let rest = path.strip_prefix("/openapi/v3").unwrap_or("").trim_matches('/');
     if rest.is_empty() {
         let mut paths = Map::new();

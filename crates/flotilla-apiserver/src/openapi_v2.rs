@@ -102,11 +102,11 @@ fn negotiate(headers: &HeaderMap) -> Option<bool> {
 }
 
 /// `GET /openapi/v2`.
-pub async fn serve(cache: &Cache, catalog: &Catalog, store: &dyn flotilla_store::Store, version: &crate::server::VersionInfo, headers: &HeaderMap) -> Response {
+pub async fn serve(cache: &Cache, catalog: &Catalog, store: &dyn flotilla_store::Store, version: &crate::config::VersionInfo, headers: &HeaderMap) -> Response {
     let Some(protobuf) = negotiate(headers) else {
         return StatusCode::NOT_ACCEPTABLE.into_response();
     };
-    let crds: Vec<(Value, i64)> = crate::crd::load(store).await.unwrap_or_default();
+    let crds: Vec<(Value, i64)> = crate::storage::load_crds(store).await.unwrap_or_default();
     let key = Key {
         crds: crds.iter().map(|(c, rev)| (crate::meta::name(c).to_string(), *rev)).collect(),
         served: catalog.all().filter(|r| !r.plural.contains('/')).map(|r| ServedKind::of(r)).collect(),

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::negotiate::BodyType;
-use crate::objects::Ctx;
+use crate::scope::RequestScope;
 
 /// kube-apiserver answers some strategic merge patch errors with a bare 500; bad input never
 /// gets a 500 here: those become 422 Invalid with the detail (a divergence listed in
@@ -38,7 +38,7 @@ pub(crate) fn decode(kind: BodyType, bytes: &[u8]) -> ApiResult<Value> {
         BodyType::ApplyYaml => {
             // Checked here, before the object is read: an apply to a missing object creates
             // from this configuration and must not meet a string or a list.
-            let cfg = crate::objects::parse_yaml(bytes)?;
+            let cfg = crate::negotiate::parse_yaml(bytes)?;
             if !cfg.is_object() {
                 return Err(ApiError::bad_request("error decoding apply patch: the configuration must be an object"));
             }
@@ -51,7 +51,7 @@ pub(crate) fn decode(kind: BodyType, bytes: &[u8]) -> ApiResult<Value> {
 
 /// An applied configuration, checked to be of this resource's kind, with apiVersion and kind
 /// filled in when it left them out.
-pub(crate) fn apply_config(ctx: &Ctx, patch_doc: &Value) -> ApiResult<Value> {
+pub(crate) fn apply_config(ctx: &RequestScope, patch_doc: &Value) -> ApiResult<Value> {
     let mut cfg = patch_doc.clone();
     for (k, v) in [("apiVersion", ctx.info.api_version()), ("kind", ctx.info.kind.clone())] {
         match cfg.get(k).and_then(Value::as_str) {
@@ -67,9 +67,9 @@ pub(crate) fn apply_config(ctx: &Ctx, patch_doc: &Value) -> ApiResult<Value> {
 
 /// The object after `patch`, before the write pipeline checks it. JSON and strategic merge
 /// patches, whose cost grows with what they ask for rather than with their size, are applied
-/// on the blocking pool, a few at a time ([`crate::server::Inner::heavy`]): one expensive patch
+/// on the blocking pool, a few at a time ([`crate::state::ApiState::heavy`]): one expensive patch
 /// never holds up the requests the async workers serve.
-pub(crate) async fn apply(ctx: &Ctx, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
+pub(crate) async fn apply(ctx: &RequestScope, kind: BodyType, current: &Value, patch_doc: &Value) -> ApiResult<Value> {
     match kind {
         BodyType::JsonPatch => {
             let (current, patch_doc) = (current.clone(), patch_doc.clone());

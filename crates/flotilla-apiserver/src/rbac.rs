@@ -688,13 +688,11 @@ pub fn denial(who: &Identity, a: &Attributes) -> String {
 }
 
 /// Keep the index current: reload after every change under the RBAC, service account, token
-/// and secret prefixes. Ends when the server is dropped.
-pub(crate) async fn run(weak: std::sync::Weak<crate::server::Inner>) {
+/// and secret prefixes. `server` gives the store and this index while the server lives (it holds
+/// the server only weakly); the loop ends when the server is dropped.
+pub(crate) async fn run(server: impl Fn() -> Option<(Arc<dyn Store>, Arc<Rbac>)>) {
     loop {
-        let Some(inner) = weak.upgrade() else { return };
-        let store = inner.store.clone();
-        let rbac = inner.rbac.clone();
-        drop(inner);
+        let Some((store, rbac)) = server() else { return };
         let start = match store.current_revision().await {
             Ok(r) => r,
             Err(_) => {

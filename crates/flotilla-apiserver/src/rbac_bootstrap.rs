@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::error::ApiResult;
-use crate::server::Inner;
+use crate::state::ApiState;
 
 const KUBERNETES: &str = include_str!("../../flotilla-api/data/bootstrap-rbac.json");
 const KARMADA: &str = include_str!("../../flotilla-api/data/karmada-rbac.json");
@@ -105,7 +105,7 @@ pub(crate) fn reconciled(expected: &Value, existing: &Value) -> Value {
 
 /// Creates or reconciles every object of the policy. Runs the writes concurrently: on the
 /// embedded store they share its group commits.
-pub(crate) async fn install(inner: &Arc<Inner>) -> ApiResult<()> {
+pub(crate) async fn install(inner: &Arc<ApiState>) -> ApiResult<()> {
     let writes = policy().into_iter().map(|expected| {
         let inner = inner.clone();
         async move {

@@ -2,159 +2,32 @@
 //! to discovery, resources and non-resource endpoints.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use flotilla_store::Store;
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 
-use crate::auth::{AllowAuthenticated, Attributes, Decision, Identity, SharedAuthorizer, TokenFile};
+use crate::auth::{Attributes, Decision, Identity, TokenFile};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult, Subject};
-use crate::metrics::{LatencyLabels, Metrics, RequestLabels};
+use crate::metrics::{LatencyLabels, RequestLabels};
 use crate::negotiate::{self, DiscoveryFormat};
 use crate::request::{Query, ResourcePath, Route, parse_path};
-use crate::resources::{Registry, ResourceInfo};
+use crate::resources::Registry;
+use crate::response::{json_response, ok_json};
+use crate::scope::{RequestScope, read_body, resolve, unrouted};
+use crate::state::ApiState;
 
-/// What `/version` reports.
-#[derive(Clone, Debug)]
-pub struct VersionInfo {
-    pub major: String,
-    pub minor: String,
-    pub git_version: String,
-}
-
-impl Default for VersionInfo {
-    fn default() -> Self {
-        // 1.33: the machine's kubectl dispatcher runs kubectl.1.NN for a server of minor NN and
-        // its own embedded 1.32 for anything newer, so 1.33 is the newest kubectl it can pick.
-        // Flotilla's recorded data (defaults, schemas, protobuf layouts) is kube-apiserver
-        // 1.37's, a superset of what a 1.33 client uses; kubectl 1.33 sends protobuf bodies for
-        // typed requests, which src/protobuf.rs decodes for every built-in kind.
-        VersionInfo { major: "1".into(), minor: "33".into(), git_version: "v1.33.0-flotilla".into() }
-    }
-}
-
-/// How requests are authorized.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum AuthorizationMode {
-    /// RBAC from Roles, ClusterRoles and bindings; `system:masters` is a super-user group.
-    #[default]
-    Rbac,
-    /// Every authenticated user may do everything.
-    AlwaysAllowAuthenticated,
-}
-
-/// Settings of the API server. Every timing is configurable.
-#[derive(Clone, Debug)]
-pub struct ApiServerConfig {
-    /// The address clients use to reach this server: the `serverAddress` in `/api`, and the
-    /// endpoint of the `default/kubernetes` Service when that is reconciled
-    /// ([`ApiServer::start_kubernetes_service`]).
-    pub advertise: std::net::SocketAddr,
-    /// The largest request body accepted (413 beyond).
-    pub max_body_bytes: usize,
-    /// Non-watch requests in flight before new ones get 429.
-    pub max_in_flight: usize,
-    /// Non-watch requests taking longer get 504.
-    pub request_timeout: Duration,
-    /// How often a watch with `allowWatchBookmarks` gets a bookmark.
-    pub bookmark_interval: Duration,
-    /// A watch without `timeoutSeconds` ends after a random time between this and twice it.
-    pub min_watch_timeout: Duration,
-    /// How often the CRD worker retries a CRD whose objects are still being deleted.
-    pub crd_retry: Duration,
-    pub authorization: AuthorizationMode,
-    pub version: VersionInfo,
-    /// Create and reconcile kube-apiserver's bootstrap RBAC policy (and Karmada's view/edit
-    /// roles) at start-up ([`crate::rbac_bootstrap`]); off, the permissions every
-    /// authenticated user has are built in (simulated members).
-    pub bootstrap_rbac: bool,
-}
-
-impl Default for ApiServerConfig {
-    fn default() -> Self {
-        ApiServerConfig {
-            advertise: std::net::SocketAddr::from(([127, 0, 0, 1], 6443)),
-            max_body_bytes: 3 * 1024 * 1024,
-            max_in_flight: 400,
-            request_timeout: Duration::from_secs(60),
-            bookmark_interval: Duration::from_secs(60),
-            min_watch_timeout: Duration::from_secs(1800),
-            crd_retry: Duration::from_secs(1),
-            authorization: AuthorizationMode::default(),
-            version: VersionInfo::default(),
-            bootstrap_rbac: true,
-        }
-    }
-}
-
-pub(crate) struct Inner {
-    pub store: Arc<dyn Store>,
-    pub registry: Arc<Registry>,
-    pub config: ApiServerConfig,
-    pub authz: SharedAuthorizer,
-    pub rbac: Arc<crate::rbac::Rbac>,
-    pub tokens: parking_lot::RwLock<TokenFile>,
-    /// The impersonation mode that last worked for each caller.
-    pub impersonation_modes: crate::impersonation::LastModes,
-    pub metrics: Metrics,
-    /// Held by `crd::sync`, so CRD syncs publish served resources in order.
-    pub crd_sync: tokio::sync::Mutex<()>,
-    /// The last rendered `/openapi/v2` document.
-    pub openapi_v2: crate::openapi_v2::Cache,
-    /// The key TokenRequest tokens are signed with, read from the store (or made) on first use.
-    sa_key: tokio::sync::OnceCell<Arc<crate::service_account_jwt::SigningKey>>,
-    in_flight: Semaphore,
-    /// Permits for work whose cost the request controls (JSON and strategic merge patches): one
-    /// per core, run on the blocking pool.
-    heavy: Arc<Semaphore>,
-    ready: AtomicBool,
-}
-
-impl Inner {
-    /// Runs `work` on the blocking pool once one of [`Inner::heavy`]'s permits is free.
-    pub(crate) async fn off_the_workers<T: Send + 'static>(&self, work: impl FnOnce() -> ApiResult<T> + Send + 'static) -> ApiResult<T> {
-        let permit = self.heavy.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("the server is shutting down"))?;
-        let gauge = self.metrics.heavy_in_flight.clone();
-        gauge.inc();
-        let result = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            work()
-        })
-        .await;
-        gauge.dec();
-        result.map_err(|e| ApiError::internal(format!("a worker failed: {e}")))?
-    }
-
-    /// The service account token signing key (ADR 0015).
-    pub(crate) async fn service_account_key(&self) -> ApiResult<Arc<crate::service_account_jwt::SigningKey>> {
-        self.sa_key
-            .get_or_try_init(|| async { crate::service_account_jwt::SigningKey::load_or_create(self.store.as_ref()).await.map(Arc::new) })
-            .await
-            .cloned()
-            .map_err(ApiError::internal)
-    }
-
-    /// The key to verify tokens with, if one was ever made: a bearer token alone never makes
-    /// the server write one.
-    async fn service_account_verifying_key(&self) -> Option<Arc<crate::service_account_jwt::SigningKey>> {
-        if let Some(k) = self.sa_key.get() {
-            return Some(k.clone());
-        }
-        let k = Arc::new(crate::service_account_jwt::SigningKey::load(self.store.as_ref()).await.ok()??);
-        Some(self.sa_key.get_or_init(|| async { k }).await.clone())
-    }
-}
+pub use crate::config::{ApiServerConfig, AuthorizationMode, VersionInfo};
 
 /// The Kubernetes-compatible API server. Clone it freely; all clones share state.
 #[derive(Clone)]
 pub struct ApiServer {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<ApiState>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -165,30 +38,7 @@ impl std::fmt::Debug for ApiServer {
 
 impl ApiServer {
     pub fn new(store: Arc<dyn Store>, config: ApiServerConfig) -> ApiServer {
-        let in_flight = Semaphore::new(config.max_in_flight.max(1));
-        let rbac = Arc::new(crate::rbac::Rbac::default());
-        let authz: SharedAuthorizer = match config.authorization {
-            AuthorizationMode::Rbac => rbac.clone(),
-            AuthorizationMode::AlwaysAllowAuthenticated => Arc::new(AllowAuthenticated),
-        };
-        ApiServer {
-            inner: Arc::new(Inner {
-                store,
-                registry: Arc::new(Registry::new()),
-                config,
-                authz,
-                rbac,
-                tokens: parking_lot::RwLock::new(TokenFile::default()),
-                impersonation_modes: Default::default(),
-                metrics: Metrics::new(),
-                crd_sync: tokio::sync::Mutex::new(()),
-                openapi_v2: Default::default(),
-                sa_key: tokio::sync::OnceCell::new(),
-                in_flight,
-                heavy: Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))),
-                ready: AtomicBool::new(false),
-            }),
-        }
+        ApiServer { inner: Arc::new(ApiState::new(store, config)) }
     }
 
     /// Replace the bearer tokens this server accepts.
@@ -221,7 +71,8 @@ impl ApiServer {
         crate::crd::sync(&self.inner).await?;
         tokio::spawn(crate::crd::run(Arc::downgrade(&self.inner), self.inner.config.crd_retry));
         self.inner.rbac.reload(self.inner.store.as_ref()).await?;
-        tokio::spawn(crate::rbac::run(Arc::downgrade(&self.inner)));
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(crate::rbac::run(move || weak.upgrade().map(|s| (s.store.clone(), s.rbac.clone()))));
         self.inner.ready.store(true, Ordering::Release);
         Ok(())
     }
@@ -294,7 +145,7 @@ impl ApiServer {
 fn assert_send<T: Send>(_: &T) {}
 
 /// Work out who is calling.
-fn identify(inner: &Inner, req: &Request<Body>) -> Identity {
+fn identify(inner: &ApiState, req: &Request<Body>) -> Identity {
     if let Some(id) = req.extensions().get::<Identity>() {
         return id.clone();
     }
@@ -323,7 +174,7 @@ fn bearer_token(req: &Request<Body>) -> Option<&str> {
 }
 
 /// The service account a TokenRequest token (a JWT) stands for, if it is one and still valid.
-async fn identify_service_account(inner: &Inner, token: &str) -> Option<Identity> {
+async fn identify_service_account(inner: &ApiState, token: &str) -> Option<Identity> {
     if token.split('.').count() != 3 {
         return None;
     }
@@ -348,7 +199,7 @@ pub(crate) fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static 
 
 const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
-async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
+async fn handle(inner: Arc<ApiState>, mut req: Request<Body>) -> Response {
     let started = Instant::now();
     let mut identity = identify(&inner, &req);
     if identity.is_anonymous()
@@ -366,7 +217,7 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
     let path = req.uri().path().to_string();
     let query = Query::parse(req.uri().query()).for_method(req.method());
     // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
-    if let Some((p, c, tail)) = crate::connect::match_path(&inner.registry.catalog(), &path) {
+    if let Some((p, c, tail)) = crate::connect_request::match_path(&inner.registry.catalog(), &path) {
         if let Some(asked) = &impersonation
             && !identity.is_anonymous()
         {
@@ -452,7 +303,7 @@ async fn handle(inner: Arc<Inner>, mut req: Request<Body>) -> Response {
 /// proxy requests.
 #[allow(clippy::too_many_arguments)]
 async fn connect(
-    inner: Arc<Inner>,
+    inner: Arc<ApiState>,
     identity: Identity,
     p: ResourcePath,
     c: Arc<crate::connect::ConnectSubresource>,
@@ -473,7 +324,7 @@ async fn connect(
         let e = ApiError::forbidden(&subject, crate::rbac::denial(&identity, &attrs));
         return finish(&inner, verb, &resource, started, e.into_response());
     }
-    let resp = crate::connect::serve(inner.clone(), identity, p, c, tail, req).await;
+    let resp = crate::connect_request::serve(inner.clone(), identity, p, c, tail, req).await;
     finish(&inner, verb, &resource, started, resp)
 }
 
@@ -509,32 +360,14 @@ fn attributes(route: &Route, verb: &str, method: &Method) -> Attributes {
     }
 }
 
-fn finish(inner: &Inner, verb: &str, resource: &str, started: Instant, resp: Response) -> Response {
+fn finish(inner: &ApiState, verb: &str, resource: &str, started: Instant, resp: Response) -> Response {
     let code = resp.status().as_u16().to_string();
     inner.metrics.requests.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into(), code }).inc();
     inner.metrics.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() }).observe(started.elapsed().as_secs_f64());
     resp
 }
 
-/// A JSON response with a status code and optional warnings.
-pub(crate) fn json_response(code: StatusCode, body: &Value, content_type: &'static str, warnings: &[String]) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut resp = (code, bytes).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    for w in warnings {
-        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
-            resp.headers_mut().append(header::WARNING, v);
-        }
-    }
-    resp
-}
-
-pub(crate) fn ok_json(body: &Value) -> Response {
-    json_response(StatusCode::OK, body, "application/json", &[])
-}
-
-async fn route_request(inner: Arc<Inner>, identity: Identity, route: Route, query: Query, req: Request<Body>) -> Response {
+async fn route_request(inner: Arc<ApiState>, identity: Identity, route: Route, query: Query, req: Request<Body>) -> Response {
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(String::from);
     let result = match route {
         Route::NonResource(path) => non_resource(&inner, &path, &req.headers().clone()).await,
@@ -553,7 +386,7 @@ async fn route_request(inner: Arc<Inner>, identity: Identity, route: Route, quer
     result.unwrap_or_else(|e| e.into_response())
 }
 
-fn discovery_root(inner: &Inner, core: bool, accept: Option<&str>) -> ApiResult<Response> {
+fn discovery_root(inner: &ApiState, core: bool, accept: Option<&str>) -> ApiResult<Response> {
     let catalog = inner.registry.catalog();
     let (body, ct) = match negotiate::discovery_format(accept) {
         DiscoveryFormat::AggregatedV2 => {
@@ -570,7 +403,7 @@ fn discovery_root(inner: &Inner, core: bool, accept: Option<&str>) -> ApiResult<
     Ok(resp)
 }
 
-async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResult<Response> {
+async fn non_resource(inner: &ApiState, path: &str, headers: &HeaderMap) -> ApiResult<Response> {
     let p = path.trim_end_matches('/');
     let text = |code: StatusCode, s: String| {
         let mut r = (code, s).into_response();
@@ -626,19 +459,7 @@ async fn non_resource(inner: &Inner, path: &str, headers: &HeaderMap) -> ApiResu
     }
 }
 
-/// Look up the resource a path names, or answer 404 as the real server does.
-pub(crate) fn resolve(inner: &Inner, p: &ResourcePath) -> ApiResult<Arc<ResourceInfo>> {
-    inner.registry.catalog().lookup(&p.group, &p.version, &p.resource).ok_or_else(|| unrouted(inner, &p.group))
-}
-
-/// A 404 for a path under `group` that nothing serves: a Status in a built-in group (its
-/// handlers answer), Go's plain-text 404 elsewhere (kube-apiserver hands such paths to
-/// apiextensions, which falls through to its not-found handler).
-fn unrouted(inner: &Inner, group: &str) -> ApiError {
-    if group.is_empty() || inner.registry.builtin_resources().iter().any(|r| r.group == group) { ApiError::no_route() } else { ApiError::page_not_found() }
-}
-
-async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
+async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
     // Reviews are answered by handlers, not storage.
     match (p.group.as_str(), p.resource.as_str(), req.method()) {
         ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
@@ -703,7 +524,7 @@ async fn resource(inner: Arc<Inner>, identity: Identity, p: ResourcePath, query:
     // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
     let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
     let user_agent = Some(user_agent.to_string());
-    let ctx = crate::objects::Ctx { inner: inner.clone(), info, path: p, query, identity, user_agent };
+    let ctx = RequestScope { inner: inner.clone(), info, path: p, query, identity, user_agent };
     let headers = req.headers().clone();
     let mut resp = serve_verb(&inner, &ctx, verb, headers, req).await;
     if let (Some(w), Ok(r)) = (deprecation, resp.as_mut()) {
@@ -726,7 +547,7 @@ fn check_field_manager(query: &Query) -> ApiResult<()> {
 }
 
 /// The handler of a verb on a resource.
-async fn serve_verb(inner: &Inner, ctx: &crate::objects::Ctx, verb: &str, headers: axum::http::HeaderMap, req: Request<Body>) -> ApiResult<Response> {
+async fn serve_verb(inner: &ApiState, ctx: &RequestScope, verb: &str, headers: axum::http::HeaderMap, req: Request<Body>) -> ApiResult<Response> {
     match verb {
         "get" => crate::objects::get(ctx, &headers).await,
         "list" => crate::listwatch::list(ctx, &headers).await,
@@ -755,41 +576,8 @@ async fn serve_verb(inner: &Inner, ctx: &crate::objects::Ctx, verb: &str, header
     }
 }
 
-/// Read a request body within the size limit. Past the limit the rest is read and dropped
-/// (a bounded amount, for a bounded time) before the 413 goes out: an HTTP/2 client still
-/// sending would otherwise meet a reset stream instead of the answer.
-pub(crate) async fn read_body(inner: &Inner, req: Request<Body>) -> ApiResult<(Option<String>, bytes::Bytes)> {
-    use http_body_util::BodyExt;
-    const DRAIN_BYTES: usize = 64 << 20;
-    const DRAIN_TIME: Duration = Duration::from_secs(5);
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(String::from);
-    let limit = inner.config.max_body_bytes;
-    let mut body = req.into_body();
-    let mut buf = bytes::BytesMut::new();
-    let too_large = || ApiError::too_large(format!("the request body exceeds the limit of {limit} bytes"));
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
-        let Ok(data) = frame.into_data() else { continue };
-        if buf.len() + data.len() > limit {
-            let mut drained = buf.len() + data.len();
-            let drain = async {
-                while drained < DRAIN_BYTES {
-                    match body.frame().await {
-                        Some(Ok(f)) => drained += f.data_ref().map_or(0, |d| d.len()),
-                        _ => break,
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
-            return Err(too_large());
-        }
-        buf.extend_from_slice(&data);
-    }
-    Ok((content_type, buf.freeze()))
-}
-
 /// Read a body the handler decodes as `kind` (reviews, TokenRequests).
-async fn read_json_body(inner: &Inner, req: Request<Body>, kind: &str) -> ApiResult<Value> {
+async fn read_json_body(inner: &ApiState, req: Request<Body>, kind: &str) -> ApiResult<Value> {
     let (ct, bytes) = read_body(inner, req).await?;
     crate::objects::parse_object_body(ct.as_deref(), &bytes, Some(kind))
 }

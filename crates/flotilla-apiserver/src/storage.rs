@@ -12,12 +12,12 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use flotilla_store::{KeyValue, Revision};
+use flotilla_store::{KeyValue, RangeRequest, Revision, Store, StoreError};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::resources::ResourceInfo;
+use crate::resources::{Codec, ResourceInfo};
 
 pub fn resource_prefix(info: &ResourceInfo) -> String {
     let group = if info.group.is_empty() || is_event_view(info) { "core" } else { info.group.as_str() };
@@ -110,6 +110,32 @@ pub fn managed_fields_as(info: &ResourceInfo, mut entries: Vec<flotilla_api::man
         });
     }
     entries
+}
+/// Where CRDs are stored.
+pub const CRD_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
+
+/// Every CRD in the store, oldest first, with its revision.
+pub(crate) async fn load_crds(store: &dyn Store) -> Result<Vec<(Value, i64)>, StoreError> {
+    let resp = store.range(RangeRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))).await?;
+    let mut out: Vec<(Value, i64)> = resp.kvs.iter().filter_map(|kv| decode(kv).ok().map(|v| (v, kv.mod_revision))).collect();
+    // CRDs whose names were accepted keep them: they come first, then the oldest.
+    let fresh = |v: &Value| {
+        !v.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| cs.iter().any(|c| c["type"] == "NamesAccepted" && c["status"] == "True"))
+    };
+    out.sort_by(|a, b| {
+        let ca = meta::meta_str(&a.0, "creationTimestamp").unwrap_or("");
+        let cb = meta::meta_str(&b.0, "creationTimestamp").unwrap_or("");
+        fresh(&a.0).cmp(&fresh(&b.0)).then_with(|| ca.cmp(cb)).then_with(|| meta::name(&a.0).cmp(meta::name(&b.0)))
+    });
+    Ok(out)
+}
+
+/// A custom object as read from storage: defaulted (and pruned) with its CRD's current schema,
+/// so defaults added to the schema later show on objects stored before.
+pub(crate) fn default_on_read(info: &ResourceInfo, obj: &mut Value) {
+    if let Codec::Custom(s) = &info.codec {
+        s.decode(obj);
+    }
 }
 
 /// kube-apiserver's conversion between an `events.k8s.io/v1` Event and a core `v1` Event, on

@@ -6,6 +6,9 @@
 //! defaulting fills `default`s of missing properties; validation reports every violation as a
 //! cause with its field path (`spec.replicas`), which the server answers with 422 Invalid.
 
+mod cel_cost;
+pub(crate) mod cel_rules;
+
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
@@ -50,7 +53,7 @@ pub struct Schema {
     pub one_of: Vec<Schema>,
     pub not: Option<Box<Schema>>,
     /// `x-kubernetes-validations`, compiled.
-    pub rules: Vec<crate::cel_rules::Rule>,
+    pub rules: Vec<cel_rules::Rule>,
 }
 
 /// Why a schema is not structural or is invalid: a field path and a message.
@@ -118,7 +121,7 @@ impl Schema {
     /// reported with the path under `base` (e.g. `spec.versions[0].schema.openAPIV3Schema`).
     pub fn parse(v: &Value, base: &str, errors: &mut Vec<SchemaError>) -> Schema {
         let mut s = Self::parse_node(v, base, true, false, errors);
-        crate::cel_rules::check_costs(&mut s, base, errors);
+        cel_rules::check_costs(&mut s, base, errors);
         s
     }
 
@@ -293,7 +296,7 @@ impl Schema {
         // Rules last: their fieldPaths name fields of this node, and they are compiled only
         // over a schema without problems here or below.
         if let Some(rules) = o.get("x-kubernetes-validations") {
-            s.rules = crate::cel_rules::compile(rules, &s, path, errors, node_errors);
+            s.rules = cel_rules::compile(rules, &s, path, errors, node_errors);
         }
         s
     }
@@ -676,13 +679,13 @@ impl Structural {
     /// write is judged on its status alone.
     pub fn validate_rules(&self, obj: &Value, old: Option<&Value>, status_write: bool) -> Vec<Cause> {
         let mut causes = Vec::new();
-        let mut budget = crate::cel_rules::Budget::default();
+        let mut budget = cel_rules::Budget::default();
         if status_write {
             if let (Some(status), Some(schema)) = (obj.get("status"), self.schema.properties.get("status")) {
-                crate::cel_rules::check(status, old.and_then(|o| o.get("status")), schema, "status", &mut causes, &mut budget);
+                cel_rules::check(status, old.and_then(|o| o.get("status")), schema, "status", &mut causes, &mut budget);
             }
         } else {
-            crate::cel_rules::check(obj, old, &self.schema, "", &mut causes, &mut budget);
+            cel_rules::check(obj, old, &self.schema, "", &mut causes, &mut budget);
         }
         causes
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cel_cost::{self, Decl, Sizes};
+use super::cel_cost::{self, Decl, Sizes};
 use crate::error::Cause;
 use crate::structural::{Schema, SchemaError};
 
