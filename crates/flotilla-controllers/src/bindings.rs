@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::work::{ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
+use flotilla_api::federation::karmada::work::{BindingKey, ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
-use crate::binding::{Binding, BindingKey};
+use crate::binding::Binding;
 use crate::queue::WorkQueue;
 use crate::util::{Events, watch_into_store};
 

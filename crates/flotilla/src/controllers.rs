@@ -12,11 +12,11 @@ pub fn client(api: &ApiServer, user: &str) -> kube::Client {
 pub fn start(api: &ApiServer, settings: &crate::federation_args::FederationArgs) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let c = client(api, "system:flotilla:namespace-controller");
-    set.spawn(flotilla_controllers::namespace::run(c, Default::default()));
+    set.spawn(flotilla_kube_controllers::namespace::run(c, Default::default()));
     let c = client(api, "system:flotilla:garbage-collector");
-    set.spawn(flotilla_controllers::garbage_collector::run(c, settings.garbage_collector()));
+    set.spawn(flotilla_kube_controllers::garbage_collector::run(c, settings.garbage_collector()));
     let c = client(api, "system:flotilla:clusterrole-aggregation-controller");
-    set.spawn(flotilla_controllers::clusterrole_aggregation::run(c));
+    set.spawn(flotilla_kube_controllers::clusterrole_aggregation::run(c));
     start_federation(&mut set, settings, |name| client(api, &format!("system:flotilla:{name}")));
     set
 }
@@ -47,5 +47,5 @@ pub fn start_federation(set: &mut JoinSet<()>, settings: &crate::federation_args
     set.spawn(c::kubefed_sync::run(client(c::kubefed_sync::NAME), Default::default()));
     set.spawn(c::kubefed_cluster::run(client(c::kubefed_cluster::NAME), Default::default()));
     set.spawn(flotilla_scheduler::runner::run(client("scheduler"), settings.scheduler()));
-    set.spawn(flotilla_scheduler::kubefed_rsp::run(client(flotilla_scheduler::kubefed_rsp::NAME), Default::default()));
+    set.spawn(c::kubefed_rsp::run(client(c::kubefed_rsp::NAME), Default::default()));
 }

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use flotilla_controllers::queue::{Next, WorkQueue, run_workers};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
@@ -27,8 +28,6 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
-
-use crate::queue::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "garbage-collector";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
@@ -354,7 +353,7 @@ async fn drop_owner_refs(ctx: &Context, uid: &str, node: &Node, gone: &[String])
 
 async fn remove_finalizer(ctx: &Context, uid: &str, node: &Node, finalizer: &str) -> Result<(), Error> {
     patch_metadata(ctx, uid, node, |live| {
-        crate::util::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f }))
+        flotilla_controllers::util::without_finalizer(live.metadata.finalizers.as_ref(), finalizer).map(|f| serde_json::json!({ "finalizers": f }))
     })
     .await
 }

@@ -12,13 +12,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flotilla_api::selector::LabelSelector;
+use flotilla_controllers::util::watch_into_store;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-
-use crate::util::watch_into_store;
 
 pub const NAME: &str = "clusterrole-aggregation-controller";
 
