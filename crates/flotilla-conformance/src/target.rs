@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use axum::body::Body;
 use bytes::Bytes;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
-use flotilla_controllers::garbage_collector;
+use flotilla_kube_controllers::garbage_collector;
 use flotilla_store::Store;
 use http::{Request, Response};
 

@@ -15,13 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::federation::karmada::policy::{ApplicationFailoverBehavior, PurgeMode};
-use flotilla_api::federation::karmada::work::{AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec};
+use flotilla_api::federation::karmada::work::{AggregatedStatusItem, BindingKey, GracefulEvictionTask, ResourceBindingSpec};
 use flotilla_api::interpreter::Health;
 use kube::Client;
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::binding::BindingKey;
 use crate::bindings::{Bindings, graceful_evict_cluster};
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};

@@ -22,14 +22,14 @@ use std::time::Duration;
 
 use flotilla_api::admission::karmada::prepare_work_manifest;
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::names::work_name;
+use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
 use flotilla_api::federation::karmada::policy::{ClusterOverridePolicy, ConflictResolution, OverridePolicy, PurgeMode};
 use flotilla_api::federation::karmada::work::{
-    AggregatedStatusItem, BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
+    AggregatedStatusItem, BINDING_FINALIZER, BindingKey, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION,
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, CONFLICT_RESOLUTION_ANNOTATION, ClusterResourceBinding, EXECUTION_FINALIZER, MANAGED_LABEL,
     RESOURCE_BINDING_NAME_ANNOTATION, RESOURCE_BINDING_NAMESPACE_ANNOTATION, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
     ResourceBindingStatus, TEMPLATE_GENERATION_ANNOTATION, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL,
-    Work, WorkSpec, WorkloadTemplate,
+    Work, WorkSpec, WorkloadTemplate, binding_of_work,
 };
 use flotilla_api::interpreter::{self, Health};
 use flotilla_api::overrides::{self, AppliedOverrides};
@@ -41,7 +41,6 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::cluster::{cluster_of_execution_space, execution_space};
 use flotilla_runtime::{Events, condition, condition_status, finalizer_patch, set_condition, with_finalizer, without_finalizer};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
@@ -71,22 +70,6 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config { workers: 4, retry: Duration::from_secs(2) }
-    }
-}
-
-/// A ResourceBinding (`namespace` set) or a ClusterResourceBinding.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BindingKey {
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl std::fmt::Display for BindingKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "resourceBinding({ns}/{})", self.name),
-            None => write!(f, "clusterResourceBinding({})", self.name),
-        }
     }
 }
 
@@ -404,15 +387,6 @@ impl WorkIndex {
     }
 }
 
-/// The binding a Work belongs to, from its reference annotations.
-pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
-    let a = work.metadata.annotations.as_ref()?;
-    if let (Some(ns), Some(name)) = (a.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION), a.get(RESOURCE_BINDING_NAME_ANNOTATION)) {
-        return Some(BindingKey { namespace: Some(ns.clone()), name: name.clone() });
-    }
-    a.get(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION).map(|name| BindingKey { namespace: None, name: name.clone() })
-}
-
 async fn patch_finalizers(ctx: &Context, b: &Binding, finalizers: Vec<String>) -> Result<(), Error> {
     let patch = finalizer_patch(finalizers, b.meta.resource_version.as_deref());
     let r = match &b.key.namespace {
@@ -540,7 +514,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             },
         };
         // A KubeFed federated object's binding: the cluster's member object comes from it.
-        let (source, replicas) = match crate::kubefed_sync::render::member_object_for_binding(&b.meta, template, cluster_name) {
+        let (source, replicas) = match flotilla_api::federation::kubefed::render::member_object_for_binding(&b.meta, template, cluster_name) {
             None => (std::borrow::Cow::Borrowed(template), *replicas),
             Some(Ok(member)) => (std::borrow::Cow::Owned(member), None),
             Some(Err(e)) => {

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::work::{ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
+use flotilla_api::federation::karmada::work::{BindingKey, ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::binding::{Binding, BindingKey};
+use crate::binding::Binding;
 use flotilla_runtime::Events;
 use flotilla_runtime::WorkQueue;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, FINALIZER_CLUSTER_CONTROLLER, TAINT_NOT_READY, TAINT_UNREACHABLE};
-use flotilla_api::federation::karmada::work::EXECUTION_SPACE_PREFIX;
+use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_runtime::Next;
 use k8s_openapi::api::core::v1::{Namespace, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -28,16 +28,6 @@ pub const NAME: &str = "cluster";
 /// member's workloads. `delete` (Karmada's behaviour, also when absent), `keep` (strip
 /// Karmada's labels, leave them running), `abandon` (do not contact the member at all).
 pub const UNJOIN_ANNOTATION: &str = "flotilla.io/unjoin-workloads";
-
-/// The execution space of `cluster`.
-pub fn execution_space(cluster: &str) -> String {
-    format!("{EXECUTION_SPACE_PREFIX}{cluster}")
-}
-
-/// The cluster an execution space belongs to.
-pub fn cluster_of_execution_space(namespace: &str) -> Option<&str> {
-    namespace.strip_prefix(EXECUTION_SPACE_PREFIX)
-}
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -171,12 +161,5 @@ mod tests {
         // Already right: unchanged (same timeAdded), so no write.
         let have = desired_taints(&[], Some("False"), now.clone());
         assert_eq!(desired_taints(&have, Some("False"), Time(jiff::Timestamp::now())), have);
-    }
-
-    #[test]
-    fn execution_spaces_round_trip() {
-        assert_eq!(execution_space("m1"), "karmada-es-m1");
-        assert_eq!(cluster_of_execution_space("karmada-es-m1"), Some("m1"));
-        assert_eq!(cluster_of_execution_space("default"), None);
     }
 }

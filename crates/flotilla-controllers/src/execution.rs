@@ -35,7 +35,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode, is_cluster_ready};
+use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space};
 use flotilla_api::federation::karmada::work::{
     CONFLICT_RESOLUTION_ANNOTATION, EXECUTION_FINALIZER, MANAGED_LABEL, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION,
     WORK_PERMANENT_ID_LABEL, Work,
@@ -51,7 +52,7 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::cluster::{UNJOIN_ANNOTATION, cluster_of_execution_space, execution_space};
+use crate::cluster::UNJOIN_ANNOTATION;
 use flotilla_runtime::{Events, condition, condition_status, finalizer_patch, set_condition, with_finalizer, without_finalizer};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
@@ -248,10 +249,6 @@ pub fn dispatching_condition(suspended: bool) -> Condition {
 
 pub fn is_suspended(work: &Work) -> bool {
     work.spec.suspend_dispatching == Some(true)
-}
-
-pub fn is_cluster_ready(cluster: &Cluster) -> bool {
-    condition_status(cluster.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// A cluster the control plane pushes to (Pull clusters are their agent's).

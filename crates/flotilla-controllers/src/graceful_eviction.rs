@@ -21,13 +21,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::work::{AggregatedStatusItem, GracefulEvictionTask, ResourceBindingSpec, TargetCluster};
+use flotilla_api::federation::karmada::work::{AggregatedStatusItem, BindingKey, GracefulEvictionTask, ResourceBindingSpec, TargetCluster};
 use flotilla_api::interpreter::Health;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use serde_json::json;
 
-use crate::binding::BindingKey;
 use crate::bindings::Bindings;
 use crate::taint_manager::REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED;
 use flotilla_runtime::Events;

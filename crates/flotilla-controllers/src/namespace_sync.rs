@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use flotilla_api::admission::karmada::prepare_work_manifest;
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::names::work_name;
+use flotilla_api::federation::karmada::names::{execution_space, work_name};
 use flotilla_api::federation::karmada::work::{
     EXECUTION_FINALIZER, MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate,
 };
@@ -25,7 +25,6 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::cluster::execution_space;
 use crate::detector::is_reserved_namespace;
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 

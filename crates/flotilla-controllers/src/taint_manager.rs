@@ -23,14 +23,14 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, tolerates};
 use flotilla_api::federation::karmada::policy::{Placement, PurgeMode};
-use flotilla_api::federation::karmada::work::{GracefulEvictionTask, ResourceBindingSpec};
+use flotilla_api::federation::karmada::work::{BindingKey, GracefulEvictionTask, ResourceBindingSpec};
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::binding::{Binding, BindingKey};
+use crate::binding::Binding;
 use crate::bindings::{Bindings, graceful_evict_cluster};
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};

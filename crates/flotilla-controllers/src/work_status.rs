@@ -39,7 +39,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
+use flotilla_api::federation::karmada::names::cluster_of_execution_space;
 use flotilla_api::federation::karmada::work::{
     ManifestStatus, ResourceIdentifier, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work,
 };
@@ -56,10 +57,9 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::cluster::cluster_of_execution_space;
 use crate::execution::{
     APPLIED, APPLIED_MESSAGE, ClusterPrint, EVENT_SYNC_FAILED, EVENT_SYNC_SUCCEED, WorkKey, aggregate, apply_options, cluster_fingerprint, desired_object,
-    enqueue_cluster, is_cluster_ready, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
+    enqueue_cluster, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
 };
 use flotilla_runtime::{Events, condition, condition_status, set_condition};
 use flotilla_runtime::{Next, WorkQueue, run_workers};

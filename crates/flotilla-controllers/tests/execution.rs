@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSpec, LocalSecretReference};
 use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, ResourceHealth, WORK_PERMANENT_ID_LABEL, Work};
-use flotilla_controllers::{cluster, cluster_status, execution, namespace, work_status};
+use flotilla_controllers::{cluster, cluster_status, execution, work_status};
+use flotilla_kube_controllers::namespace;
 use flotilla_member::access::Clients;
 use flotilla_member::join::{JoinOptions, MemberEndpoint, prepare_member, register};
 use futures::FutureExt;

@@ -16,19 +16,16 @@
 //! annotation, the `Scheduled` condition, the observed generation and `lastScheduledTime`, and
 //! `ScheduleBindingSucceed`/`ScheduleBindingFailed` Events ([`runner::writeback`]).
 //!
-//! [`kubefed_planner`] is KubeFed's ReplicaSchedulingPreference planner, a second pure replica
-//! strategy beside Karmada's; [`kubefed_rsp`] is its controller, which writes each plan into the
-//! target federated object's placement and `/spec/replicas` overrides.
+//! KubeFed's ReplicaSchedulingPreference (its planner and controller) is not here: it is a
+//! controller that writes federated objects, `flotilla_controllers::kubefed_rsp`.
 //!
-//! Invariant: outside [`runner`] and [`kubefed_rsp`], nothing reads a clock, a random source or the network — the
+//! Invariant: outside [`runner`], nothing reads a clock, a random source or the network — the
 //! same binding and snapshot always give the same result.
 
 pub mod assign;
 pub mod binding;
 pub mod estimator;
 pub mod explain;
-pub mod kubefed_planner;
-pub mod kubefed_rsp;
 pub mod placement;
 pub mod plugins;
 pub mod runner;

@@ -51,12 +51,14 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     use flotilla_controllers as c;
     let mut s = ControllerSet::default();
     if scope == Scope::All {
-        s.add("namespace-controller", true, |cx: &Context| Box::pin(c::namespace::run(cx.client("namespace-controller"), Default::default())));
+        s.add("namespace-controller", true, |cx: &Context| {
+            Box::pin(flotilla_kube_controllers::namespace::run(cx.client("namespace-controller"), Default::default()))
+        });
         s.add("garbage-collector-controller", true, |cx: &Context| {
-            Box::pin(c::garbage_collector::run(cx.client("garbage-collector"), cx.settings.garbage_collector()))
+            Box::pin(flotilla_kube_controllers::garbage_collector::run(cx.client("garbage-collector"), cx.settings.garbage_collector()))
         });
         s.add("clusterrole-aggregation-controller", true, |cx: &Context| {
-            Box::pin(c::clusterrole_aggregation::run(cx.client("clusterrole-aggregation-controller")))
+            Box::pin(flotilla_kube_controllers::clusterrole_aggregation::run(cx.client("clusterrole-aggregation-controller")))
         });
     }
     s.add("cluster", true, |cx: &Context| Box::pin(c::cluster::run(cx.client(c::cluster::NAME), cx.runtime.clone(), Default::default())));
@@ -94,7 +96,7 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     });
     s.add("scheduler", true, |cx: &Context| Box::pin(flotilla_scheduler::runner::run(cx.client("scheduler"), cx.settings.scheduler())));
     s.add("replicaSchedulingPreference", true, |cx: &Context| {
-        Box::pin(flotilla_scheduler::kubefed_rsp::run(cx.client(flotilla_scheduler::kubefed_rsp::NAME), cx.runtime.clone(), Default::default()))
+        Box::pin(c::kubefed_rsp::run(cx.client(c::kubefed_rsp::NAME), cx.runtime.clone(), Default::default()))
     });
     s
 }

@@ -53,7 +53,7 @@ pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
         explain_text(&view, &schedule(&view, &snapshot, &options))
     };
     print!("{text}");
-    if found.namespaced && flotilla_scheduler::kubefed_rsp::target_resource(&found.kind).is_some() {
+    if found.namespaced && flotilla_controllers::kubefed_rsp::target_resource(&found.kind).is_some() {
         print!("{}", rsp_text(&client, &found.kind, &args.namespace, name).await?);
     }
     Ok(())
@@ -64,7 +64,7 @@ pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
 /// clusters); empty without one.
 async fn rsp_text(client: &kube::Client, kind: &str, namespace: &str, name: &str) -> anyhow::Result<String> {
     use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
-    use flotilla_scheduler::kubefed_rsp::{REPLICAS_PATH, target_resource};
+    use flotilla_controllers::kubefed_rsp::{REPLICAS_PATH, target_resource};
     let Some(rsp) =
         Api::<ReplicaSchedulingPreference>::namespaced(client.clone(), namespace).get_opt(name).await.context("reading the ReplicaSchedulingPreference")?
     else {
@@ -76,7 +76,7 @@ async fn rsp_text(client: &kube::Client, kind: &str, namespace: &str, name: &str
     }
     let Some(ar) = target_resource(kind) else { return Ok(String::new()) };
     let fed = Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), namespace, &ar).get(name).await.context("reading the federated object")?;
-    let spec = flotilla_controllers::kubefed_sync::render::federated_spec(&fed.data).map_err(anyhow::Error::msg)?;
+    let spec = flotilla_api::federation::kubefed::render::federated_spec(&fed.data).map_err(anyhow::Error::msg)?;
     let placed = spec.placement.and_then(|p| p.clusters).unwrap_or_default();
     let overrides = spec.overrides.unwrap_or_default();
     let per_cluster: Vec<String> = placed

@@ -239,8 +239,8 @@ impl FederationArgs {
         flotilla_controllers::graceful_eviction::Config { timeout: self.graceful_eviction_timeout, ..Default::default() }
     }
 
-    pub fn garbage_collector(&self) -> flotilla_controllers::garbage_collector::Config {
-        flotilla_controllers::garbage_collector::Config { rediscover: self.gc_rediscover_interval, ..Default::default() }
+    pub fn garbage_collector(&self) -> flotilla_kube_controllers::garbage_collector::Config {
+        flotilla_kube_controllers::garbage_collector::Config { rediscover: self.gc_rediscover_interval, ..Default::default() }
     }
 }
 

@@ -91,7 +91,7 @@ fn a_replica_scheduling_preference_on_real_members() {
     let prefs = json!({a.as_str(): {"minReplicas": 2, "maxReplicas": 6, "weight": 1}, b.as_str(): {"minReplicas": 2, "maxReplicas": 6, "weight": 1}});
     let prefs = serde_json::from_value(prefs).unwrap();
     let clusters = [a.clone(), b.clone()];
-    let plan = flotilla_scheduler::kubefed_planner::plan(&flotilla_scheduler::kubefed_planner::PlanInput {
+    let plan = flotilla_controllers::kubefed_rsp::planner::plan(&flotilla_controllers::kubefed_rsp::planner::PlanInput {
         total_replicas: 9,
         preferences: &prefs,
         clusters: &clusters,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
-use flotilla_scheduler::kubefed_planner::{self, PlanInput};
+use flotilla_controllers::kubefed_rsp::planner::{self, PlanInput};
 use serde_json::{Value, json};
 use support::{Flotilla, flotilla_cmd, get_json, kubectl, kubectl_bin, wait_cluster_ready, wait_for};
 
@@ -34,7 +34,7 @@ fn planned(kc: &Path) -> BTreeMap<String, i64> {
     assert_eq!(rsp.spec.rebalance, Some(true), "the expected answer assumes rebalance");
     let prefs = rsp.spec.clusters.clone().unwrap_or_default();
     let clusters = ["member1".to_string(), "member2".to_string()];
-    let plan = kubefed_planner::plan(&PlanInput {
+    let plan = planner::plan(&PlanInput {
         total_replicas: i64::from(rsp.spec.total_replicas),
         preferences: &prefs,
         clusters: &clusters,

@@ -3,7 +3,7 @@
 //! ClusterResourceBinding for a cluster-scoped federated type) named as Karmada names bindings
 //! (`<name>-federated<kind>`), owned by the federated object, with its placement as the cluster
 //! affinity and Duplicated scheduling. The scheduler fills `spec.clusters`; the binding
-//! controller renders each cluster's member object through [`render::member_object_for_binding`]
+//! controller renders each cluster's member object through [`render::member_object_for_binding`](flotilla_api::federation::kubefed::render::member_object_for_binding)
 //! (template, overrides, `kubefed.io/managed`); execution and work status are Karmada's.
 //!
 //! Back onto the federated object: `status.clusters[]`, the `Propagation` condition with
@@ -20,19 +20,18 @@
 //! `kubefed.io/orphan: "true"`, which becomes `preserveResourcesOnDeletion`). A member that is
 //! not ready holds only its own Work, never the federated object.
 
-pub mod render;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::names::{binding_name, work_name};
+use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
+use flotilla_api::federation::karmada::names::{binding_name, execution_space, work_name};
 use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding,
-    RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec, TEMPLATE_GENERATION_ANNOTATION, Work,
+    RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec, TEMPLATE_GENERATION_ANNOTATION, Work, binding_of_work,
 };
 use flotilla_api::federation::kubefed::core::{FederatedTypeConfig, PropagationMode, ResourceScope};
+use flotilla_api::federation::kubefed::render::{self, ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 use flotilla_api::federation::kubefed::types::FederatedSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
@@ -43,12 +42,8 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::binding::binding_of_work;
-use crate::cluster::execution_space;
-use crate::execution::is_cluster_ready;
 use flotilla_runtime::{Events, condition_status, watch_into_store};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
-use render::{ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 
 pub const NAME: &str = MANAGED_BY;
 

@@ -1,6 +1,6 @@
 //! Namespaces: the service account controller's `default` ServiceAccount in every namespace,
 //! and, for a namespace being deleted, Flotilla's own namespace controller
-//! (`flotilla_controllers::namespace`), called with an in-process client when there is work.
+//! (`flotilla_kube_controllers::namespace`), called with an in-process client when there is work.
 
 use std::sync::Arc;
 
@@ -16,8 +16,8 @@ pub async fn reconcile(name: &str, ctx: &mut Ctx<'_>) -> Reconciled {
     let Some(info) = ctx.cache.namespaces.get(name) else { return Ok(None) };
     if info.terminating {
         let Some(ns) = ctx.read::<Namespace>(&NAMESPACES, "", name).await? else { return Ok(None) };
-        let c = Arc::new(flotilla_controllers::namespace::Context { client: ctx.api.kube_client(), config: Default::default() });
-        if let Err(e) = flotilla_controllers::namespace::reconcile(Arc::new(ns), c).await {
+        let c = Arc::new(flotilla_kube_controllers::namespace::Context { client: ctx.api.kube_client(), config: Default::default() });
+        if let Err(e) = flotilla_kube_controllers::namespace::reconcile(Arc::new(ns), c).await {
             tracing::debug!(namespace = name, error = %e, "emptying a terminating namespace failed; retrying");
         }
         // Until the namespace is gone: its content disappears without touching the namespace.

@@ -226,3 +226,8 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
         _ => false,
     }
 }
+
+/// Whether the cluster's `Ready` condition is `True`.
+pub fn is_cluster_ready(cluster: &Cluster) -> bool {
+    cluster.status.as_ref().and_then(|s| s.conditions.as_deref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True")
+}

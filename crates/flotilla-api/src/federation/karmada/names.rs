@@ -5,6 +5,9 @@
 //!   decimal FNV-32a hash of lowercase `<namespace>-<name>-<kind>` (`<name>-<kind>` for
 //!   cluster-scoped templates): default/nginx/Deployment → `nginx-687f7fb96f`, the same name in
 //!   every execution space.
+//! - Execution space: `karmada-es-<cluster>`, the namespace holding a cluster's Works.
+
+use super::work::EXECUTION_SPACE_PREFIX;
 
 /// The ResourceBinding (or ClusterResourceBinding) name of a template.
 pub fn binding_name(kind: &str, name: &str) -> String {
@@ -31,6 +34,16 @@ pub fn binding_reference_key(namespace: Option<&str>, name: &str) -> String {
     safe_encode(&fnv32a(key.as_bytes()).to_string())
 }
 
+/// The execution space of `cluster`.
+pub fn execution_space(cluster: &str) -> String {
+    format!("{EXECUTION_SPACE_PREFIX}{cluster}")
+}
+
+/// The cluster an execution space belongs to.
+pub fn cluster_of_execution_space(namespace: &str) -> Option<&str> {
+    namespace.strip_prefix(EXECUTION_SPACE_PREFIX)
+}
+
 /// 32-bit FNV-1a.
 pub fn fnv32a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
@@ -46,6 +59,13 @@ pub fn safe_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn execution_spaces_round_trip() {
+        assert_eq!(execution_space("m1"), "karmada-es-m1");
+        assert_eq!(cluster_of_execution_space("karmada-es-m1"), Some("m1"));
+        assert_eq!(cluster_of_execution_space("default"), None);
+    }
 
     #[test]
     fn names_match_karmada() {

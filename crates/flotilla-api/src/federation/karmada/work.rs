@@ -441,3 +441,28 @@ pub struct ResourceIdentifier {
     /// Name.
     pub name: String,
 }
+
+/// A ResourceBinding (`namespace` set) or a ClusterResourceBinding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for BindingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "resourceBinding({ns}/{})", self.name),
+            None => write!(f, "clusterResourceBinding({})", self.name),
+        }
+    }
+}
+
+/// The binding a Work belongs to, from its reference annotations.
+pub fn binding_of_work(work: &Work) -> Option<BindingKey> {
+    let a = work.metadata.annotations.as_ref()?;
+    if let (Some(ns), Some(name)) = (a.get(RESOURCE_BINDING_NAMESPACE_ANNOTATION), a.get(RESOURCE_BINDING_NAME_ANNOTATION)) {
+        return Some(BindingKey { namespace: Some(ns.clone()), name: name.clone() });
+    }
+    a.get(CLUSTER_RESOURCE_BINDING_NAME_ANNOTATION).map(|name| BindingKey { namespace: None, name: name.clone() })
+}

@@ -6,6 +6,7 @@
 pub mod core;
 pub mod enable;
 pub mod install;
+pub mod render;
 pub mod scheduling;
 pub mod types;
 

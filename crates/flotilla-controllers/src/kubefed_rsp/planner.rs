@@ -2,7 +2,7 @@
 //! splits `totalReplicas` over the candidate clusters of a FederatedDeployment or
 //! FederatedReplicaSet. A pure function, [`plan`]; the controller that gathers its inputs (ready
 //! clusters, member replicas and capacity) and writes placement and `/spec/replicas` overrides
-//! comes with the KubeFed sync path.
+//! is the parent module, [`super`].
 //!
 //! The algorithm, as KubeFed runs it (`../shared/reference/kubefed-and-peers.md` §1.12):
 //! 1. each candidate takes its own preference, else the `"*"` one, else gets 0 and takes no part

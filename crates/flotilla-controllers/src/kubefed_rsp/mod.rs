@@ -1,11 +1,11 @@
 //! KubeFed's ReplicaSchedulingPreference controller on the one engine (target: KubeFed v0.10.0,
 //! `../shared/reference/kubefed-and-peers.md` §1.12). For each `ReplicaSchedulingPreference` it
-//! runs [`kubefed_planner::plan`] over the candidate clusters and writes the result into the
+//! runs [`planner::plan`] over the candidate clusters and writes the result into the
 //! target `FederatedDeployment` / `FederatedReplicaSet` of the same namespace and name, as
 //! KubeFed's RSP controller writes it: `spec.placement.clusters` = every candidate (those planned
 //! 0 included) and one `{path: /spec/replicas, value: n}` override per candidate, other
 //! overrides kept, the replicas override of a cluster no longer a candidate removed. The sync
-//! controller (`flotilla_controllers::kubefed_sync`) then propagates the federated object like
+//! controller ([`crate::kubefed_sync`]) then propagates the federated object like
 //! any other, so there is still one binding, one scheduler decision and one Work per cluster.
 //!
 //! Writes are JSON merge patches guarded by the resourceVersion they were computed from, under
@@ -24,21 +24,20 @@
 //! `MinReplicasNotMet` on the RSP; the heavier clusters win, as in KubeFed) and a `targetKind`
 //! other than FederatedDeployment / FederatedReplicaSet (Warning `UnsupportedTargetKind`).
 
+pub mod planner;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::names::work_name;
-use flotilla_api::federation::karmada::work::Work;
+use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
+use flotilla_api::federation::karmada::names::{execution_space, work_name};
+use flotilla_api::federation::karmada::work::{Work, binding_of_work};
+use flotilla_api::federation::kubefed::render::{Selection, federated_spec, selects};
 use flotilla_api::federation::kubefed::scheduling::ReplicaSchedulingPreference;
 use flotilla_api::federation::kubefed::types::{
     ClusterOverride, ClusterOverrides, DEFAULT_FEDERATED_GROUP, DEFAULT_FEDERATED_VERSION, FederatedSpec, GenericClusterReference,
 };
-use flotilla_controllers::binding::binding_of_work;
-use flotilla_controllers::cluster::execution_space;
-use flotilla_controllers::execution::is_cluster_ready;
-use flotilla_controllers::kubefed_sync::render::{Selection, federated_spec, selects};
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -49,7 +48,7 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::kubefed_planner::{self, PlanInput};
+use planner::PlanInput;
 
 /// The controller's name, its client's user and the field manager of its writes.
 pub const NAME: &str = "kubefed-rsp-controller";
@@ -243,7 +242,7 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let preferences = rsp.spec.clusters.clone().unwrap_or_default();
     let total = i64::from(rsp.spec.total_replicas);
     let plan_key = format!("{}/{}", key.namespace, key.name);
-    let plan = kubefed_planner::plan(&PlanInput {
+    let plan = planner::plan(&PlanInput {
         total_replicas: total,
         preferences: &preferences,
         clusters: &clusters,

@@ -5,16 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_api::federation::karmada::policy::{
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as MetaLabelSelector, LabelSelectorRequirement, ObjectMeta};
+use serde_json::{Value, json};
+
+use crate::federation::karmada::cluster::Cluster;
+use crate::federation::karmada::policy::{
     ClusterAffinity, ConflictResolution, DEFAULT_SCHEDULER_NAME, Placement, ReplicaSchedulingStrategy, ReplicaSchedulingType,
 };
-use flotilla_api::federation::karmada::work::{ObjectReference, ResourceBindingSpec};
-use flotilla_api::federation::kubefed::types::{ClusterOverrides, FederatedPlacement, FederatedSpec, MANAGED_LABEL, ORPHAN_ANNOTATION};
-use flotilla_api::selector::LabelSelector;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector as MetaLabelSelector, LabelSelectorRequirement};
-use kube::api::ObjectMeta;
-use serde_json::{Value, json};
+use crate::federation::karmada::work::{ObjectReference, ResourceBindingSpec};
+use crate::federation::kubefed::types::{ClusterOverrides, FederatedPlacement, FederatedSpec, MANAGED_LABEL, ORPHAN_ANNOTATION};
+use crate::selector::LabelSelector;
 
 /// Karmada's label for bindings made by something other than a propagation policy; the
 /// scheduler takes bindings carrying it.
@@ -187,8 +187,7 @@ pub fn apply_overrides(obj: &Value, overrides: &[ClusterOverrides], cluster: &st
         }
         ops.push(patch);
     }
-    let patched =
-        flotilla_api::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })?;
+    let patched = crate::patch::json_patch(obj, &Value::Array(ops)).map_err(|e| OverrideError::Apply { cluster: cluster.into(), message: e.to_string() })?;
     // Whatever path reached them (`/metadata`, the root), the object stays where it was.
     let placement = |v: &Value| (v.pointer("/metadata/namespace").cloned(), v.pointer("/metadata/name").cloned());
     if placement(&patched) != placement(obj) {
@@ -285,7 +284,7 @@ pub fn member_object_for_binding(binding: &ObjectMeta, federated: &Value, cluste
 pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target) -> Result<ResourceBindingSpec, String> {
     let s = |p: &str| federated.pointer(p).and_then(Value::as_str).map(str::to_string);
     let base = base_object(federated, spec, target).map_err(|e| e.to_string())?;
-    let replicas = flotilla_api::interpreter::get_replicas(&base).map_err(|e| e.to_string())?;
+    let replicas = crate::interpreter::get_replicas(&base).map_err(|e| e.to_string())?;
     let orphan = federated.pointer("/metadata/annotations").and_then(|a| a.get(ORPHAN_ANNOTATION)).and_then(Value::as_str) == Some("true");
     Ok(ResourceBindingSpec {
         resource: ObjectReference {
@@ -379,7 +378,7 @@ pub fn cluster_outcome(f: &ClusterFacts) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flotilla_api::federation::kubefed::types::{ClusterOverride, GenericClusterReference};
+    use crate::federation::kubefed::types::{ClusterOverride, GenericClusterReference};
 
     fn cluster(name: &str, labels: &[(&str, &str)]) -> Cluster {
         let mut c: Cluster = serde_json::from_value(
