@@ -246,17 +246,12 @@ fn check(mode: Mode, authz: &dyn Authorizer, who: &Identity, asked: &Request, us
     if !mode.applies(who, asked, user) {
         return Ok(None);
     }
-    let allow = |a: Attributes, reason: Option<&str>| -> Result<(), ApiError> {
-        match (reason, authz.authorize(who, &a)) {
-            (None, Decision::Allow(_)) => Ok(()),
-            (reason, _) => Err(refusal(who, &a, reason)),
-        }
-    };
+    let allow = Checks { authz, who };
     let constrained = mode != Mode::Legacy;
     if constrained {
         let mut on_request = request.clone();
         on_request.verb = format!("impersonate-on:{}:{}", mode.name(), request.verb);
-        allow(on_request, None)?;
+        allow.check(on_request)?;
     }
     let (verb, group) = if constrained { (format!("impersonate:{}", mode.name()), "authentication.k8s.io") } else { ("impersonate".to_string(), "") };
     let mut groups = asked.groups.clone();
@@ -266,18 +261,18 @@ fn check(mode: Mode, authz: &dyn Authorizer, who: &Identity, asked: &Request, us
             // The associated node's grant is for every node: the caller's own is checked above.
             let name = if mode == Mode::AssociatedNode { "*" } else { name };
             groups = vec!["system:nodes".into()];
-            allow(resource(&verb, group, "nodes", "", "", name), None)?;
+            allow.check(resource(&verb, group, "nodes", "", "", name))?;
         }
         (None, Some((ns, name))) => {
             if groups.is_empty() {
                 groups = vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}")];
             }
-            allow(resource(&verb, group, "serviceaccounts", "", ns, name), None)?;
+            allow.check(resource(&verb, group, "serviceaccounts", "", ns, name))?;
         }
-        (None, None) => allow(resource(&verb, group, "users", "", "", user), None)?,
+        (None, None) => allow.check(resource(&verb, group, "users", "", "", user))?,
     }
     if let Some(uid) = &asked.uid {
-        allow(resource(&verb, "authentication.k8s.io", "uids", "", "", uid), None)?;
+        allow.check(resource(&verb, "authentication.k8s.io", "uids", "", "", uid))?;
     }
     authorize_groups(&allow, constrained, &verb, group, &asked.groups)?;
     authorize_extra(&allow, constrained, &verb, &asked.extra)?;
@@ -294,42 +289,61 @@ fn check(mode: Mode, authz: &dyn Authorizer, who: &Identity, asked: &Request, us
 /// From how many groups or extra values on the constrained modes try one wildcard grant first.
 const MANY_CHECKS: usize = 4;
 
-type Allow<'a> = dyn Fn(Attributes, Option<&str>) -> Result<(), ApiError> + 'a;
+/// The authorization checks of one impersonation, as `who`.
+struct Checks<'a> {
+    authz: &'a dyn Authorizer,
+    who: &'a Identity,
+}
 
-fn authorize_groups(allow: &Allow<'_>, constrained: bool, verb: &str, group: &str, groups: &[String]) -> Result<(), ApiError> {
+impl Checks<'_> {
+    /// Ok when `who` is allowed `a`, else kube-apiserver's 403 for it.
+    fn check(&self, a: Attributes) -> Result<(), ApiError> {
+        match self.authz.authorize(self.who, &a) {
+            Decision::Allow(_) => Ok(()),
+            _ => Err(refusal(self.who, &a, None)),
+        }
+    }
+
+    /// The 403 for `a` that a constrained mode gives whatever the grants, with its reason.
+    fn refuse(&self, a: Attributes, reason: &str) -> Result<(), ApiError> {
+        Err(refusal(self.who, &a, Some(reason)))
+    }
+}
+
+fn authorize_groups(allow: &Checks<'_>, constrained: bool, verb: &str, group: &str, groups: &[String]) -> Result<(), ApiError> {
     if groups.is_empty() {
         return Ok(());
     }
     let on = |name: &str| resource(verb, group, "groups", "", "", name);
     if constrained {
         if groups.iter().any(String::is_empty) {
-            return allow(on(""), Some("impersonating the empty string group is not allowed"));
+            return allow.refuse(on(""), "impersonating the empty string group is not allowed");
         }
         if groups.iter().any(|g| g == "system:masters") {
-            return allow(on("system:masters"), Some("impersonating the system:masters group is not allowed"));
+            return allow.refuse(on("system:masters"), "impersonating the system:masters group is not allowed");
         }
-        if groups.len() >= MANY_CHECKS && allow(on("*"), None).is_ok() {
+        if groups.len() >= MANY_CHECKS && allow.check(on("*")).is_ok() {
             return Ok(());
         }
     }
-    groups.iter().try_for_each(|g| allow(on(g), None))
+    groups.iter().try_for_each(|g| allow.check(on(g)))
 }
 
-fn authorize_extra(allow: &Allow<'_>, constrained: bool, verb: &str, extra: &BTreeMap<String, Vec<String>>) -> Result<(), ApiError> {
+fn authorize_extra(allow: &Checks<'_>, constrained: bool, verb: &str, extra: &BTreeMap<String, Vec<String>>) -> Result<(), ApiError> {
     if extra.is_empty() {
         return Ok(());
     }
     let on = |key: &str, value: &str| resource(verb, "authentication.k8s.io", "userextras", key, "", value);
     if constrained {
         if let Some(reason) = invalid_extra(extra) {
-            return allow(on("", ""), Some(&reason));
+            return allow.refuse(on("", ""), &reason);
         }
         let values: usize = extra.values().map(Vec::len).sum();
-        if (extra.len() >= MANY_CHECKS || values >= MANY_CHECKS) && allow(on("*", "*"), None).is_ok() {
+        if (extra.len() >= MANY_CHECKS || values >= MANY_CHECKS) && allow.check(on("*", "*")).is_ok() {
             return Ok(());
         }
     }
-    extra.iter().try_for_each(|(key, values)| values.iter().try_for_each(|v| allow(on(key, v), None)))
+    extra.iter().try_for_each(|(key, values)| values.iter().try_for_each(|v| allow.check(on(key, v))))
 }
 
 /// Why the constrained modes refuse these extras, if they do: keys must be domain-prefixed

@@ -17,7 +17,6 @@ use flotilla_runtime::Next;
 use k8s_openapi::api::core::v1::{Namespace, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use flotilla_runtime::{condition_status, finalizer_patch, with_finalizer, without_finalizer};
@@ -130,11 +129,7 @@ impl flotilla_runtime::ReconcileError for Error {}
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let requeue = config.requeue;
     let ctx = Arc::new(Context { client, config });
-    rt.controller(NAME)
-        .watches(|c: &Cluster, _| Some(ObjectRef::from_obj(c)))
-        .backoff(Duration::from_millis(100), requeue)
-        .run_objects(move |c| reconcile(c, ctx.clone()))
-        .await;
+    rt.controller_for::<Cluster>(NAME).backoff(Duration::from_millis(100), requeue).run_objects(move |c| reconcile(c, ctx.clone())).await;
 }
 
 #[cfg(test)]

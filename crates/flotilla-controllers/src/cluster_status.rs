@@ -28,7 +28,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
@@ -362,11 +361,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, 
     let interval = config.interval;
     let ctx = Arc::new(Context::new(client.clone(), config, clients));
     let follower = tokio::spawn(follow_kubefed_config(client, ctx.clone()));
-    rt.controller(NAME)
-        .watches(|c: &Cluster, _| Some(ObjectRef::from_obj(c)))
-        .backoff(Duration::from_millis(100), interval)
-        .run_objects(move |c| reconcile(c, ctx.clone()))
-        .await;
+    rt.controller_for::<Cluster>(NAME).backoff(Duration::from_millis(100), interval).run_objects(move |c| reconcile(c, ctx.clone())).await;
     follower.abort();
 }
 

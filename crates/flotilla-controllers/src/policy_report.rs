@@ -12,7 +12,6 @@ use flotilla_api::federation::karmada::policy::{
 };
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
 use flotilla_runtime::Next;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
@@ -123,20 +122,17 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
     }
     let ctx = Arc::new(Context { config, events: Events::new(client.clone(), NAME), bindings, cluster_bindings, reported: Mutex::new(HashMap::new()) });
     let c = ctx.clone();
-    let pp = rt
-        .controller("policyReport-propagationpolicy")
-        .watches(|p: &PropagationPolicy, _| Some(ObjectRef::from_obj(p)))
-        .backoff(Duration::from_secs(1), Duration::from_secs(30))
-        .run_objects(move |p: Arc<PropagationPolicy>| {
+    let pp = rt.controller_for::<PropagationPolicy>("policyReport-propagationpolicy").backoff(Duration::from_secs(1), Duration::from_secs(30)).run_objects(
+        move |p: Arc<PropagationPolicy>| {
             let ctx = c.clone();
             async move {
                 let n = p.spec.resource_selectors.len();
                 reconcile(p, ctx, PROPAGATION_POLICY_PERMANENT_ID_LABEL, n).await
             }
-        });
+        },
+    );
     let cpp = rt
-        .controller("policyReport-clusterpropagationpolicy")
-        .watches(|p: &ClusterPropagationPolicy, _| Some(ObjectRef::from_obj(p)))
+        .controller_for::<ClusterPropagationPolicy>("policyReport-clusterpropagationpolicy")
         .backoff(Duration::from_secs(1), Duration::from_secs(30))
         .run_objects(move |p: Arc<ClusterPropagationPolicy>| {
             let ctx = ctx.clone();

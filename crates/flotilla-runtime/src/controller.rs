@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -183,11 +183,6 @@ impl<T: Kind> Controller<ObjectRef<T>> {
         })
         .await;
     }
-}
-
-/// The reference of a cached object, for [`Controller::events`].
-pub fn reference_of<T: Kind>(store: &Store<T>, key: &ObjectRef<T>) -> Option<ObjectReference> {
-    store.get(key).map(|o| o.object_ref(&()))
 }
 
 struct Policy<K, E> {

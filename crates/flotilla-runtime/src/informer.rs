@@ -62,11 +62,6 @@ impl Informers {
         Informers { client, kinds: Default::default(), shutdown }
     }
 
-    /// The client the watches use.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// The kinds watched so far (one watch each), by Rust type name.
     pub fn watched(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = self.kinds.lock().values().map(|(n, _)| *n).collect();

@@ -49,4 +49,9 @@ impl Runtime {
     pub fn controller<K: Key>(&self, name: &'static str) -> Controller<K> {
         Controller::new(name, &self.informers, self.shutdown.clone())
     }
+
+    /// A controller of kind `T` of this runtime ([`Controller::for_kind`]).
+    pub fn controller_for<T: Kind>(&self, name: &'static str) -> Controller<kube::runtime::reflector::ObjectRef<T>> {
+        Controller::for_kind(name, &self.informers, self.shutdown.clone())
+    }
 }
