@@ -78,7 +78,8 @@ impl InProcess {
         let router = api.router();
         let gc_identity = Identity::user("system:kube-controller-manager", &["system:masters"]);
         let client = kube::Client::new(flotilla_apiserver::inproc::InProcess::new(router.clone(), gc_identity), "default");
-        let collector = tokio::spawn(garbage_collector::run(client, garbage_collector::Config::default()));
+        let rt = flotilla_runtime::Runtime::new(client.clone());
+        let collector = tokio::spawn(garbage_collector::run(client, rt, garbage_collector::Config::default()));
         Ok(InProcess { router, store, identity: Identity::user("admin", &["system:masters"]), _collector: Arc::new(AbortOnDrop(collector)) })
     }
 }

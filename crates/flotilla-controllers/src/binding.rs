@@ -41,8 +41,8 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use flotilla_runtime::Next;
 use flotilla_runtime::{Events, condition, condition_status, finalizer_patch, set_condition, with_finalizer, without_finalizer};
-use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "binding-controller";
 
@@ -290,8 +290,21 @@ pub fn fully_applied(targets: usize, items: &[AggregatedStatusItem]) -> (bool, &
 pub enum Error {
     #[error("{key}: {step}: {source}")]
     Api { key: BindingKey, step: String, source: kube::Error },
+    /// `terminal`: every failure was a Work that cannot be rendered (an override that does not
+    /// apply, a KubeFed override that is invalid): retrying cannot help until the binding or a
+    /// policy changes, and either queues the binding again.
     #[error("{key}: syncing works failed for {failed} of {total} clusters: {first}")]
-    Sync { key: BindingKey, failed: usize, total: usize, first: String },
+    Sync { key: BindingKey, failed: usize, total: usize, first: String, terminal: bool },
+}
+
+impl flotilla_runtime::ReconcileError for Error {
+    fn is_terminal(&self) -> bool {
+        matches!(self, Error::Sync { terminal: true, .. })
+    }
+
+    fn reason(&self) -> &str {
+        REASON_SYNC_WORK_FAILED
+    }
 }
 
 struct Context {
@@ -323,12 +336,6 @@ impl Context {
     fn works_of(&self, key: &BindingKey) -> Vec<Arc<Work>> {
         let refs = self.index.works_of(key);
         refs.iter().filter_map(|(ns, name)| self.works.get(&ObjectRef::new(name).within(ns))).filter(|w| binding_of_work(w).as_ref() == Some(key)).collect()
-    }
-
-    fn all_bindings(&self) -> Vec<BindingKey> {
-        let rbs = self.rbs.state().into_iter().map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
-        let crbs = self.crbs.state().into_iter().map(|b| BindingKey { namespace: None, name: b.name_any() });
-        rbs.chain(crbs).collect()
     }
 
     fn api_err(&self, key: &BindingKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -486,6 +493,8 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     let ops: Vec<OverridePolicy> = ctx.ops.state().iter().map(|p| (**p).clone()).collect();
     let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
     let mut failures = Vec::new();
+    // Failures that retrying cannot mend (a Work that cannot be rendered).
+    let mut unrenderable = 0usize;
     let mut changed = 0usize;
     // Rendered first, written concurrently: a binding fanned out to a hundred members would
     // otherwise wait for a hundred writes one after another.
@@ -519,6 +528,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
             Some(Ok(member)) => (std::borrow::Cow::Owned(member), None),
             Some(Err(e)) => {
                 failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
+                unrenderable += 1;
                 continue;
             }
         };
@@ -537,6 +547,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                         .await;
                 }
                 failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
+                unrenderable += 1;
                 continue;
             }
         };
@@ -604,7 +615,8 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     if let Some(first) = failures.first() {
         let msg = format!("Failed to sync work of {}: {}", b.key, failures.join("; "));
         publish_binding_event(ctx, b, true, REASON_SYNC_WORK_FAILED, msg).await;
-        return Err(Error::Sync { key: b.key.clone(), failed: failures.len(), total: targets.len(), first: first.clone() });
+        let terminal = unrenderable == failures.len();
+        return Err(Error::Sync { key: b.key.clone(), failed: failures.len(), total: targets.len(), first: first.clone(), terminal });
     }
     if changed > 0 {
         publish_binding_event(ctx, b, false, REASON_SYNC_WORK_SUCCEED, format!("Sync work of {} successful.", b.key)).await;
@@ -743,80 +755,53 @@ async fn delete_works(ctx: &Context, b: &Binding) -> Result<Next, Error> {
 
 /// Run the binding controller until its watches end.
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
-    let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
-    let q = queue.clone();
-    let (rbs, rb_task) = rt.informers.watch::<ResourceBinding>(move |b: &ResourceBinding, _| {
-        q.add(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
-    });
-    let q = queue.clone();
-    let (crbs, crb_task) = rt.informers.watch::<ClusterResourceBinding>(move |b: &ClusterResourceBinding, _| {
-        q.add(BindingKey { namespace: None, name: b.name_any() });
-    });
-    let q = queue.clone();
-    let index = Arc::new(WorkIndex::default());
-    let work_index = index.clone();
-    let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
-        let key = binding_of_work(w);
-        work_index.record(w, key.clone(), deleted);
-        if let Some(key) = key {
-            q.add(key);
-        }
-    });
+    let rbs = rt.informers.store::<ResourceBinding>();
+    let crbs = rt.informers.store::<ClusterResourceBinding>();
     // Cluster and override-policy changes may change any binding's Works.
-    let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
-    let wake_all = |everything: Arc<Mutex<Option<Arc<Context>>>>, queue: Arc<WorkQueue<BindingKey>>| {
-        move || {
-            if let Some(ctx) = everything.lock().as_ref() {
-                for k in ctx.all_bindings() {
-                    queue.add(k);
-                }
-            }
+    let everything = {
+        let (rbs, crbs) = (rbs.clone(), crbs.clone());
+        move || -> Vec<BindingKey> {
+            let rbs = rbs.state().into_iter().map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() });
+            let crbs = crbs.state().into_iter().map(|b| BindingKey { namespace: None, name: b.name_any() });
+            rbs.chain(crbs).collect()
         }
     };
-    let wake = wake_all(everything.clone(), queue.clone());
-    let cluster_seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
-    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
+    let index = Arc::new(WorkIndex::default());
+    let work_index = index.clone();
+    let (on_cluster, on_op, on_cop) = (everything.clone(), everything.clone(), everything);
+    let controller = rt
+        .controller::<BindingKey>(NAME)
+        .workers(config.workers)
+        .backoff(Duration::from_millis(50), Duration::from_secs(60))
+        .watches(|b: &ResourceBinding, _| Some(BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() }))
+        .watches(|b: &ClusterResourceBinding, _| Some(BindingKey { namespace: None, name: b.name_any() }))
+        .watches(move |w: &Work, deleted| {
+            let key = binding_of_work(w);
+            work_index.record(w, key.clone(), deleted);
+            key
+        })
         // Status writes (health, resource summaries: one per member every probe interval) change
         // no Work; waking every binding on each of them kept the queue full.
-        let name = c.name_any();
-        let changed = if deleted {
-            cluster_seen.lock().remove(&name).is_some()
-        } else {
-            let print = cluster_fingerprint(c);
-            cluster_seen.lock().insert(name, print.clone()).as_ref() != Some(&print)
-        };
-        if changed {
-            wake();
-        }
-    });
-    let wake = wake_all(everything.clone(), queue.clone());
-    let (ops, op_task) = rt.informers.watch::<OverridePolicy>(move |_: &OverridePolicy, _| wake());
-    let wake = wake_all(everything.clone(), queue.clone());
-    let (cops, cop_task) = rt.informers.watch::<ClusterOverridePolicy>(move |_: &ClusterOverridePolicy, _| wake());
+        .watches_changes(move |old: Option<&Cluster>, c: &Cluster, deleted| {
+            let changed = deleted || old.is_none_or(|old| cluster_fingerprint(old) != cluster_fingerprint(c));
+            if changed { on_cluster() } else { Vec::new() }
+        })
+        .watches(move |_: &OverridePolicy, _| on_op())
+        .watches(move |_: &ClusterOverridePolicy, _| on_cop());
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client,
-        config: config.clone(),
+        config,
         rbs,
         crbs,
-        works,
-        clusters,
-        ops,
-        cops,
+        works: rt.informers.store::<Work>(),
+        clusters: rt.informers.store::<Cluster>(),
+        ops: rt.informers.store::<OverridePolicy>(),
+        cops: rt.informers.store::<ClusterOverridePolicy>(),
         index,
         kinds: Default::default(),
     });
-    *everything.lock() = Some(ctx.clone());
-    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
-    tokio::select! {
-        _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
-        _ = crb_task => tracing::warn!(controller = NAME, "cluster binding watch ended"),
-        _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
-        _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
-        _ = op_task => tracing::warn!(controller = NAME, "override policy watch ended"),
-        _ = cop_task => tracing::warn!(controller = NAME, "cluster override policy watch ended"),
-        _ = workers => {},
-    }
+    controller.run(move |key| reconcile(key, ctx.clone())).await;
 }
 
 #[cfg(test)]

@@ -24,11 +24,10 @@ use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Clu
 use flotilla_member::access::Clients;
 use flotilla_member::{MemberAccess, discovery};
 use flotilla_runtime::Next;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
@@ -360,42 +359,33 @@ impl flotilla_runtime::ReconcileError for Error {}
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, clients: Arc<Clients>) {
     let interval = config.interval;
     let ctx = Arc::new(Context::new(client.clone(), config, clients));
-    let follower = tokio::spawn(follow_kubefed_config(client, ctx.clone()));
+    let follower = tokio::spawn(follow_kubefed_config(client, rt.informers.clone(), ctx.clone()));
     rt.controller_for::<Cluster>(NAME).backoff(Duration::from_millis(100), interval).run_objects(move |c| reconcile(c, ctx.clone())).await;
     follower.abort();
 }
 
 /// Keep the settings in force following the KubeFedConfig `kubefed` (absent, or its CRD not
 /// installed: `base`), announcing each change as an Event on it.
-async fn follow_kubefed_config(client: Client, ctx: Arc<Context>) {
-    use kube::runtime::WatchStreamExt;
-    use kube::runtime::watcher::Event as E;
-    let api: Api<KubeFedConfig> = Api::namespaced(client.clone(), DEFAULT_SYSTEM_NAMESPACE);
+async fn follow_kubefed_config(client: Client, informers: flotilla_runtime::Informers, ctx: Arc<Context>) {
+    let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let on_change = changed.clone();
+    informers.subscribe::<KubeFedConfig>(move |c, _| {
+        if c.name_any() == KUBEFED_CONFIG_NAME && c.metadata.namespace.as_deref() == Some(DEFAULT_SYSTEM_NAMESPACE) {
+            let _ = on_change.send(());
+        }
+    });
+    let store = informers.store::<KubeFedConfig>();
+    // Once listed, even with no KubeFedConfig, the settings in force are announced.
+    let listed = informers.clone();
+    tokio::spawn(async move {
+        listed.synced::<KubeFedConfig>().await;
+        let _ = changed.send(());
+    });
     let events = Events::new(client, NAME);
-    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-    let mut listed: Option<KubeFedConfig> = None;
     let mut announced: Option<String> = None;
-    while let Some(event) = stream.next().await {
-        let config = match event {
-            Ok(E::Apply(c)) if c.name_any() == KUBEFED_CONFIG_NAME => Some(c),
-            Ok(E::Delete(c)) if c.name_any() == KUBEFED_CONFIG_NAME => None,
-            Ok(E::Init) => {
-                listed = None;
-                continue;
-            }
-            Ok(E::InitApply(c)) => {
-                if c.name_any() == KUBEFED_CONFIG_NAME {
-                    listed = Some(c);
-                }
-                continue;
-            }
-            Ok(E::InitDone) => listed.take(),
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::debug!(controller = NAME, error = %e, "KubeFedConfig watch error; retrying");
-                continue;
-            }
-        };
+    let wanted = ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE);
+    while changes.recv().await.is_some() {
+        let config = store.get(&wanted).map(|c| (*c).clone());
         let check = config.as_ref().and_then(|c| c.spec.cluster_health_check.as_ref());
         ctx.follow(check);
         // Announced when the settings or where they come from change (a seeded KubeFedConfig

@@ -37,12 +37,10 @@ use flotilla_api::federation::karmada::work::{
 };
 use flotilla_api::interpreter::{self, ObjectRef};
 use flotilla_api::selector::LabelSelector;
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -460,26 +458,20 @@ fn wake_requirers(rbs: &Store<ResourceBinding>, queue: &WorkQueue<Key>, api_vers
     }
 }
 
-/// Watch one dependency kind, waking the bindings that name its objects.
-async fn watch_dependency<K>(client: Client, rbs: Store<ResourceBinding>, queue: Arc<WorkQueue<Key>>)
+/// Wake the bindings that name the objects of dependency kind `K` when one changes. The kind is
+/// read as dynamic objects: the detector reads the same kinds that way when a policy selects
+/// them, and both share one watch.
+fn watch_dependency<K>(informers: &flotilla_runtime::Informers, rbs: Store<ResourceBinding>, queue: Arc<WorkQueue<Key>>)
 where
-    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>,
 {
-    let (api_version, kind) = (K::api_version(&()).to_string(), K::kind(&()).to_string());
-    let seen: Mutex<HashMap<(String, String), String>> = Mutex::default();
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff().touched_objects();
-    let r = stream
-        .try_for_each(|o| {
-            let meta = o.meta();
-            let id = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
-            let rv = meta.resource_version.clone().unwrap_or_default();
-            if seen.lock().insert(id, rv.clone()).as_ref() != Some(&rv) {
-                wake_requirers(&rbs, &queue, &api_version, &kind, meta);
-            }
-            futures::future::ready(Ok(()))
-        })
-        .await;
-    tracing::warn!(controller = NAME, kind = %kind, result = ?r.err(), "dependency watch ended");
+    let resource = kube::api::ApiResource::erase::<K>(&());
+    let (api_version, kind) = (resource.api_version.clone(), resource.kind.clone());
+    informers.subscribe_dynamic(&resource, move |old, o, deleted| {
+        if deleted || old.is_none_or(|old| old.metadata.resource_version != o.metadata.resource_version) {
+            wake_requirers(&rbs, &queue, &api_version, &kind, &o.metadata);
+        }
+    });
 }
 
 /// Run the distributor until its watches end.
@@ -500,17 +492,14 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             q.add(key);
         }
     });
-    let deps = futures::future::join4(
-        watch_dependency::<ConfigMap>(client.clone(), rbs.clone(), queue.clone()),
-        watch_dependency::<Secret>(client.clone(), rbs.clone(), queue.clone()),
-        watch_dependency::<ServiceAccount>(client.clone(), rbs.clone(), queue.clone()),
-        watch_dependency::<PersistentVolumeClaim>(client.clone(), rbs.clone(), queue.clone()),
-    );
+    watch_dependency::<ConfigMap>(&rt.informers, rbs.clone(), queue.clone());
+    watch_dependency::<Secret>(&rt.informers, rbs.clone(), queue.clone());
+    watch_dependency::<ServiceAccount>(&rt.informers, rbs.clone(), queue.clone());
+    watch_dependency::<PersistentVolumeClaim>(&rt.informers, rbs.clone(), queue.clone());
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), rbs, kinds: Kinds::default() });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
-        _ = deps => {},
         _ = workers => {},
     }
 }

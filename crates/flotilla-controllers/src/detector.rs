@@ -32,18 +32,16 @@ use flotilla_api::federation::karmada::work::{
     ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
 };
 use flotilla_api::overrides::{ImplicitPriority, selector_priority};
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use flotilla_runtime::Events;
-use flotilla_runtime::{Next, WorkQueue, run_workers};
+use flotilla_runtime::{Informers, Next, Runtime, WorkQueue};
 
 pub const NAME: &str = "resource-detector";
 
@@ -315,6 +313,7 @@ pub struct Context {
     ops: Store<OverridePolicy>,
     kinds: Mutex<HashMap<Kind, Option<Arc<Watched>>>>,
     queue: Arc<WorkQueue<TemplateKey>>,
+    informers: Informers,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -324,6 +323,8 @@ pub enum Error {
     #[error("{0}")]
     Template(String),
 }
+
+impl flotilla_runtime::ReconcileError for Error {}
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
@@ -360,6 +361,7 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
         kinds.insert(kind.clone(), None);
     }
     let ctx = ctx.clone();
+    let kind_key = kind.clone();
     tokio::spawn(async move {
         let (resource, caps) = loop {
             match kube::discovery::oneshot::pinned_kind(&ctx.client, &kind.gvk()).await {
@@ -372,45 +374,16 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
         };
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
         tracing::debug!(controller = NAME, kind = ?kind, "watching templates");
-        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
-        ctx.kinds.lock().insert(kind.clone(), Some(Arc::new(Watched { store, resource, namespaced })));
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
-        let mut stream = std::pin::pin!(stream);
-        let key = |o: &DynamicObject| TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
-        // What each template looked like last time, so an update of its status alone (the
-        // binding controller's aggregated status, on every member change) queues nothing.
-        let mut seen: HashMap<TemplateKey, u64> = HashMap::new();
-        // Listed objects reach the store only at InitDone; queue them then.
-        let mut listed = Vec::new();
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Apply(o)) => {
-                    let k = key(&o);
-                    let print = specification_print(&o);
-                    if seen.insert(k.clone(), print) != Some(print) {
-                        ctx.queue.add(k);
-                    }
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    let k = key(&o);
-                    seen.remove(&k);
-                    ctx.queue.add(k);
-                }
-                Ok(watcher::Event::Init) => listed.clear(),
-                Ok(watcher::Event::InitApply(o)) => {
-                    seen.insert(key(&o), specification_print(&o));
-                    listed.push(key(&o));
-                }
-                Ok(watcher::Event::InitDone) => {
-                    for k in listed.drain(..) {
-                        ctx.queue.add(k);
-                    }
-                }
-                Err(e) => tracing::debug!(controller = NAME, kind = ?kind, error = %e, "template watch error"),
+        let store = ctx.informers.dynamic_store(&resource);
+        let queue = ctx.queue.clone();
+        // An update of a template's status alone (the binding controller's aggregated status, on
+        // every member change) queues nothing.
+        ctx.informers.subscribe_dynamic(&resource, move |old, o, deleted| {
+            if deleted || old.is_none_or(|old| specification_print(old) != specification_print(o)) {
+                queue.add(TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
             }
-        }
+        });
+        ctx.kinds.lock().insert(kind_key, Some(Arc::new(Watched { store, resource, namespaced })));
     });
 }
 
@@ -445,8 +418,8 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     tracing::debug!(controller = NAME, template = %describe(&key), "reconciling");
     let Some(watched) = ctx.watched(&key.kind) else { return Ok(Next::After(ctx.config.missing_kind_retry)) };
     let obj_ref = match &key.namespace {
-        Some(ns) => reflector::ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
-        None => reflector::ObjectRef::new_with(&key.name, watched.resource.clone()),
+        Some(ns) => ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
+        None => ObjectRef::new_with(&key.name, watched.resource.clone()),
     };
     let Some(obj) = watched.store.get(&obj_ref) else {
         delete_binding(&ctx, &key, watched.namespaced).await?;
@@ -760,84 +733,93 @@ where
     }
 }
 
-/// Run the detector until its watches end.
-pub async fn run(client: Client, config: Config) {
-    let (pps, pp_writer) = reflector::store();
-    let (cpps, cpp_writer) = reflector::store();
-    let (ops, op_writer) = reflector::store();
-    let queue = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(30));
+/// The name of the detector's policy worker (labels, finalizers and validation Events of
+/// PropagationPolicies and ClusterPropagationPolicies), in metrics and spans.
+pub const POLICY_NAME: &str = "resource-detector-policy";
+
+/// A policy the policy worker looks at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum PolicyKey {
+    Namespaced(ObjectRef<PropagationPolicy>),
+    Cluster(ObjectRef<ClusterPropagationPolicy>),
+}
+
+/// Label and finalize a policy, record an Event when it is invalid, watch the kinds it selects
+/// and queue every template (any may change hands).
+async fn reconcile_policy(key: PolicyKey, ctx: Arc<Context>) -> Result<Next, Error> {
+    let spec = match &key {
+        PolicyKey::Namespaced(r) => {
+            let Some(p) = ctx.pps.get(r) else { return Ok(Next::Done) };
+            let api = Api::<PropagationPolicy>::namespaced(ctx.client.clone(), p.metadata.namespace.as_deref().unwrap_or("default"));
+            patch_policy(api, &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER).await.map_err(api_err("labelling a policy"))?;
+            if let Some(note) = invalid_policy_note(&p.spec).filter(|_| p.metadata.deletion_timestamp.is_none()) {
+                ctx.events.publish(&*p, true, REASON_INVALID_POLICY, "Validate", note).await;
+            }
+            p.spec.clone()
+        }
+        PolicyKey::Cluster(r) => {
+            let Some(p) = ctx.cpps.get(r) else { return Ok(Next::Done) };
+            let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
+            patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER)
+                .await
+                .map_err(api_err("labelling a cluster policy"))?;
+            if let Some(note) = invalid_policy_note(&p.spec.0).filter(|_| p.metadata.deletion_timestamp.is_none()) {
+                ctx.events.publish(&*p, true, REASON_INVALID_POLICY, "Validate", note).await;
+            }
+            p.spec.0.clone()
+        }
+    };
+    for k in kinds_of(&spec.resource_selectors) {
+        ensure_watch(&ctx, k);
+    }
+    ctx.enqueue_kinds(None);
+    Ok(Next::Done)
+}
+
+/// Run the detector on `rt`'s shared informers until it shuts down: the template worker and
+/// the policy worker.
+pub async fn run(client: Client, rt: Runtime, config: Config) {
+    let templates = rt.controller::<TemplateKey>(NAME).workers(config.workers).backoff(Duration::from_millis(50), Duration::from_secs(30));
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client: client.clone(),
         config: config.clone(),
-        pps,
-        cpps,
-        ops,
+        pps: rt.informers.store::<PropagationPolicy>(),
+        cpps: rt.informers.store::<ClusterPropagationPolicy>(),
+        ops: rt.informers.store::<OverridePolicy>(),
         kinds: Mutex::new(HashMap::new()),
-        queue: queue.clone(),
+        queue: templates.queue(),
+        informers: rt.informers.clone(),
     });
-
-    let pp_ctx = ctx.clone();
-    let pp_task = reflector::reflector(pp_writer, watcher(Api::<PropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .touched_objects()
-        .try_for_each(move |p| {
-            let ctx = pp_ctx.clone();
-            async move {
-                let api = Api::<PropagationPolicy>::namespaced(ctx.client.clone(), p.metadata.namespace.as_deref().unwrap_or("default"));
-                if let Err(e) = patch_policy(api, &p.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PROPAGATION_POLICY_FINALIZER).await {
-                    tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
-                }
-                if let Some(note) = invalid_policy_note(&p.spec).filter(|_| p.metadata.deletion_timestamp.is_none()) {
-                    ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
-                }
-                for k in kinds_of(&p.spec.resource_selectors) {
-                    ensure_watch(&ctx, k);
-                }
-                // Any template may change hands: the policy may have stopped selecting some.
-                ctx.enqueue_kinds(None);
-                Ok(())
-            }
-        });
-    let cpp_ctx = ctx.clone();
-    let cpp_task =
-        reflector::reflector(cpp_writer, watcher(Api::<ClusterPropagationPolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-            .touched_objects()
-            .try_for_each(move |p| {
-                let ctx = cpp_ctx.clone();
-                async move {
-                    let api = Api::<ClusterPropagationPolicy>::all(ctx.client.clone());
-                    if let Err(e) = patch_policy(api, &p.metadata, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_FINALIZER).await {
-                        tracing::warn!(controller = NAME, policy = %p.name_any(), error = %e, "labelling or finalizing a policy failed");
-                    }
-                    if let Some(note) = invalid_policy_note(&p.spec.0).filter(|_| p.metadata.deletion_timestamp.is_none()) {
-                        ctx.events.publish(&p, true, REASON_INVALID_POLICY, "Validate", note).await;
-                    }
-                    for k in kinds_of(&p.spec.0.resource_selectors) {
-                        ensure_watch(&ctx, k);
-                    }
-                    ctx.enqueue_kinds(None);
-                    Ok(())
-                }
-            });
-    // Override policies appearing wake templates waiting for them (`dependentOverrides`).
-    let op_ctx = ctx.clone();
-    let op_task = reflector::reflector(op_writer, watcher(Api::<OverridePolicy>::all(client.clone()), watcher::Config::default()).default_backoff())
-        .applied_objects()
-        .try_for_each(move |_| {
-            let ctx = op_ctx.clone();
-            async move {
-                ctx.enqueue_kinds(None);
-                Ok(())
-            }
-        });
-    let workers_ctx = ctx.clone();
-    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, workers_ctx.clone()));
-    tokio::select! {
-        r = pp_task => tracing::warn!(controller = NAME, result = ?r.err(), "policy watch ended"),
-        r = cpp_task => tracing::warn!(controller = NAME, result = ?r.err(), "cluster policy watch ended"),
-        r = op_task => tracing::warn!(controller = NAME, result = ?r.err(), "override policy watch ended"),
-        _ = workers => {},
-    }
+    // A policy gone for good (its finalizer removed) may leave templates to another; override
+    // policies appearing wake templates waiting for them (`dependentOverrides`).
+    let c = ctx.clone();
+    rt.informers.subscribe::<PropagationPolicy>(move |_, deleted| {
+        if deleted {
+            c.enqueue_kinds(None)
+        }
+    });
+    let c = ctx.clone();
+    rt.informers.subscribe::<ClusterPropagationPolicy>(move |_, deleted| {
+        if deleted {
+            c.enqueue_kinds(None)
+        }
+    });
+    let c = ctx.clone();
+    rt.informers.subscribe::<OverridePolicy>(move |_, deleted| {
+        if !deleted {
+            c.enqueue_kinds(None)
+        }
+    });
+    let policies = rt
+        .controller::<PolicyKey>(POLICY_NAME)
+        .backoff(Duration::from_millis(50), Duration::from_secs(30))
+        .watches(|p: &PropagationPolicy, deleted| (!deleted).then(|| PolicyKey::Namespaced(ObjectRef::from_obj(p))))
+        .watches(|p: &ClusterPropagationPolicy, deleted| (!deleted).then(|| PolicyKey::Cluster(ObjectRef::from_obj(p))));
+    let c = ctx.clone();
+    let policy_worker = policies.run(move |key| reconcile_policy(key, c.clone()));
+    let template_worker = templates.run(move |key| reconcile(key, ctx.clone()));
+    futures::future::join(policy_worker, template_worker).await;
 }
 
 #[cfg(test)]

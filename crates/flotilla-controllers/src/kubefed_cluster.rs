@@ -48,11 +48,10 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use flotilla_runtime::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Events, condition_status};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "kubefed-cluster";
@@ -434,10 +433,12 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         }
     });
     let q = queue.clone();
-    let (kfcs, kfcs_task) =
-        watch_into_store(Api::<KubeFedCluster>::namespaced(client.clone(), &config.namespace), watcher::Config::default(), move |k: &KubeFedCluster, _| {
+    let namespace = config.namespace.clone();
+    let (kfcs, kfcs_task) = rt.informers.watch::<KubeFedCluster>(move |k: &KubeFedCluster, _| {
+        if k.metadata.namespace.as_deref() == Some(namespace.as_str()) {
             q.add(k.name_any())
-        });
+        }
+    });
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), clusters, kfcs });
     let workers = run_workers(queue, config.workers, NAME, move |name| reconcile(name, ctx.clone()));
     tokio::select! {

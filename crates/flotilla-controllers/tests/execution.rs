@@ -114,7 +114,7 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
 
     let clients = Arc::new(Clients::default());
     cp.controllers.spawn(cluster::run(client.clone(), cp.rt.clone(), cluster::Config { requeue: Duration::from_millis(200) }));
-    cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
+    cp.controllers.spawn(namespace::run(client.clone(), cp.rt.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
     let status_config =
         cluster_status::Config { interval: Duration::from_secs(1), failure_threshold: Duration::ZERO, success_threshold: Duration::ZERO, ..Default::default() };
     cp.controllers.spawn(cluster_status::run(client.clone(), cp.rt.clone(), status_config, clients.clone()));
@@ -309,7 +309,7 @@ async fn deleting_an_execution_space_deletes_its_works() {
     // work.karmada.io prefers v1alpha2 (bindings) and serves Work only in v1alpha1.
     let mut cp = control_plane().await;
     let client = cp.client.clone();
-    cp.controllers.spawn(namespace::run(client.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
+    cp.controllers.spawn(namespace::run(client.clone(), cp.rt.clone(), namespace::Config { requeue: Duration::from_millis(200) }));
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "karmada-es-gone"}})).unwrap()).await.unwrap();
     let works: Api<Work> = Api::namespaced(client.clone(), "karmada-es-gone");

@@ -4,21 +4,20 @@
 //! and `admin` grow with the roles labelled `rbac.authorization.k8s.io/aggregate-to-*` (the
 //! bootstrap `system:aggregate-to-*` roles, Karmada's `karmada-view`/`karmada-edit`, a CRD's).
 //!
-//! Every change of a ClusterRole recomputes the aggregated ones from the cache; one whose rules
-//! differ is written with a merge patch guarded by its resourceVersion (a conflict comes back
-//! through the watch).
+//! Every change of a ClusterRole queues one pass (a burst of changes waits in the queue as one
+//! key) that recomputes the aggregated roles from the shared cache; one whose rules differ is
+//! written with a merge patch guarded by its resourceVersion (a conflict comes back through the
+//! watch).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use flotilla_api::selector::LabelSelector;
+use flotilla_runtime::{Next, Runtime};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-
-use flotilla_runtime::watch_into_store;
 
 pub const NAME: &str = "clusterrole-aggregation-controller";
 
@@ -46,10 +45,11 @@ pub fn aggregated_rules(target: &ClusterRole, roles: &[&ClusterRole]) -> Option<
 }
 
 /// Writes the rules of every aggregated ClusterRole whose rules differ from what it gathers.
-async fn sync(client: &Client, store: &Store<ClusterRole>) {
+async fn sync(client: &Client, store: &Store<ClusterRole>) -> Result<Next, kube::Error> {
     let state = store.state();
     let roles: Vec<&ClusterRole> = state.iter().map(|r| r.as_ref()).collect();
     let api: Api<ClusterRole> = Api::all(client.clone());
+    let mut failed = None;
     for target in &roles {
         let Some(rules) = aggregated_rules(target, &roles) else { continue };
         if target.rules.clone().unwrap_or_default() == rules {
@@ -60,31 +60,22 @@ async fn sync(client: &Client, store: &Store<ClusterRole>) {
             Ok(_) => tracing::debug!(controller = NAME, role = %target.name_any(), rules = rules.len(), "aggregated"),
             // A newer role is on its way through the watch.
             Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-            Err(e) => tracing::warn!(controller = NAME, role = %target.name_any(), error = %e, "writing the aggregated rules"),
+            Err(e) => failed = Some(e),
         }
     }
+    failed.map_or(Ok(Next::Done), Err)
 }
 
-/// Run the controller until its watch ends.
-pub async fn run(client: Client) {
-    let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
-    let (store, watch) = watch_into_store(Api::<ClusterRole>::all(client.clone()), Default::default(), move |_: &ClusterRole, _| {
-        let _ = wake.try_send(());
-    });
-    let work = async {
-        while woken.recv().await.is_some() {
-            // Let a burst of changes (a bootstrap, an apply of many roles) settle into one pass.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            while woken.try_recv().is_ok() {}
-            sync(&client, &store).await;
-        }
-    };
-    let mut watch = std::pin::pin!(watch);
-    let mut work = std::pin::pin!(work);
-    tokio::select! {
-        _ = &mut watch => tracing::warn!(controller = NAME, "cluster role watch ended"),
-        _ = &mut work => {}
-    }
+/// Run the controller on `rt`'s shared ClusterRole informer until it shuts down.
+pub async fn run(client: Client, rt: Runtime) {
+    let store = rt.informers.store::<ClusterRole>();
+    rt.controller::<()>(NAME)
+        .watches(|_: &ClusterRole, _| Some(()))
+        .run(move |()| {
+            let (client, store) = (client.clone(), store.clone());
+            async move { sync(&client, &store).await }
+        })
+        .await;
 }
 
 #[cfg(test)]

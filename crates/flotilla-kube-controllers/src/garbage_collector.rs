@@ -19,16 +19,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::discovery::{Discovery, Scope, verbs};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 
-use flotilla_runtime::{Next, WorkQueue, run_workers};
+use flotilla_runtime::{Informers, Next, Runtime, WorkQueue, run_workers};
 
 pub const NAME: &str = "garbage-collector";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
@@ -77,17 +74,17 @@ struct Node {
 }
 
 impl Node {
-    fn of(obj: &DynamicObject, resource: &Arc<ApiResource>) -> Option<(String, Node)> {
-        let uid = obj.metadata.uid.clone()?;
-        let has = |f: &str| obj.finalizers().iter().any(|x| x == f);
+    fn of(meta: &ObjectMeta, resource: &Arc<ApiResource>) -> Option<(String, Node)> {
+        let uid = meta.uid.clone()?;
+        let has = |f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
         Some((
             uid,
             Node {
                 resource: resource.clone(),
-                namespace: obj.metadata.namespace.clone(),
-                name: obj.name_any(),
-                owners: obj.owner_references().to_vec(),
-                deleting: obj.metadata.deletion_timestamp.is_some(),
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone().unwrap_or_default(),
+                owners: meta.owner_references.clone().unwrap_or_default(),
+                deleting: meta.deletion_timestamp.is_some(),
                 foreground: has(FOREGROUND_FINALIZER),
                 orphan: has(ORPHAN_FINALIZER),
             },
@@ -252,8 +249,8 @@ impl Context {
         }
     }
 
-    fn observe(&self, obj: &DynamicObject, resource: &Arc<ApiResource>, deleted: bool) {
-        let Some((uid, node)) = Node::of(obj, resource) else { return };
+    fn observe(&self, meta: &ObjectMeta, resource: &Arc<ApiResource>, deleted: bool) {
+        let Some((uid, node)) = Node::of(meta, resource) else { return };
         let mut graph = self.graph.lock();
         if deleted {
             graph.remove(&uid);
@@ -399,52 +396,27 @@ fn collectable(ar: &ApiResource, caps: &kube::discovery::ApiCapabilities) -> boo
         && !ar.plural.contains('/')
 }
 
-/// Watch one resource into the graph. Reports its first complete list on `synced`.
-async fn watch_resource(ctx: Arc<Context>, resource: Arc<ApiResource>, synced: tokio::sync::mpsc::UnboundedSender<()>) {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &*resource);
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut listed: Vec<DynamicObject> = Vec::new();
-    let mut first = true;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Apply(o)) => ctx.observe(&o, &resource, false),
-            Ok(watcher::Event::Delete(o)) => ctx.observe(&o, &resource, true),
-            Ok(watcher::Event::Init) => listed.clear(),
-            Ok(watcher::Event::InitApply(o)) => listed.push(o),
-            Ok(watcher::Event::InitDone) => {
-                // Objects of this resource missing from a re-list were deleted meanwhile.
-                let now: HashSet<&str> = listed.iter().filter_map(|o| o.metadata.uid.as_deref()).collect();
-                let stale: Vec<(String, Node)> = {
-                    let graph = ctx.graph.lock();
-                    graph
-                        .nodes
-                        .iter()
-                        .filter(|(u, n)| Arc::ptr_eq(&n.resource, &resource) && !now.contains(u.as_str()))
-                        .map(|(u, n)| (u.clone(), n.clone()))
-                        .collect()
-                };
-                for (stale_uid, n) in stale {
-                    let mut gone = DynamicObject::new(&n.name, &resource);
-                    gone.metadata.uid = Some(stale_uid);
-                    gone.metadata.namespace = n.namespace.clone();
-                    gone.metadata.owner_references = Some(n.owners.clone());
-                    ctx.observe(&gone, &resource, true);
-                }
-                for o in listed.drain(..) {
-                    ctx.observe(&o, &resource, false);
-                }
-                if std::mem::take(&mut first) {
-                    let _ = synced.send(());
-                }
-            }
-            Err(e) => tracing::debug!(controller = NAME, resource = %resource.plural, error = %e, "watch error; retrying"),
-        }
-    }
+/// Watch one resource into the graph, through the process's informer of the resource (typed
+/// or dynamic: the collector reads only metadata). Reports its first complete list on `synced`.
+fn watch_resource(ctx: &Arc<Context>, informers: &Informers, resource: Arc<ApiResource>, synced: tokio::sync::mpsc::UnboundedSender<()>) {
+    let c = ctx.clone();
+    let r = resource.clone();
+    // The informer announces the deletion of what vanished while its watch was down.
+    informers.subscribe_meta(&resource, move |_, meta, deleted| c.observe(meta, &r, deleted));
+    let informers = informers.clone();
+    tokio::spawn(async move {
+        informers.meta_synced(&resource).await;
+        let _ = synced.send(());
+    });
 }
 
 /// Read discovery; start watching resources not yet watched. Returns how many were started.
-async fn discover(ctx: &Arc<Context>, watched: &mut HashSet<(String, String)>, synced: &tokio::sync::mpsc::UnboundedSender<()>) -> Result<usize, kube::Error> {
+async fn discover(
+    ctx: &Arc<Context>,
+    informers: &Informers,
+    watched: &mut HashSet<(String, String)>,
+    synced: &tokio::sync::mpsc::UnboundedSender<()>,
+) -> Result<usize, kube::Error> {
     let discovery = Discovery::new(ctx.client.clone()).run().await?;
     let mut started = 0;
     for group in discovery.groups() {
@@ -453,15 +425,15 @@ async fn discover(ctx: &Arc<Context>, watched: &mut HashSet<(String, String)>, s
             if !collectable(&ar, &caps) || !watched.insert((ar.group.clone(), ar.plural.clone())) {
                 continue;
             }
-            tokio::spawn(watch_resource(ctx.clone(), Arc::new(ar), synced.clone()));
+            watch_resource(ctx, informers, Arc::new(ar), synced.clone());
             started += 1;
         }
     }
     Ok(started)
 }
 
-/// Run the collector until the process ends.
-pub async fn run(client: Client, config: Config) {
+/// Run the collector on `rt`'s informers until it shuts down.
+pub async fn run(client: Client, rt: Runtime, config: Config) {
     let ctx = Arc::new(Context {
         client,
         graph: Mutex::new(Graph::default()),
@@ -471,31 +443,47 @@ pub async fn run(client: Client, config: Config) {
     let (synced_tx, mut synced_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut watched = HashSet::new();
     let first = loop {
-        match discover(&ctx, &mut watched, &synced_tx).await {
+        match discover(&ctx, &rt.informers, &mut watched, &synced_tx).await {
             Ok(n) => break n,
             Err(e) => {
                 tracing::warn!(controller = NAME, error = %e, "discovery failed; retrying");
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    () = rt.shutdown.cancelled() => return,
+                }
             }
         }
     };
     // Deciding that a foreground owner has no dependents left needs every resource listed once.
     for _ in 0..first {
-        synced_rx.recv().await;
+        tokio::select! {
+            _ = synced_rx.recv() => {}
+            () = rt.shutdown.cancelled() => return,
+        }
     }
     tracing::info!(controller = NAME, resources = first, objects = ctx.graph.lock().nodes.len(), "collecting");
     let rediscover = {
-        let ctx = ctx.clone();
+        let (ctx, informers) = (ctx.clone(), rt.informers.clone());
         async move {
             loop {
                 tokio::time::sleep(config.rediscover).await;
-                if let Err(e) = discover(&ctx, &mut watched, &synced_tx).await {
+                if let Err(e) = discover(&ctx, &informers, &mut watched, &synced_tx).await {
                     tracing::debug!(controller = NAME, error = %e, "discovery failed");
                 }
             }
         }
     };
-    tokio::join!(run_workers(ctx.queue.clone(), config.workers, NAME, move |uid| reconcile(uid, ctx.clone())), rediscover);
+    let queue = ctx.queue.clone();
+    let shutdown = rt.shutdown.clone();
+    let stop = queue.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stop.shutdown();
+    });
+    tokio::select! {
+        () = run_workers(queue, config.workers, NAME, move |uid| reconcile(uid, ctx.clone())) => {}
+        () = rediscover => {}
+    }
 }
 
 #[cfg(test)]

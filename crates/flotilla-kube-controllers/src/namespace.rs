@@ -5,21 +5,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use flotilla_runtime::{Next, ReconcileError, Runtime};
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
-pub const NAME: &str = "namespace";
+/// kube-controller-manager's name for it (`--controllers`, metrics, spans).
+pub const NAME: &str = "namespace-controller";
 const FINALIZER: &str = "kubernetes";
 
 /// Settings of the controller.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// How soon to look again while content is still being deleted.
+    /// How soon to look again while content is still being deleted, and the longest wait
+    /// before a failed pass is retried.
     pub requeue: Duration,
 }
 
@@ -46,6 +46,9 @@ pub enum Error {
     Status { namespace: String, source: kube::Error },
 }
 
+/// Every failure is the API server's or a finalizer's: retried.
+impl ReconcileError for Error {}
+
 fn condition(type_: &str, status: &str, reason: &str, message: String) -> NamespaceCondition {
     NamespaceCondition {
         type_: type_.into(),
@@ -56,14 +59,14 @@ fn condition(type_: &str, status: &str, reason: &str, message: String) -> Namesp
     }
 }
 
-pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Next, Error> {
     if ns.metadata.deletion_timestamp.is_none() {
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     let name = ns.name_any();
     let has_finalizer = ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| f.iter().any(|x| x == FINALIZER));
     if !has_finalizer {
-        return Ok(Action::await_change());
+        return Ok(Next::Done);
     }
     let discovery = Discovery::new(ctx.client.clone()).run().await.map_err(Error::Discovery)?;
     let mut remaining = Vec::new();
@@ -102,34 +105,22 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
             format!("Some resources are remaining: {}", remaining.join(", ")),
         )]);
         let _ = namespaces.replace_status(&name, &PostParams::default(), &updated).await.map_err(|source| Error::Status { namespace: name.clone(), source })?;
-        return Ok(Action::requeue(ctx.config.requeue));
+        return Ok(Next::After(ctx.config.requeue));
     }
     let mut finalized = (*ns).clone();
     if let Some(spec) = finalized.spec.as_mut() {
         spec.finalizers = Some(spec.finalizers.take().unwrap_or_default().into_iter().filter(|f| f != FINALIZER).collect());
     }
     match namespaces.replace_subresource("finalize", &name, &PostParams::default(), &finalized).await {
-        Ok(_) => Ok(Action::await_change()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
+        Ok(_) => Ok(Next::Done),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Next::Done),
         Err(source) => Err(Error::Finalize { namespace: name, source }),
     }
 }
 
-pub fn error_policy(_ns: Arc<Namespace>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(controller = NAME, error = %err, "reconcile failed");
-    Action::requeue(ctx.config.requeue)
-}
-
-/// Run the controller until the stream ends.
-pub async fn run(client: Client, config: Config) {
-    let api: Api<Namespace> = Api::all(client.clone());
+/// Run the controller on `rt`'s shared Namespace informer until it shuts down.
+pub async fn run(client: Client, rt: Runtime, config: Config) {
+    let backoff = (flotilla_runtime::controller::DEFAULT_BACKOFF.0, config.requeue.max(flotilla_runtime::controller::DEFAULT_BACKOFF.0));
     let ctx = Arc::new(Context { client, config });
-    Controller::new(api, watcher::Config::default())
-        .run(reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(controller = NAME, error = %e, "reconcile error");
-            }
-        })
-        .await;
+    rt.controller_for::<Namespace>(NAME).backoff(backoff.0, backoff.1).run_objects(move |ns| reconcile(ns, ctx.clone())).await;
 }

@@ -119,6 +119,27 @@ impl<K: Key> Controller<K> {
         self
     }
 
+    /// A trigger that sees the object as cached before each change too (None when new): for
+    /// kinds of which only some changes matter (a generation that moved, a label changed).
+    pub fn watches_changes<T: Kind, I>(self, map: impl Fn(Option<&T>, &T, bool) -> I + Send + Sync + 'static) -> Self
+    where
+        I: IntoIterator<Item = K>,
+    {
+        let queue = self.queue.clone();
+        self.informers.subscribe_changes::<T>(move |old, o, deleted| {
+            for key in map(old, o, deleted) {
+                queue.add(key);
+            }
+        });
+        self
+    }
+
+    /// Hand out keys highest `priority(key)` first ([`WorkQueue::set_priority`]).
+    pub fn priority(self, priority: impl Fn(&K) -> i32 + Send + Sync + 'static) -> Self {
+        self.queue.set_priority(priority);
+        self
+    }
+
     /// Record terminal errors as Warning Events on the object `regarding` names for a key.
     pub fn events(mut self, events: Events, regarding: impl Fn(&K) -> Option<ObjectReference> + Send + Sync + 'static) -> Self {
         self.events = Some((events, Arc::new(regarding)));

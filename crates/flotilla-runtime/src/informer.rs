@@ -14,12 +14,20 @@
 //!
 //! A handler added after the kind's first list is sent the cache's objects at once, as a
 //! late client-go event handler is.
+//!
+//! Kinds known only at run time (templates of any kind, federated types, CRDs) are watched as
+//! [`DynamicObject`]s, one watch per resource ([`Informers::dynamic_store`],
+//! [`Informers::subscribe_dynamic`]), shared the same way. What needs only objects' metadata
+//! of every resource (the garbage collector) subscribes with [`Informers::subscribe_meta`]: it
+//! joins the resource's informer, typed or dynamic, whichever came first, so a kind is not
+//! watched twice for it.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, reflector};
@@ -33,19 +41,63 @@ pub trait Kind: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Deseriali
 
 impl<K> Kind for K where K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static {}
 
-type Handler<K> = Arc<dyn Fn(&K, bool) + Send + Sync>;
+/// Called with the object as cached before the change (None when it was not cached), the
+/// object applied or deleted, and whether it was deleted.
+type Handler<K> = Arc<dyn Fn(Option<&K>, &K, bool) + Send + Sync>;
 
-struct Shared<K: Kind> {
+/// What an informer can hold: a typed kind, or dynamic objects of one resource.
+trait Object: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static
+where
+    Self::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+}
+
+impl<K> Object for K
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+}
+
+struct Shared<K: Object>
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
     store: Store<K>,
     handlers: RwLock<Vec<Handler<K>>>,
     synced: tokio::sync::watch::Receiver<bool>,
+}
+
+type MetaHandler = Arc<dyn Fn(Option<&ObjectMeta>, &ObjectMeta, bool) + Send + Sync>;
+
+/// An informer seen through its objects' metadata, whatever their type.
+trait MetaSource: Send + Sync {
+    fn subscribe_meta(&self, handler: MetaHandler);
+    fn synced(&self) -> tokio::sync::watch::Receiver<bool>;
+}
+
+impl<K: Object> MetaSource for Shared<K>
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    fn subscribe_meta(&self, handler: MetaHandler) {
+        subscribe_to(self, move |old: Option<&K>, o: &K, deleted| handler(old.map(|old| old.meta()), o.meta(), deleted));
+    }
+
+    fn synced(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synced.clone()
+    }
 }
 
 /// The process's informers, one per kind, all on one client. Cheap to clone.
 #[derive(Clone)]
 pub struct Informers {
     client: Client,
-    kinds: Arc<Mutex<HashMap<TypeId, (&'static str, Arc<dyn Any + Send + Sync>)>>>,
+    /// By Rust type, and for dynamic objects by resource (`<apiVersion>/<plural>`); with the
+    /// name [`Informers::watched`] gives.
+    kinds: Arc<Mutex<HashMap<(TypeId, String), (String, Arc<dyn Any + Send + Sync>)>>>,
+    /// The first informer of each resource (`<apiVersion>/<plural>`), for metadata subscribers.
+    resources: Arc<Mutex<HashMap<String, Arc<dyn MetaSource>>>>,
     shutdown: CancellationToken,
 }
 
@@ -59,30 +111,85 @@ impl Informers {
     /// Informers on `client` (the identity every shared watch is made as); their watches end
     /// when `shutdown` is cancelled.
     pub fn new(client: Client, shutdown: CancellationToken) -> Informers {
-        Informers { client, kinds: Default::default(), shutdown }
+        Informers { client, kinds: Default::default(), resources: Default::default(), shutdown }
     }
 
-    /// The kinds watched so far (one watch each), by Rust type name.
-    pub fn watched(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = self.kinds.lock().values().map(|(n, _)| *n).collect();
+    /// The kinds watched so far (one watch each): typed kinds by Rust type name, dynamic ones
+    /// by `<apiVersion>/<plural>`.
+    pub fn watched(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.kinds.lock().values().map(|(n, _)| n.clone()).collect();
         names.sort_unstable();
         names
     }
 
     fn shared<K: Kind>(&self) -> Arc<Shared<K>> {
+        let resource = format!("{}/{}", K::api_version(&()), K::plural(&()));
+        self.shared_with((TypeId::of::<K>(), String::new()), std::any::type_name::<K>().to_string(), resource, (), || Api::all(self.client.clone()))
+    }
+
+    fn shared_dynamic(&self, resource: &ApiResource) -> Arc<Shared<DynamicObject>> {
+        let name = format!("{}/{}", resource.api_version, resource.plural);
+        let api = || Api::all_with(self.client.clone(), resource);
+        self.shared_with((TypeId::of::<DynamicObject>(), name.clone()), name.clone(), name, resource.clone(), api)
+    }
+
+    fn shared_with<K: Object>(&self, key: (TypeId, String), name: String, resource: String, dt: K::DynamicType, api: impl FnOnce() -> Api<K>) -> Arc<Shared<K>>
+    where
+        K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+    {
         let mut kinds = self.kinds.lock();
-        if let Some((_, any)) = kinds.get(&TypeId::of::<K>())
+        if let Some((_, any)) = kinds.get(&key)
             && let Ok(shared) = any.clone().downcast::<Shared<K>>()
         {
             return shared;
         }
-        let (store, writer) = reflector::store();
+        let writer = reflector::store::Writer::new(dt.clone());
+        let store = writer.as_reader();
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let shared = Arc::new(Shared { store, handlers: RwLock::new(Vec::new()), synced });
-        kinds.insert(TypeId::of::<K>(), (std::any::type_name::<K>(), shared.clone()));
-        let api: Api<K> = Api::all(self.client.clone());
-        tokio::spawn(run(api, writer, shared.clone(), synced_tx, self.shutdown.clone()));
+        kinds.insert(key, (name, shared.clone()));
+        self.resources.lock().entry(resource).or_insert_with(|| shared.clone());
+        tokio::spawn(run(api(), writer, dt, shared.clone(), synced_tx, self.shutdown.clone()));
         shared
+    }
+
+    /// The metadata informer of `resource`: the resource's first informer, or a new dynamic one.
+    fn meta_source(&self, resource: &ApiResource) -> Arc<dyn MetaSource> {
+        let name = format!("{}/{}", resource.api_version, resource.plural);
+        if let Some(source) = self.resources.lock().get(&name) {
+            return source.clone();
+        }
+        self.shared_dynamic(resource)
+    }
+
+    /// Call `handler(old, object, deleted)` with the metadata of every object of `resource`
+    /// applied or deleted, as [`Informers::subscribe_changes`] does, on the resource's informer
+    /// whether typed or dynamic.
+    pub fn subscribe_meta(&self, resource: &ApiResource, handler: impl Fn(Option<&ObjectMeta>, &ObjectMeta, bool) + Send + Sync + 'static) {
+        self.meta_source(resource).subscribe_meta(Arc::new(handler));
+    }
+
+    /// Wait until the first list of `resource` is in (the informer [`Informers::subscribe_meta`]
+    /// joins).
+    pub async fn meta_synced(&self, resource: &ApiResource) {
+        let mut rx = self.meta_source(resource).synced();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// The cache of the dynamic objects of `resource` (a kind known at run time).
+    pub fn dynamic_store(&self, resource: &ApiResource) -> Store<DynamicObject> {
+        self.shared_dynamic(resource).store.clone()
+    }
+
+    /// As [`Informers::subscribe_changes`], for the dynamic objects of `resource`.
+    pub fn subscribe_dynamic(&self, resource: &ApiResource, handler: impl Fn(Option<&DynamicObject>, &DynamicObject, bool) + Send + Sync + 'static) {
+        subscribe_to(&self.shared_dynamic(resource), handler);
+    }
+
+    /// Wait until the first list of `resource` is in its cache.
+    pub async fn dynamic_synced(&self, resource: &ApiResource) {
+        let mut rx = self.shared_dynamic(resource).synced.clone();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// The cache of kind `K` (filled once its first list is in; see [`Informers::synced`]).
@@ -93,15 +200,14 @@ impl Informers {
     /// Call `handler(object, deleted)` for every object of kind `K` applied or deleted from now
     /// on, and for every object already cached.
     pub fn subscribe<K: Kind>(&self, handler: impl Fn(&K, bool) + Send + Sync + 'static) {
-        let shared = self.shared::<K>();
-        let handler: Handler<K> = Arc::new(handler);
-        // Registered before the replay: an event between the two is seen twice, never missed.
-        shared.handlers.write().push(handler.clone());
-        if *shared.synced.borrow() {
-            for o in shared.store.state() {
-                handler(&o, false);
-            }
-        }
+        self.subscribe_changes::<K>(move |_old, o, deleted| handler(o, deleted));
+    }
+
+    /// As [`Informers::subscribe`], with the object as cached before each change too (None for
+    /// an object new to the cache, and for the replay to a late handler): for handlers that
+    /// react only to some changes (a generation that moved, a label that changed).
+    pub fn subscribe_changes<K: Kind>(&self, handler: impl Fn(Option<&K>, &K, bool) + Send + Sync + 'static) {
+        subscribe_to(&self.shared::<K>(), handler);
     }
 
     /// The cache of kind `K` and `handler` subscribed to it (see [`Informers::subscribe`]), with
@@ -124,19 +230,38 @@ impl Informers {
     }
 }
 
-/// One kind's watch: the reflector fills the cache, then the handlers hear of each change.
-async fn run<K: Kind>(
+fn subscribe_to<K: Object>(shared: &Shared<K>, handler: impl Fn(Option<&K>, &K, bool) + Send + Sync + 'static)
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    let handler: Handler<K> = Arc::new(handler);
+    // Registered before the replay: an event between the two is seen twice, never missed.
+    shared.handlers.write().push(handler.clone());
+    if *shared.synced.borrow() {
+        for o in shared.store.state() {
+            handler(None, &o, false);
+        }
+    }
+}
+
+/// One kind's watch: each event is applied to the cache, then the handlers hear of it with the
+/// object as cached before.
+async fn run<K: Object>(
     api: Api<K>,
-    writer: reflector::store::Writer<K>,
+    mut writer: reflector::store::Writer<K>,
+    dt: K::DynamicType,
     shared: Arc<Shared<K>>,
     synced: tokio::sync::watch::Sender<bool>,
     shutdown: CancellationToken,
-) {
-    let stream = reflector(writer, watcher::watcher(api, watcher::Config::default()).default_backoff());
+) where
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    let reference = |o: &K| ObjectRef::from_obj_with(o, dt.clone());
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    let announce = |o: &K, deleted: bool| {
+    let announce = |old: Option<&K>, o: &K, deleted: bool| {
         for h in shared.handlers.read().iter() {
-            h(o, deleted);
+            h(old, o, deleted);
         }
     };
     let mut listed: Vec<K> = Vec::new();
@@ -147,29 +272,38 @@ async fn run<K: Kind>(
             _ = shutdown.cancelled() => return,
         };
         let Some(event) = event else { return };
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::debug!(kind = std::any::type_name::<K>(), error = %e, "shared watch error; retrying");
+                continue;
+            }
+        };
+        let old = match &event {
+            Event::Apply(o) | Event::Delete(o) => shared.store.get(&reference(o)),
+            _ => None,
+        };
+        writer.apply_watcher_event(&event);
         match event {
-            Ok(Event::Apply(o)) => announce(&o, false),
-            Ok(Event::Delete(o)) => announce(&o, true),
+            Event::Apply(o) => announce(old.as_deref(), &o, false),
+            Event::Delete(o) => announce(old.as_deref(), &o, true),
             // The cache still holds what the last list and watch left: remember it, to tell
-            // which objects the new list no longer has.
-            Ok(Event::Init) => {
+            // which objects the new list no longer has (the cache is swapped at InitDone).
+            Event::Init => {
                 listed.clear();
-                before = shared.store.state().into_iter().map(|o| (ObjectRef::from_obj(&*o), o)).collect();
+                before = shared.store.state().into_iter().map(|o| (reference(&o), o)).collect();
             }
-            Ok(Event::InitApply(o)) => listed.push(o),
-            Ok(Event::InitDone) => {
+            Event::InitApply(o) => listed.push(o),
+            Event::InitDone => {
                 let _ = synced.send(true);
-                for o in &listed {
-                    before.remove(&ObjectRef::from_obj(o));
-                }
+                let listed: Vec<(Option<Arc<K>>, K)> = listed.drain(..).map(|o| (before.remove(&reference(&o)), o)).collect();
                 for gone in std::mem::take(&mut before).into_values() {
-                    announce(&gone, true);
+                    announce(Some(&gone), &gone, true);
                 }
-                for o in listed.drain(..) {
-                    announce(&o, false);
+                for (old, o) in listed {
+                    announce(old.as_deref(), &o, false);
                 }
             }
-            Err(e) => tracing::debug!(kind = std::any::type_name::<K>(), error = %e, "shared watch error; retrying"),
         }
     }
 }

@@ -2,12 +2,18 @@
 //!
 //! - a key waits in the queue at most once (adding it again is free);
 //! - a key is processed by one worker at a time; added while processing, it runs again after;
-//! - a failed key is retried with exponential backoff (`base` doubling to `max`), reset on success.
+//! - a failed key is retried with exponential backoff (`base` doubling to `max`), reset on success;
+//! - keys are handed out highest priority first, then in the order they were added (all keys
+//!   have priority 0 unless the queue is given a [`WorkQueue::set_priority`] function: the
+//!   scheduler orders bindings by `spec.schedulePriority`, as controller-runtime's priority
+//!   queue and Karmada's scheduling queue do). A key's priority is taken when it is added; a key
+//!   already waiting keeps its place.
 //!
 //! A queue named for its controller ([`WorkQueue::export_metrics`]) exports client-go's workqueue
 //! metrics ([`crate::metrics`]).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -17,9 +23,41 @@ use tokio::sync::Notify;
 
 use crate::metrics::QueueMetrics;
 
+/// A key waiting to be handed out.
+struct Waiting<K> {
+    priority: i32,
+    sequence: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Waiting<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl<K> Eq for Waiting<K> {}
+
+impl<K> PartialOrd for Waiting<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K> Ord for Waiting<K> {
+    /// The heap's greatest is the highest priority, then the earliest added.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.priority.cmp(&other.priority).then(other.sequence.cmp(&self.sequence))
+    }
+}
+
+type Priority<K> = Arc<dyn Fn(&K) -> i32 + Send + Sync>;
+
 struct Inner<K> {
-    queue: VecDeque<K>,
-    dirty: HashSet<K>,
+    queue: BinaryHeap<Waiting<K>>,
+    sequence: u64,
+    /// Keys waiting in `queue` or added while processed, with the priority they were added at.
+    dirty: HashMap<K, i32>,
     processing: HashSet<K>,
     failures: HashMap<K, u32>,
     /// When each waiting key was added, and when each key being processed was taken (for the
@@ -34,6 +72,7 @@ pub struct WorkQueue<K> {
     notify: Notify,
     /// The retry backoff: base, doubling up to max.
     backoff: Mutex<(Duration, Duration)>,
+    priority: OnceLock<Priority<K>>,
     metrics: OnceLock<QueueMetrics>,
 }
 
@@ -47,8 +86,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn new(base: Duration, max: Duration) -> Arc<WorkQueue<K>> {
         Arc::new(WorkQueue {
             inner: Mutex::new(Inner {
-                queue: VecDeque::new(),
-                dirty: HashSet::new(),
+                queue: BinaryHeap::new(),
+                sequence: 0,
+                dirty: HashMap::new(),
                 processing: HashSet::new(),
                 failures: HashMap::new(),
                 added: HashMap::new(),
@@ -57,8 +97,21 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             }),
             notify: Notify::new(),
             backoff: Mutex::new((base, max)),
+            priority: OnceLock::new(),
             metrics: OnceLock::new(),
         })
+    }
+
+    /// Order keys by `priority(key)`, higher first (once; later calls change nothing). It is
+    /// called as a key is added, outside the queue's lock, so it may read a cache.
+    pub fn set_priority(&self, priority: impl Fn(&K) -> i32 + Send + Sync + 'static) {
+        let _ = self.priority.set(Arc::new(priority));
+    }
+
+    fn push(inner: &mut Inner<K>, key: K, priority: i32) {
+        inner.sequence += 1;
+        let sequence = inner.sequence;
+        inner.queue.push(Waiting { priority, sequence, key });
     }
 
     /// Change the retry backoff (keys already waiting keep their delay).
@@ -84,16 +137,18 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     }
 
     pub fn add(&self, key: K) {
+        let priority = self.priority.get().map_or(0, |p| p(&key));
         let mut inner = self.inner.lock();
-        if inner.shutdown || !inner.dirty.insert(key.clone()) {
+        if inner.shutdown || inner.dirty.contains_key(&key) {
             return;
         }
+        inner.dirty.insert(key.clone(), priority);
         if let Some(m) = self.metrics.get() {
             m.adds.inc();
             inner.added.insert(key.clone(), Instant::now());
         }
         if !inner.processing.contains(&key) {
-            inner.queue.push_back(key);
+            Self::push(&mut inner, key, priority);
             self.depth_changed(&inner);
             drop(inner);
             self.notify.notify_one();
@@ -148,7 +203,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 if inner.shutdown {
                     return None;
                 }
-                if let Some(key) = inner.queue.pop_front() {
+                if let Some(Waiting { key, .. }) = inner.queue.pop() {
                     inner.dirty.remove(&key);
                     inner.processing.insert(key.clone());
                     if let Some(m) = self.metrics.get() {
@@ -177,8 +232,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         {
             m.work_duration.observe(at.elapsed().as_secs_f64());
         }
-        if inner.dirty.contains(key) {
-            inner.queue.push_back(key.clone());
+        if let Some(&priority) = inner.dirty.get(key) {
+            Self::push(&mut inner, key.clone(), priority);
             self.depth_changed(&inner);
             drop(inner);
             self.notify.notify_one();
@@ -211,6 +266,22 @@ mod tests {
         assert_eq!(q.get().await, Some("a"));
         q.shutdown();
         assert_eq!(q.get().await, None);
+    }
+
+    #[tokio::test]
+    async fn higher_priority_first_then_arrival_order() {
+        let q: Arc<WorkQueue<&'static str>> = WorkQueue::new(Duration::from_millis(1), Duration::from_millis(10));
+        q.set_priority(|k: &&str| if k.starts_with("high") { 5 } else { 0 });
+        for k in ["low-1", "high-1", "low-2", "high-2", "low-1"] {
+            q.add(k);
+        }
+        let mut order = Vec::new();
+        while !q.is_empty() {
+            let k = q.get().await.unwrap();
+            q.done(&k);
+            order.push(k);
+        }
+        assert_eq!(order, ["high-1", "high-2", "low-1", "low-2"]);
     }
 
     #[tokio::test]

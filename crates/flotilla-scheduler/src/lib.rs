@@ -8,9 +8,10 @@
 //! estimator over `status.resourceSummary` ([`estimator`]). Each pass records why in an
 //! [`Explanation`], which [`explain_text`] prints for `flotilla explain`.
 //!
-//! [`runner`] is the only part with I/O: [`runner::run`] (or [`runner::Scheduler`]) watches
-//! ResourceBindings, ClusterResourceBindings and Clusters through `kube::Client` (reflectors),
-//! queues bindings on the events Karmada reacts to, decides per binding whether it needs
+//! [`runner`] is the only part with I/O: [`runner::run`] (or [`runner::Scheduler`]) is a
+//! controller of `flotilla-runtime` that reads ResourceBindings, ClusterResourceBindings and
+//! Clusters from the process's shared informers, queues bindings on the events Karmada reacts to
+//! (highest `spec.schedulePriority` first), decides per binding whether it needs
 //! scheduling as Karmada's `doScheduleBinding` does ([`runner::decision`]), calls [`schedule()`]
 //! on a snapshot of the cluster store, and writes `spec.clusters` with the applied-placement
 //! annotation, the `Scheduled` condition, the observed generation and `lastScheduledTime`, and

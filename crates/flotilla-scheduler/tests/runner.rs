@@ -18,6 +18,7 @@ use flotilla_api::federation::karmada::work::{
 };
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, ApiServerConfig, Identity};
+use flotilla_runtime::{CancellationToken, Runtime};
 use flotilla_scheduler::runner::metrics::Metrics;
 use flotilla_scheduler::runner::{self, Config};
 use flotilla_store::Store;
@@ -25,7 +26,6 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(50);
@@ -64,8 +64,9 @@ async fn start(clusters: impl IntoIterator<Item = ClusterBuilder>) -> Env {
     };
     let scheduler = runner::Scheduler::new(client.clone(), config).unwrap();
     let metrics = scheduler.metrics().clone();
-    let stop = CancellationToken::new();
-    tokio::spawn(scheduler.run(stop.clone()));
+    let rt = Runtime::new(client.clone());
+    let stop = rt.shutdown.clone();
+    tokio::spawn(scheduler.run(rt));
     Env { client, metrics, stop, _api: api }
 }
 

@@ -51,21 +51,24 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     use flotilla_controllers as c;
     let mut s = ControllerSet::default();
     if scope == Scope::All {
-        s.add("namespace-controller", true, |cx: &Context| {
-            Box::pin(flotilla_kube_controllers::namespace::run(cx.client("namespace-controller"), Default::default()))
+        s.add(flotilla_kube_controllers::namespace::NAME, true, |cx: &Context| {
+            Box::pin(flotilla_kube_controllers::namespace::run(cx.client(flotilla_kube_controllers::namespace::NAME), cx.runtime.clone(), Default::default()))
         });
         s.add("garbage-collector-controller", true, |cx: &Context| {
-            Box::pin(flotilla_kube_controllers::garbage_collector::run(cx.client("garbage-collector"), cx.settings.garbage_collector()))
+            Box::pin(flotilla_kube_controllers::garbage_collector::run(cx.client("garbage-collector"), cx.runtime.clone(), cx.settings.garbage_collector()))
         });
-        s.add("clusterrole-aggregation-controller", true, |cx: &Context| {
-            Box::pin(flotilla_kube_controllers::clusterrole_aggregation::run(cx.client("clusterrole-aggregation-controller")))
+        s.add(flotilla_kube_controllers::clusterrole_aggregation::NAME, true, |cx: &Context| {
+            Box::pin(flotilla_kube_controllers::clusterrole_aggregation::run(
+                cx.client(flotilla_kube_controllers::clusterrole_aggregation::NAME),
+                cx.runtime.clone(),
+            ))
         });
     }
     s.add("cluster", true, |cx: &Context| Box::pin(c::cluster::run(cx.client(c::cluster::NAME), cx.runtime.clone(), Default::default())));
     s.add("clusterStatus", true, |cx: &Context| {
         Box::pin(c::cluster_status::run(cx.client(c::cluster_status::NAME), cx.runtime.clone(), cx.settings.cluster_status(), cx.members.clone()))
     });
-    s.add("detector", true, |cx: &Context| Box::pin(c::detector::run(cx.client(c::detector::NAME), cx.settings.detector())));
+    s.add("detector", true, |cx: &Context| Box::pin(c::detector::run(cx.client(c::detector::NAME), cx.runtime.clone(), cx.settings.detector())));
     s.add("binding", true, |cx: &Context| Box::pin(c::binding::run(cx.client(c::binding::NAME), cx.runtime.clone(), cx.settings.binding())));
     s.add("dependenciesDistributor", settings.feature_gates.propagate_deps, |cx: &Context| {
         Box::pin(c::dependencies::run(cx.client(c::dependencies::NAME), cx.runtime.clone(), cx.settings.dependencies()))
@@ -94,7 +97,9 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add("kubefedCluster", true, |cx: &Context| {
         Box::pin(c::kubefed_cluster::run(cx.client(c::kubefed_cluster::NAME), cx.runtime.clone(), Default::default()))
     });
-    s.add("scheduler", true, |cx: &Context| Box::pin(flotilla_scheduler::runner::run(cx.client("scheduler"), cx.settings.scheduler())));
+    s.add(flotilla_scheduler::runner::NAME, true, |cx: &Context| {
+        Box::pin(flotilla_scheduler::runner::run(cx.client(flotilla_scheduler::runner::NAME), cx.runtime.clone(), cx.settings.scheduler()))
+    });
     s.add("replicaSchedulingPreference", true, |cx: &Context| {
         Box::pin(c::kubefed_rsp::run(cx.client(c::kubefed_rsp::NAME), cx.runtime.clone(), Default::default()))
     });

@@ -27,7 +27,20 @@ fn controllers_flag_leaves_one_out_and_the_rest_export_controller_runtime_metric
     let text = wait_for("controller metrics on /metrics", Duration::from_secs(60), || {
         let text = kubectl(&bin, &cp.kubeconfig, &["get", "--raw", "/metrics"]);
         let has = |c: &str| text.contains(&format!("controller_runtime_reconcile_total{{controller=\"{c}\",result=\"success\"}}"));
-        let want = ["cluster", "cluster-status", "binding-controller", "work-status", "namespace-sync", "resource-detector", "garbage-collector"];
+        let want = [
+            "cluster",
+            "cluster-status",
+            "binding-controller",
+            "work-status",
+            "namespace-sync",
+            "resource-detector",
+            "resource-detector-policy",
+            "garbage-collector",
+            "namespace-controller",
+            "clusterrole-aggregation-controller",
+            "scheduler",
+            "kubefed-rsp-controller",
+        ];
         match want.iter().find(|c| !has(c)) {
             Some(missing) => Err(format!("no reconcile metrics for {missing} yet")),
             None => Ok(text),

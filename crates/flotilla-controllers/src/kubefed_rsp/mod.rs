@@ -43,7 +43,6 @@ use flotilla_runtime::{Next, WorkQueue, run_workers};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -278,21 +277,10 @@ async fn reconcile(key: RspKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
 }
 
-/// Watch one federated target type, queueing the RSP of the same name on every change.
-async fn watch_targets(client: Client, ar: ApiResource, queue: Arc<WorkQueue<RspKey>>) {
-    use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let stream = watcher(api, watcher::Config::default()).default_backoff().touched_objects();
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(o) => queue.add(RspKey { namespace: o.namespace().unwrap_or_default(), name: o.name_any() }),
-            Err(e) => {
-                tracing::debug!(controller = NAME, kind = %ar.kind, error = %e, "target watch error; retrying")
-            }
-        }
-    }
+/// Queue the RSP of the same name on every change of a federated target type's object (read
+/// from the shared dynamic informer the KubeFed sync controller reads too).
+fn watch_targets(informers: &flotilla_runtime::Informers, ar: &ApiResource, queue: Arc<WorkQueue<RspKey>>) {
+    informers.subscribe_dynamic(ar, move |_, o, _| queue.add(RspKey { namespace: o.namespace().unwrap_or_default(), name: o.name_any() }));
 }
 
 /// Run the RSP controller until its watches end.
@@ -329,10 +317,9 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         queue: queue.clone(),
     });
     *everything.lock() = Some(ctx.clone());
-    let mut targets = tokio::task::JoinSet::new();
     for (kind, _) in TARGET_KINDS {
         if let Some(ar) = target_resource(kind) {
-            targets.spawn(watch_targets(client.clone(), ar, queue.clone()));
+            watch_targets(&rt.informers, &ar, queue.clone());
         }
     }
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
@@ -340,7 +327,6 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         _ = rsp_task => tracing::warn!(controller = NAME, "replicaschedulingpreference watch ended"),
         _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
         _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
-        _ = targets.join_next() => tracing::warn!(controller = NAME, "target watch ended"),
         _ = workers => {},
     }
     everything.lock().take();

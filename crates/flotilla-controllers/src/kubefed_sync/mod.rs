@@ -37,12 +37,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use flotilla_runtime::{Events, condition_status, watch_into_store};
+use flotilla_runtime::{Events, condition_status};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
 pub const NAME: &str = MANAGED_BY;
@@ -84,12 +83,14 @@ struct FedType {
     federated: ApiResource,
     target: Target,
     store: Store<DynamicObject>,
-    watch: tokio::task::AbortHandle,
+    /// Whether this type is still synced: the shared watch of its federated kind outlives it
+    /// (another FTC may name the same kind), so its trigger stops queueing once this is false.
+    live: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for FedType {
     fn drop(&mut self) {
-        self.watch.abort();
+        self.live.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -113,6 +114,7 @@ struct Context {
     crbs: Store<ClusterResourceBinding>,
     works: Store<Work>,
     clusters: Store<Cluster>,
+    informers: flotilla_runtime::Informers,
     /// The unknown cluster names last reported per federated object.
     unknown: Mutex<HashMap<FedKey, Vec<String>>>,
 }
@@ -190,30 +192,17 @@ impl Context {
         let federated = kube_resource(&spec.1);
         let target_ar = kube_resource(&spec.0);
         let target = Target { api_version: target_ar.api_version.clone(), kind: target_ar.kind.clone(), namespaced: spec.0.scope == ResourceScope::Namespaced };
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &federated);
-        let writer = kube::runtime::reflector::store::Writer::new(federated.clone());
-        let store = writer.as_reader();
+        let store = self.informers.dynamic_store(&federated);
         let queue = self.queue.clone();
         let ftc_name = ftc.to_string();
-        let task = tokio::spawn(async move {
-            use futures::StreamExt;
-            use kube::runtime::WatchStreamExt;
-            use kube::runtime::watcher::Event as E;
-            let key = |o: &DynamicObject| FedKey { ftc: ftc_name.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
-            let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
-            let mut stream = std::pin::pin!(stream);
-            let mut listed = Vec::new();
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(E::Apply(o) | E::Delete(o)) => queue.add(key(&o)),
-                    Ok(E::Init) => listed.clear(),
-                    Ok(E::InitApply(o)) => listed.push(key(&o)),
-                    Ok(E::InitDone) => listed.drain(..).for_each(|k| queue.add(k)),
-                    Err(e) => tracing::debug!(controller = NAME, error = %e, "federated type watch error; retrying"),
-                }
+        let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let alive = live.clone();
+        self.informers.subscribe_dynamic(&federated, move |_, o, _deleted| {
+            if alive.load(std::sync::atomic::Ordering::SeqCst) {
+                queue.add(FedKey { ftc: ftc_name.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
             }
         });
-        Arc::new(FedType { spec, federated, target, store, watch: task.abort_handle() })
+        Arc::new(FedType { spec, federated, target, store, live })
     }
 }
 
@@ -545,7 +534,8 @@ async fn write_status(
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<FedKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let everything: Arc<Mutex<Option<Arc<Context>>>> = Arc::new(Mutex::new(None));
-    let ours = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    // Of the shared binding informers, only the bindings this controller manages
+    // (`key_of_binding` checks the managed-by label).
     let on_binding = |everything: Arc<Mutex<Option<Arc<Context>>>>| {
         move |meta: &ObjectMeta, spec: &ResourceBindingSpec| {
             if let Some(ctx) = everything.lock().clone()
@@ -556,10 +546,9 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         }
     };
     let f = on_binding(everything.clone());
-    let (rbs, rb_task) = watch_into_store(Api::<ResourceBinding>::all(client.clone()), ours.clone(), move |b: &ResourceBinding, _| f(&b.metadata, &b.spec));
+    let (rbs, rb_task) = rt.informers.watch::<ResourceBinding>(move |b: &ResourceBinding, _| f(&b.metadata, &b.spec));
     let f = on_binding(everything.clone());
-    let (crbs, crb_task) =
-        watch_into_store(Api::<ClusterResourceBinding>::all(client.clone()), ours, move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
+    let (crbs, crb_task) = rt.informers.watch::<ClusterResourceBinding>(move |b: &ClusterResourceBinding, _| f(&b.metadata, &b.spec.0));
     let e = everything.clone();
     let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, _| {
         if let Some(ctx) = e.lock().clone()
@@ -586,6 +575,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         crbs,
         works,
         clusters,
+        informers: rt.informers.clone(),
         unknown: Mutex::new(HashMap::new()),
     });
     *everything.lock() = Some(ctx.clone());

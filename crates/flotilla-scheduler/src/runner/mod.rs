@@ -1,11 +1,12 @@
-//! The scheduler's I/O: watches ResourceBindings, ClusterResourceBindings and Clusters through
-//! `kube::Client` (reflectors, `watch`), queues the bindings whose events matter
-//! ([`queue`]), decides per binding whether it needs scheduling as Karmada's
-//! `doScheduleBinding` does ([`decision`]), runs the pure [`schedule()`](crate::schedule()) over a snapshot of
-//! the cluster store, and writes the outcome back ([`writeback`]).
+//! The scheduler's I/O, a controller of the runtime (`flotilla-runtime`): it reads
+//! ResourceBindings, ClusterResourceBindings and Clusters from the process's shared informers,
+//! queues the bindings whose events matter (its `watch` triggers, highest `spec.schedulePriority` first),
+//! decides per binding whether it needs scheduling as Karmada's `doScheduleBinding` does
+//! ([`decision`]), runs the pure [`schedule()`](crate::schedule()) over a snapshot of the
+//! cluster cache, and writes the outcome back ([`writeback`]) through `kube::Client`.
 //!
-//! Start with [`run`] (or [`Scheduler`] for a shutdown signal and [`metrics`]). What happens to
-//! a failed pass follows Karmada's `getConditionByError`:
+//! Start with [`run`] (or [`Scheduler`] for its [`metrics`]). What happens to a failed pass
+//! follows Karmada's `getConditionByError`:
 //!
 //! | outcome | `Scheduled` | `spec.clusters` | retried |
 //! |---|---|---|---|
@@ -18,7 +19,6 @@
 
 pub mod decision;
 pub mod metrics;
-pub mod queue;
 mod watch;
 pub mod writeback;
 
@@ -29,16 +29,13 @@ use std::time::{Duration, Instant};
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::policy::DEFAULT_SCHEDULER_NAME;
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
+use flotilla_runtime::Runtime;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use self::decision::{Decision, Trigger, decide, is_ours};
 use self::metrics::Metrics;
-use self::queue::{Backoff, SchedulingQueue};
 use self::writeback::{AnyBinding, SCHEDULED_MESSAGE, StatusUpdate, Writer, is_conflict, is_not_found, success_message};
 use crate::binding::BindingKind;
 use crate::schedule::{ConditionReason, ScheduleOptions, schedule};
@@ -100,6 +97,9 @@ impl Config {
     }
 }
 
+/// The scheduler's name in the controller set, its metrics and its spans.
+pub const NAME: &str = "scheduler";
+
 /// Why scheduling one binding failed; all are retried with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -131,6 +131,8 @@ impl fmt::Display for BindingKey {
     }
 }
 
+impl flotilla_runtime::ReconcileError for Error {}
+
 /// What becomes of a key after its pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Next {
@@ -147,7 +149,6 @@ const RESULT_ATTEMPTS: usize = 3;
 pub(crate) struct Shared {
     config: Config,
     options: ScheduleOptions,
-    queue: SchedulingQueue<BindingKey>,
     writer: Writer,
     metrics: Metrics,
     bindings: Store<ResourceBinding>,
@@ -174,77 +175,65 @@ impl Scheduler {
         &self.metrics
     }
 
-    /// Watches and schedules until `shutdown` is cancelled.
-    pub async fn run(self, shutdown: CancellationToken) {
+    /// Schedules until `rt` shuts down, reading bindings and clusters from its informers.
+    pub async fn run(self, rt: Runtime) {
         let Scheduler { client, config, metrics } = self;
-        let (bindings, rb_writer) = reflector::store::<ResourceBinding>();
-        let (cluster_bindings, crb_writer) = reflector::store::<ClusterResourceBinding>();
-        let (clusters, cluster_writer) = reflector::store::<Cluster>();
         let shared = Arc::new(Shared {
             options: ScheduleOptions { enable_empty_workload_propagation: config.enable_empty_workload_propagation, ..Default::default() },
-            queue: SchedulingQueue::new(Backoff { initial: config.initial_backoff, max: config.max_backoff }),
             writer: Writer::new(client.clone(), &config.scheduler_name),
             metrics,
-            bindings,
-            cluster_bindings,
-            clusters,
+            bindings: rt.informers.store::<ResourceBinding>(),
+            cluster_bindings: rt.informers.store::<ClusterResourceBinding>(),
+            clusters: rt.informers.store::<Cluster>(),
             config,
         });
+        let priority = {
+            let shared = shared.clone();
+            move |key: &BindingKey| shared.lookup(key).map_or(0, |b| watch::priority_of(&b.view()))
+        };
+        let controller = rt
+            .controller::<BindingKey>(NAME)
+            .workers(shared.config.workers)
+            .backoff(shared.config.initial_backoff, shared.config.max_backoff)
+            .priority(priority)
+            .watches_changes(watch::on_binding::<ResourceBinding>(shared.clone(), "binding"))
+            .watches_changes(watch::on_binding::<ClusterResourceBinding>(shared.clone(), "cluster_binding"))
+            .watches_changes(watch::on_cluster(shared.clone()));
 
-        let mut tasks = JoinSet::new();
-        tasks.spawn(watch::watch_bindings(Api::<ResourceBinding>::all(client.clone()), rb_writer, shared.clone(), "binding"));
-        tasks.spawn(watch::watch_bindings(Api::<ClusterResourceBinding>::all(client.clone()), crb_writer, shared.clone(), "cluster_binding"));
-        tasks.spawn(watch::watch_clusters(Api::<Cluster>::all(client), cluster_writer, shared.clone()));
-
-        // Schedule nothing against a cluster store that is still empty for want of a first list.
+        // Schedule nothing against a cluster cache that is still empty for want of a first list.
         let synced = async {
-            let _ = shared.bindings.wait_until_ready().await;
-            let _ = shared.cluster_bindings.wait_until_ready().await;
-            let _ = shared.clusters.wait_until_ready().await;
+            rt.informers.synced::<ResourceBinding>().await;
+            rt.informers.synced::<ClusterResourceBinding>().await;
+            rt.informers.synced::<Cluster>().await;
         };
         tokio::select! {
-            () = shutdown.cancelled() => {}
-            () = synced => {
-                tracing::info!(workers = shared.config.workers, "scheduler caches synced; scheduling");
-                for _ in 0..shared.config.workers {
-                    tasks.spawn(work(shared.clone()));
+            () = rt.shutdown.cancelled() => return,
+            () = synced => {}
+        }
+        tracing::info!(workers = shared.config.workers, "scheduler caches synced; scheduling");
+        controller
+            .run(move |key: BindingKey| {
+                let shared = shared.clone();
+                async move {
+                    let started = Instant::now();
+                    let outcome = shared.schedule_key(&key).await;
+                    shared.metrics.e2e_duration.observe(started.elapsed().as_secs_f64());
+                    outcome.map(|next| match next {
+                        Next::Done => flotilla_runtime::Next::Done,
+                        Next::Unschedulable => flotilla_runtime::Next::After(shared.config.unschedulable_retry),
+                    })
                 }
-                shutdown.cancelled().await;
-            }
-        }
-        shared.queue.shut_down();
-        tasks.shutdown().await;
+            })
+            .await;
     }
 }
 
-/// Runs the scheduler with `config` until the task is dropped. An invalid `config` is logged
+/// Runs the scheduler with `config` on `rt` until it shuts down. An invalid `config` is logged
 /// and nothing runs.
-pub async fn run(client: kube::Client, config: Config) {
+pub async fn run(client: kube::Client, rt: Runtime, config: Config) {
     match Scheduler::new(client, config) {
-        Ok(scheduler) => scheduler.run(CancellationToken::new()).await,
+        Ok(scheduler) => scheduler.run(rt).await,
         Err(error) => tracing::error!(%error, "the scheduler does not start"),
-    }
-}
-
-/// One worker: takes keys until the queue shuts down.
-async fn work(shared: Arc<Shared>) {
-    while let Some(key) = shared.queue.next().await {
-        let span = tracing::info_span!("schedule", binding = %key);
-        let started = Instant::now();
-        let priority = shared.lookup(&key).map(|b| watch::priority_of(&b.view())).unwrap_or(0);
-        match shared.schedule_key(&key).instrument(span).await {
-            Ok(Next::Done) => shared.queue.forget(&key),
-            Ok(Next::Unschedulable) => {
-                shared.queue.forget(&key);
-                shared.queue.add_after(key.clone(), priority, shared.config.unschedulable_retry);
-            }
-            Err(error) => {
-                tracing::warn!(%error, "scheduling failed; retrying with backoff");
-                shared.queue.add_backoff(key.clone(), priority);
-            }
-        }
-        shared.metrics.e2e_duration.observe(started.elapsed().as_secs_f64());
-        shared.queue.done(&key);
     }
 }
 

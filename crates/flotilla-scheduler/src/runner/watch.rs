@@ -1,5 +1,5 @@
-//! The runner's event handlers (Karmada's `event_handler.go`): reflectors over
-//! ResourceBindings, ClusterResourceBindings and Clusters, and which of their events put which
+//! The runner's triggers (Karmada's `event_handler.go`): which changes of ResourceBindings,
+//! ClusterResourceBindings and Clusters, as the shared informers announce them, put which
 //! bindings into the queue.
 //!
 //! - A binding is queued when it is added, and on update only when `metadata.generation`
@@ -13,18 +13,14 @@
 //!   Of status changes only the served APIs (`apiEnablements`) count; resources and Ready
 //!   queue nothing (readiness reaches the spec as taints).
 //!
-//! During a (re)list, keys are held back until the list is complete, so a worker never looks a
-//! queued binding up in a store that does not hold it yet.
+//! The informers announce the objects of a (re)list once the whole list is cached, so a worker
+//! never looks a queued binding up in a cache that does not hold it yet.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
-use futures::StreamExt;
-use kube::Api;
-use kube::runtime::reflector::{ObjectRef, store::Writer};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 
 use super::decision::{cluster_changed, concerns, is_ours};
@@ -66,101 +62,51 @@ fn binding_needs_queueing<K: BindingObject>(old: Option<&K>, new: &K, scheduler_
     is_ours(meta.labels.as_ref(), new.view().spec, scheduler_name) && old.is_none_or(|old| old.meta().generation != meta.generation)
 }
 
-/// Mirrors `api` into `writer`'s store. `observe` sees every applied (`deleted` false) or
-/// deleted object next to the store's copy from before the event and may return work for it;
-/// `release` gets that work once the store reflects the event — during a (re)list, once the
-/// whole list is in.
-async fn mirror<K, T>(
-    api: Api<K>,
-    mut writer: Writer<K>,
-    what: &'static str,
-    mut observe: impl FnMut(Option<Arc<K>>, &K, bool) -> Option<T>,
-    mut release: impl FnMut(T),
-) where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let reader = writer.as_reader();
-    let mut held: Vec<T> = Vec::new();
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::warn!(%error, what, "watching failed; retrying");
-                continue;
-            }
-        };
-        let seen = match &event {
-            watcher::Event::Init => {
-                held.clear();
-                None
-            }
-            watcher::Event::InitApply(new) | watcher::Event::Apply(new) => Some((new, false)),
-            watcher::Event::Delete(gone) => Some((gone, true)),
-            watcher::Event::InitDone => None,
-        };
-        if let Some((object, deleted)) = seen {
-            held.extend(observe(reader.get(&ObjectRef::from_obj(object)), object, deleted));
+/// The trigger of one binding kind: a binding of this scheduler that is new or whose
+/// generation moved is queued (`event_name` counts it in the incoming metric).
+pub(super) fn on_binding<K: BindingObject>(shared: Arc<Shared>, event_name: &'static str) -> impl Fn(Option<&K>, &K, bool) -> Option<BindingKey> + Send + Sync {
+    move |old, new, deleted| {
+        if deleted || !binding_needs_queueing(old, new, &shared.config.scheduler_name) {
+            return None;
         }
-        writer.apply_watcher_event(&event);
-        if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
-            held.drain(..).for_each(&mut release);
+        shared.metrics.incoming(event_name);
+        Some(key_of(&new.view()))
+    }
+}
+
+/// The trigger of Clusters: a cluster added, deleted or changed in what placement reads queues
+/// every binding of this scheduler the change concerns.
+pub(super) fn on_cluster(shared: Arc<Shared>) -> impl Fn(Option<&Cluster>, &Cluster, bool) -> Vec<BindingKey> + Send + Sync {
+    move |old, new, deleted| {
+        if deleted {
+            return concerned(&shared, new, new);
+        }
+        match old {
+            Some(old) if !cluster_changed(old, new) => Vec::new(),
+            Some(old) => concerned(&shared, old, new),
+            None => concerned(&shared, new, new),
         }
     }
 }
 
-/// Mirrors one binding kind into `writer`'s store and queues bindings as their events ask.
-pub(super) async fn watch_bindings<K: BindingObject>(api: Api<K>, writer: Writer<K>, shared: Arc<Shared>, event_name: &'static str) {
-    let observe = |old: Option<Arc<K>>, new: &K, deleted: bool| {
-        let view = new.view();
-        if deleted {
-            shared.queue.forget(&key_of(&view));
-            return None;
-        }
-        binding_needs_queueing(old.as_deref(), new, &shared.config.scheduler_name).then(|| (key_of(&view), priority_of(&view)))
-    };
-    let release = |(key, priority)| {
-        shared.metrics.incoming(event_name);
-        shared.queue.add(key, priority);
-    };
-    mirror(api, writer, event_name, observe, release).await;
-}
-
-/// A cluster event the bindings may care about: the cluster before (none when added) and after.
-struct ClusterChange {
-    old: Option<Arc<Cluster>>,
-    new: Arc<Cluster>,
-}
-
-/// Mirrors Clusters into `writer`'s store and queues the bindings a cluster change concerns.
-pub(super) async fn watch_clusters(api: Api<Cluster>, writer: Writer<Cluster>, shared: Arc<Shared>) {
-    let observe = |old: Option<Arc<Cluster>>, new: &Cluster, deleted: bool| {
-        let new = Arc::new(new.clone());
-        if deleted {
-            return Some(ClusterChange { old: Some(new.clone()), new });
-        }
-        old.as_deref().is_none_or(|old| cluster_changed(old, &new)).then_some(ClusterChange { old, new })
-    };
-    mirror(api, writer, "cluster", observe, |change| queue_concerned(&shared, &change)).await;
-}
-
-/// Queues every binding of this scheduler that `change` concerns.
-fn queue_concerned(shared: &Shared, change: &ClusterChange) {
-    let name = cluster_name(&change.new);
-    let old = change.old.as_deref().unwrap_or(&change.new);
+/// Every binding of this scheduler that the change of a cluster from `old` to `new` concerns.
+fn concerned(shared: &Shared, old: &Cluster, new: &Cluster) -> Vec<BindingKey> {
+    let name = cluster_name(new);
     let rbs = shared.bindings.state();
     let crbs = shared.cluster_bindings.state();
     let views = rbs.iter().map(|rb| (rb.view(), &rb.metadata)).chain(crbs.iter().map(|crb| (crb.view(), &crb.metadata)));
+    let mut keys = Vec::new();
     for (view, meta) in views {
         if !is_ours(meta.labels.as_ref(), view.spec, &shared.config.scheduler_name) {
             continue;
         }
         let unobserved = view.status.and_then(|s| s.scheduler_observed_generation) != meta.generation;
-        if unobserved || view.targets(name) || concerns(&view, old, &change.new) {
+        if unobserved || view.targets(name) || concerns(&view, old, new) {
             shared.metrics.incoming("cluster_changed");
-            shared.queue.add(key_of(&view), priority_of(&view));
+            keys.push(key_of(&view));
         }
     }
+    keys
 }
 
 #[cfg(test)]
