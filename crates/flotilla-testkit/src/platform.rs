@@ -12,12 +12,13 @@ use flotilla_sim::MemberConfig;
 use flotilla_store::Store;
 
 /// The control plane the kit runs scenarios against.
-pub trait Platform: Sync {
+pub trait Platform: Sync + 'static {
     /// The running controllers; dropping it stops them.
     type Controllers: Send + 'static;
 
     /// The control plane's API server on `store`, bootstrapped, with the federation CRDs
-    /// installed (what `flotilla up` serves).
+    /// installed (what `flotilla up` serves). The kit calls it once per process on an empty
+    /// store and then, for each world, on a copy of what that left (as `flotilla up` restarts).
     fn control_plane(&self, store: Arc<dyn Store>) -> impl Future<Output = anyhow::Result<ApiServer>>;
 
     /// Start the controller set on in-process clients of `api`. `flags` are `flotilla up`'s

@@ -2,15 +2,17 @@
 //! in-process clients) and simulated members (`flotilla-sim`'s fleet behind one HTTPS listener),
 //! joined in Push mode and Ready, all in this process — and the verbs a test acts and looks with.
 
+use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use bytes::Bytes;
 use flotilla_apiserver::inproc::InProcess;
 use flotilla_apiserver::{ApiServer, Identity};
 use flotilla_sim::{Fleet, FleetConfig, Member, MemberConfig};
-use flotilla_store::Store;
+use flotilla_store::{Op, RangeRequest, Store};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
@@ -193,8 +195,7 @@ impl World {
     /// taint its Cluster, and wait until every Cluster is Ready.
     pub async fn start<P: Platform>(platform: &P, config: WorldConfig) -> anyhow::Result<World> {
         let dir = tempfile::Builder::new().prefix("flotilla-testkit-").tempdir()?;
-        let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default())?);
-        let api = platform.control_plane(store).await.context("start the control plane")?;
+        let api = platform.control_plane(seeded_store(platform).await?).await.context("start the control plane")?;
         let controllers = platform.start_controllers(&api, &merge_flags(FAST_FLAGS, &config.flags)).context("start the controllers")?;
         let cp = client_of(api.router());
         let members: Vec<MemberConfig> = config.members.iter().enumerate().map(|(i, m)| m.sim_config(i)).collect();
@@ -360,6 +361,41 @@ impl World {
         };
         Ok(())
     }
+}
+
+/// The control plane's store as the platform leaves it once bootstrapped, kept once per process
+/// and platform: every world's store starts as a copy, so the bootstrap (RBAC defaults, the
+/// federation CRDs, KubeFed's seed: over a second in a debug build) runs once, and each world's
+/// control plane starts as `flotilla up` restarts on its data directory, finding it all there.
+type Seed = Arc<tokio::sync::OnceCell<Vec<(Bytes, Bytes)>>>;
+static SEEDS: std::sync::Mutex<Vec<(TypeId, Seed)>> = std::sync::Mutex::new(Vec::new());
+
+async fn seeded_store<P: Platform>(platform: &P) -> anyhow::Result<Arc<dyn Store>> {
+    let seed = {
+        let mut seeds = SEEDS.lock().unwrap_or_else(|e| e.into_inner());
+        let id = TypeId::of::<P>();
+        match seeds.iter().find(|(t, _)| *t == id) {
+            Some((_, s)) => s.clone(),
+            None => {
+                let s = Seed::default();
+                seeds.push((id, s.clone()));
+                s
+            }
+        }
+    };
+    let kvs = seed
+        .get_or_try_init(|| async {
+            let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default())?);
+            drop(platform.control_plane(store.clone()).await.context("bootstrap the control plane")?);
+            let all = store.range(RangeRequest::prefix(Bytes::new())).await?;
+            Ok::<_, anyhow::Error>(all.kvs.into_iter().map(|kv| (kv.key, kv.value)).collect())
+        })
+        .await?;
+    let store: Arc<dyn Store> = Arc::new(flotilla_store::memory::memory_store(Default::default())?);
+    for chunk in kvs.chunks(100) {
+        store.txn(Vec::new(), chunk.iter().map(|(k, v)| Op::Put(k.clone(), v.clone())).collect()).await?;
+    }
+    Ok(store)
 }
 
 fn cluster_ref(name: &str) -> ObjectRef {
