@@ -16,20 +16,25 @@ const KUBE_CONTROLLERS: &str = "flotilla-kube-controllers";
 const RUNTIME: &str = "flotilla-runtime";
 const SCHEDULER: &str = "flotilla-scheduler";
 const SIM: &str = "flotilla-sim";
+const TESTKIT: &str = "flotilla-testkit";
 
 /// Every workspace crate with the workspace crates it depends on.
 struct Workspace {
     deps: BTreeMap<String, BTreeSet<String>>,
 }
 
-fn workspace() -> Workspace {
+fn metadata() -> serde_json::Value {
     let out = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline", "--manifest-path"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml"))
         .output()
         .expect("running cargo metadata");
     assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON")
+}
+
+fn workspace() -> Workspace {
+    let meta = metadata();
     let packages = meta["packages"].as_array().expect("packages");
     let names: BTreeSet<String> = packages.iter().map(|p| p["name"].as_str().unwrap().to_string()).collect();
     let mut deps = BTreeMap::new();
@@ -110,4 +115,20 @@ fn the_runtime_depends_on_no_flotilla_crate_but_the_api() {
     assert!(ws.has(RUNTIME));
     let reached: Vec<String> = ws.reach(RUNTIME).into_keys().filter(|c| c != API).collect();
     assert!(reached.is_empty(), "{RUNTIME} depends on {reached:?}; it may depend only on {API}");
+}
+
+#[test]
+fn the_test_kit_is_only_a_dev_dependency_and_names_no_controller() {
+    let ws = workspace();
+    assert!(ws.has(TESTKIT));
+    let meta = metadata();
+    for p in meta["packages"].as_array().expect("packages") {
+        for d in p["dependencies"].as_array().unwrap().iter().filter(|d| d["name"] == TESTKIT) {
+            assert_eq!(d["kind"], "dev", "{} depends on {TESTKIT} outside its dev-dependencies", p["name"]);
+        }
+    }
+    // It runs the controllers its caller starts, so breaking one breaks the scenario naming it.
+    for not in [CONTROLLERS, SCHEDULER, BINARY] {
+        ws.assert_never_reaches(TESTKIT, not);
+    }
 }

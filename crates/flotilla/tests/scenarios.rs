@@ -1,0 +1,75 @@
+//! The scenario files in `tests/scenarios/` (one behaviour each: members and manifests in,
+//! expected member and control-plane state out), each run by `flotilla-testkit` on a control
+//! plane and simulated Push members in this process — the same control plane, controller set and
+//! join as `flotilla up --demo`. `cargo test -p flotilla --test scenarios <name>` runs one;
+//! `docs/testing.md` says how to add one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use clap::Parser;
+use flotilla::federation_args::FederationArgs;
+use flotilla_apiserver::ApiServer;
+use flotilla_sim::MemberConfig;
+use flotilla_store::Store;
+
+/// Flotilla's own wiring, handed to the kit.
+struct Flotilla;
+
+#[derive(Parser)]
+struct Flags {
+    #[command(flatten)]
+    federation: FederationArgs,
+}
+
+impl flotilla_testkit::Platform for Flotilla {
+    type Controllers = flotilla::controllers::Running;
+
+    async fn control_plane(&self, store: Arc<dyn Store>) -> anyhow::Result<ApiServer> {
+        Ok(flotilla::control_plane::start(store, Default::default()).await?.0)
+    }
+
+    fn start_controllers(&self, api: &ApiServer, flags: &[String]) -> anyhow::Result<Self::Controllers> {
+        let args = Flags::try_parse_from(std::iter::once("flotilla-up".to_string()).chain(flags.iter().cloned()))?;
+        Ok(flotilla::controllers::start(api, &args.federation)?)
+    }
+
+    async fn join(&self, member: &MemberConfig, kubeconfig: &Path, cp: &kube::Client) -> anyhow::Result<()> {
+        flotilla::demo::join_member(member, kubeconfig, cp).await
+    }
+}
+
+flotilla_testkit::scenario_tests!(Flotilla, concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/scenarios");
+    application_failover_suppressed_deletion,
+    cluster_affinity_field_selector,
+    cluster_affinity_label_selector,
+    cluster_propagation_policy_cluster_scoped,
+    cluster_unreachable_not_ready,
+    conflict_abort_keeps_member_object,
+    conflict_overwrite_takes_over,
+    dependencies_follow_the_workload,
+    divided_dynamic_available_replicas,
+    divided_static_weights,
+    failover_gate_off_taint_evicts_nothing,
+    failover_taint_graceful_eviction,
+    kubefed_federated_deployment_overrides,
+    kubefed_placement_shrink_deletes,
+    kubefed_replica_scheduling_preference,
+    member_drift_reverted,
+    namespace_sync_to_every_member,
+    override_image_registry,
+    override_labels_by_cluster_label,
+    override_plaintext,
+    policy_explicit_priority,
+    policy_preemption,
+    policy_selecting_nothing_reported,
+    propagation_duplicated,
+    propagation_policy_over_cluster_policy,
+    spread_constraints_by_region,
+    status_aggregated_onto_template,
+    suspension_holds_dispatch,
+    taints_and_tolerations,
+    template_deletion_removes_member_copies,
+    template_update_reaches_members,
+    work_status_applied,
+);
