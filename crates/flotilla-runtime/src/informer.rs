@@ -124,7 +124,25 @@ impl Informers {
 
     fn shared<K: Kind>(&self) -> Arc<Shared<K>> {
         let resource = format!("{}/{}", K::api_version(&()), K::plural(&()));
-        self.shared_with((TypeId::of::<K>(), String::new()), std::any::type_name::<K>().to_string(), resource, (), || Api::all(self.client.clone()))
+        let key = (TypeId::of::<K>(), String::new());
+        {
+            let mut kinds = self.kinds.lock();
+            if let Some((_, any)) = kinds.get(&key)
+                && let Ok(shared) = any.clone().downcast::<Shared<K>>()
+            {
+                return shared;
+            }
+            // The resource is already watched as dynamic objects (for the garbage collector,
+            // say): the typed informer is read from that watch instead of a second one.
+            if let Some((_, any)) = kinds.get(&(TypeId::of::<DynamicObject>(), resource.clone()))
+                && let Ok(dynamic) = any.clone().downcast::<Shared<DynamicObject>>()
+            {
+                let shared = derive::<K>(&dynamic);
+                kinds.insert(key, (format!("{} (from {resource})", std::any::type_name::<K>()), shared.clone()));
+                return shared;
+            }
+        }
+        self.shared_with(key, std::any::type_name::<K>().to_string(), resource, (), || Api::all(self.client.clone()))
     }
 
     fn shared_dynamic(&self, resource: &ApiResource) -> Arc<Shared<DynamicObject>> {
@@ -230,6 +248,69 @@ impl Informers {
     }
 }
 
+fn announce<K: Object>(shared: &Shared<K>, old: Option<&K>, o: &K, deleted: bool)
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    for h in shared.handlers.read().iter() {
+        h(old, o, deleted);
+    }
+}
+
+/// A typed informer read from the dynamic informer of the same resource: each dynamic object
+/// converted, into a cache of its own. Synced once the dynamic informer is, with the objects it
+/// then holds; a change is announced once the typed cache has it.
+fn derive<K: Kind>(dynamic: &Arc<Shared<DynamicObject>>) -> Arc<Shared<K>> {
+    let writer = reflector::store::Writer::<K>::new(());
+    let store = writer.as_reader();
+    let (synced_tx, synced) = tokio::sync::watch::channel(false);
+    let shared = Arc::new(Shared { store, handlers: RwLock::new(Vec::new()), synced });
+    let writer = Arc::new(Mutex::new(writer));
+    let typed = |o: &DynamicObject| -> Option<K> {
+        let converted = serde_json::to_value(o).and_then(serde_json::from_value::<K>);
+        match converted {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::warn!(kind = std::any::type_name::<K>(), object = ?o.metadata.name, error = %e, "an object does not decode as its kind; left out of the typed cache");
+                None
+            }
+        }
+    };
+    let (s, w) = (shared.clone(), writer.clone());
+    subscribe_to(dynamic, move |_, o, deleted| {
+        let Some(k) = typed(o) else { return };
+        let (old, synced) = {
+            let mut w = w.lock();
+            let old = s.store.get(&ObjectRef::from_obj(&k));
+            w.apply_watcher_event(&if deleted { Event::Delete(k.clone()) } else { Event::Apply(k.clone()) });
+            (old, *s.synced.borrow())
+        };
+        // Before the typed cache is synced, its first list announces what it holds.
+        if synced {
+            announce(&s, old.as_deref(), &k, deleted);
+        }
+    });
+    let (s, dynamic) = (shared.clone(), dynamic.clone());
+    tokio::spawn(async move {
+        let _ = dynamic.synced.clone().wait_for(|synced| *synced).await;
+        let listed: Vec<K> = {
+            let mut w = writer.lock();
+            let listed: Vec<K> = dynamic.store.state().iter().filter_map(|o| typed(o)).collect();
+            w.apply_watcher_event(&Event::Init);
+            for o in &listed {
+                w.apply_watcher_event(&Event::InitApply(o.clone()));
+            }
+            w.apply_watcher_event(&Event::InitDone);
+            let _ = synced_tx.send(true);
+            listed
+        };
+        for o in &listed {
+            announce(&s, None, o, false);
+        }
+    });
+    shared
+}
+
 fn subscribe_to<K: Object>(shared: &Shared<K>, handler: impl Fn(Option<&K>, &K, bool) + Send + Sync + 'static)
 where
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
@@ -259,11 +340,6 @@ async fn run<K: Object>(
     let reference = |o: &K| ObjectRef::from_obj_with(o, dt.clone());
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    let announce = |old: Option<&K>, o: &K, deleted: bool| {
-        for h in shared.handlers.read().iter() {
-            h(old, o, deleted);
-        }
-    };
     let mut listed: Vec<K> = Vec::new();
     let mut before: HashMap<ObjectRef<K>, Arc<K>> = HashMap::new();
     loop {
@@ -285,8 +361,8 @@ async fn run<K: Object>(
         };
         writer.apply_watcher_event(&event);
         match event {
-            Event::Apply(o) => announce(old.as_deref(), &o, false),
-            Event::Delete(o) => announce(old.as_deref(), &o, true),
+            Event::Apply(o) => announce(&shared, old.as_deref(), &o, false),
+            Event::Delete(o) => announce(&shared, old.as_deref(), &o, true),
             // The cache still holds what the last list and watch left: remember it, to tell
             // which objects the new list no longer has (the cache is swapped at InitDone).
             Event::Init => {
@@ -298,10 +374,10 @@ async fn run<K: Object>(
                 let _ = synced.send(true);
                 let listed: Vec<(Option<Arc<K>>, K)> = listed.drain(..).map(|o| (before.remove(&reference(&o)), o)).collect();
                 for gone in std::mem::take(&mut before).into_values() {
-                    announce(Some(&gone), &gone, true);
+                    announce(&shared, Some(&gone), &gone, true);
                 }
                 for (old, o) in listed {
-                    announce(old.as_deref(), &o, false);
+                    announce(&shared, old.as_deref(), &o, false);
                 }
             }
         }
