@@ -20,9 +20,10 @@
 //!    `crd_openapi`, `openapi_v2`;
 //! 4. `state`: `ApiState`, what one server shares across requests;
 //! 5. `scope`: `RequestScope`, one resource request, and the path's resource and body;
-//! 6. the handlers: `crd` (CRDs made served), `listwatch`, `patching`, `objects`,
-//!    `rbac_bootstrap`, `connect_request`;
-//! 7. [`server`]: the router over all of them ([`kubernetes_service`] and [`inproc`] only
+//! 6. `crd` (CRDs made served), then `strategy`: the registry of per-kind strategies
+//!    (ADR 0023);
+//! 7. the handlers: `listwatch`, `patching`, `objects`, `rbac_bootstrap`, `connect_request`;
+//! 8. [`server`]: the router over all of them ([`kubernetes_service`] and [`inproc`] only
 //!    take a router, so they sit low).
 //!
 //! Invariants: the API server talks only to the store — never to a controller or a member
@@ -66,6 +67,7 @@ pub mod server;
 mod service_account_jwt;
 mod state;
 mod storage;
+mod strategy;
 pub mod structural;
 pub mod table;
 mod url_syntax;

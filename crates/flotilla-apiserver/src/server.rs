@@ -21,6 +21,7 @@ use crate::resources::Registry;
 use crate::response::{json_response, ok_json};
 use crate::scope::{RequestScope, read_body, resolve, unrouted};
 use crate::state::ApiState;
+use crate::strategy::Virtual;
 
 pub use crate::config::{ApiServerConfig, AuthorizationMode, VersionInfo};
 
@@ -460,38 +461,9 @@ async fn non_resource(inner: &ApiState, path: &str, headers: &HeaderMap) -> ApiR
 }
 
 async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
-    // Reviews are answered by handlers, not storage.
-    match (p.group.as_str(), p.resource.as_str(), req.method()) {
-        ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
-            let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
-            let body = read_json_body(&inner, req, "SelfSubjectAccessReview").await?;
-            crate::auth::validate_access_review(&body)?;
-            let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
-            // The request's spec is owned by its writer, as on any create.
-            let managed = crate::objects::created_managed_fields(&query, Some(&user_agent), &p.group, &p.version, "SelfSubjectAccessReview", &body);
-            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
-                meta.insert("managedFields".into(), m);
-            }
-            return Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]));
-        }
-        ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
-            let body = read_json_body(&inner, req, "SelfSubjectRulesReview").await?;
-            return Ok(json_response(
-                StatusCode::CREATED,
-                &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?,
-                "application/json",
-                &[],
-            ));
-        }
-        ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
-            let _ = read_json_body(&inner, req, "SelfSubjectReview").await?;
-            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_review(&identity, &p.version), "application/json", &[]));
-        }
-        _ => {}
-    }
-    if p.group.is_empty() && p.resource == "serviceaccounts" && p.subresource.as_deref() == Some("token") && req.method() == Method::POST {
-        let body = read_json_body(&inner, req, "TokenRequest").await?;
-        return crate::objects::token_request(&inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
+    // Reviews and TokenRequests are answered by handlers, not storage.
+    if let Some(v) = crate::strategy::virtual_resource(&p, req.method()) {
+        return virtual_resource(&inner, identity, &p, &query, v, req).await;
     }
     let info = resolve(&inner, &p)?;
     // A custom resource in the other scope: apiextensions hands it to its not-found handler.
@@ -508,7 +480,7 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         None => {}
         Some("status") if info.status => {}
         Some("scale") if info.scale.is_some() => {}
-        Some("finalize") if info.group.is_empty() && info.plural == "namespaces" && verb == "update" => {}
+        Some("finalize") if info.finalize && verb == "update" => {}
         Some(_) => return Err(ApiError::no_route()),
     }
     let base_verb = if verb == "watch" { "watch" } else { verb };
@@ -519,8 +491,7 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         check_field_manager(&query)?;
     }
     // kube-apiserver warns on every request to a deprecated resource.
-    let deprecation = (info.group.is_empty() && info.plural == "endpoints")
-        .then_some("299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"");
+    let deprecation = crate::strategy::for_resource(&info).deprecation();
     // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
     let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
     let user_agent = Some(user_agent.to_string());
@@ -531,6 +502,30 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         r.headers_mut().append(header::WARNING, HeaderValue::from_static(w));
     }
     resp
+}
+
+/// A resource no store holds ([`crate::strategy::Virtual`]).
+async fn virtual_resource(inner: &ApiState, identity: Identity, p: &ResourcePath, query: &Query, v: Virtual, req: Request<Body>) -> ApiResult<Response> {
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
+    let body = read_json_body(inner, req, v.kind()).await?;
+    let out = match v {
+        Virtual::SelfSubjectAccessReview => {
+            crate::auth::validate_access_review(&body)?;
+            let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
+            // The request's spec is owned by its writer, as on any create.
+            let managed = crate::objects::created_managed_fields(query, Some(&user_agent), &p.group, &p.version, v.kind(), &body);
+            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
+                meta.insert("managedFields".into(), m);
+            }
+            out
+        }
+        Virtual::SelfSubjectRulesReview => crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?,
+        Virtual::SelfSubjectReview => crate::auth::self_subject_review(&identity, &p.version),
+        Virtual::TokenRequest => {
+            return crate::strategy::token_request(inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
+        }
+    };
+    Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]))
 }
 
 /// `fieldManager` is at most 128 bytes (CreateOptions, UpdateOptions and PatchOptions alike).
