@@ -11,7 +11,9 @@
 //! exemption that no longer has any hit fails the test too, so the list cannot go stale.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source_tree;
 
 /// Files (relative to `src/`) allowed to name resources in tests, and why.
 const EXEMPT: &[(&str, &str)] = &[
@@ -30,8 +32,7 @@ const EXEMPT: &[(&str, &str)] = &[
 fn no_kind_name_test_outside_the_strategies() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let names = resource_names();
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = source_tree::rust_files(&src);
     let mut found = Vec::new();
     let mut exempt_hits: BTreeSet<&str> = BTreeSet::new();
     for f in &files {
@@ -247,15 +248,4 @@ fn without_test_modules(code: &str, skeleton: &str) -> String {
         from = j.min(sk.len());
     }
     String::from_utf8(out).unwrap()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
