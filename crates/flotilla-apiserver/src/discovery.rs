@@ -90,8 +90,8 @@ fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> V
         main["categories"] = json!(r.categories);
     }
     let mut out = vec![main];
-    if r.group.is_empty() && r.plural == "namespaces" {
-        out.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+    if r.finalize {
+        out.push(json!({"name": format!("{}/finalize", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
     }
     if r.status {
         out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
@@ -164,8 +164,8 @@ fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -
         d["categories"] = json!(r.categories);
     }
     let mut subs = Vec::new();
-    if r.group.is_empty() && r.plural == "namespaces" {
-        subs.push(json!({"subresource": "finalize", "responseKind": response_kind(r, "", "v1", "Namespace"), "verbs": ["update"]}));
+    if r.finalize {
+        subs.push(json!({"subresource": "finalize", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["update"]}));
     }
     if r.status {
         subs.push(json!({"subresource": "status", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["get", "patch", "update"]}));

@@ -1,8 +1,9 @@
 //! Flotilla's Kubernetes-compatible API server: an axum `Router` over the store.
 //!
-//! Start at [`server`] (routing, identity, authorization, overload protection), then
-//! `objects` (the write pipeline for single objects) and `listwatch` (lists and watch
-//! streams). [`resources`] is the table of what is served; [`error`] the one place errors
+//! Start at [`server`] (the router and its routing), `filters` (authentication,
+//! impersonation, authorization, max-in-flight and timeouts as tower layers), then `objects`
+//! (the write pipeline for single objects), `strategy` (what is particular to each kind, one
+//! file per kind) and `listwatch` (lists and watch streams). [`resources`] is the table of what is served; [`error`] the one place errors
 //! become `Status` objects; [`serve`] puts the router on HTTPS; [`inproc`] lets in-process
 //! controllers use it as a `kube::Client` transport; [`connect`] is the seam through which the
 //! binary installs handlers for connect subresources (Karmada's `clusters/proxy`).
@@ -20,14 +21,17 @@
 //!    `crd_openapi`, `openapi_v2`;
 //! 4. `state`: `ApiState`, what one server shares across requests;
 //! 5. `scope`: `RequestScope`, one resource request, and the path's resource and body;
-//! 6. the handlers: `crd` (CRDs made served), `listwatch`, `patching`, `objects`,
-//!    `rbac_bootstrap`, `connect_request`;
-//! 7. [`server`]: the router over all of them ([`kubernetes_service`] and [`inproc`] only
+//! 6. `crd` (CRDs made served), then `strategy`: the registry of per-kind strategies
+//!    (ADR 0023);
+//! 7. the handlers: `listwatch`, `patching`, `objects`, `rbac_bootstrap`, `connect_request`;
+//! 8. `filters`: the request filters as tower layers;
+//! 9. [`server`]: the router over all of them ([`kubernetes_service`] and [`inproc`] only
 //!    take a router, so they sit low).
 //!
 //! Invariants: the API server talks only to the store — never to a controller or a member
 //! cluster; every failure reaches the client as a `Status` with the real server's code and
-//! reason; `resourceVersion` is the store revision; nothing imports a layer above its own.
+//! reason; `resourceVersion` is the store revision; nothing imports a layer above its own;
+//! kind behaviour is reached only through the strategy registry (`tests/strategy_boundary.rs`).
 
 pub mod advertise;
 pub mod auth;
@@ -40,6 +44,7 @@ mod discovery;
 mod duplicate_fields;
 pub mod encryption;
 pub mod error;
+mod filters;
 mod gnostic;
 mod go_json;
 mod impersonation;
@@ -66,6 +71,7 @@ pub mod server;
 mod service_account_jwt;
 mod state;
 mod storage;
+mod strategy;
 pub mod structural;
 pub mod table;
 mod url_syntax;

@@ -28,55 +28,6 @@ pub(crate) struct Selectors {
     field: FieldSelector,
 }
 
-/// Fields a resource can be selected by, beyond `metadata.name` and `metadata.namespace`.
-fn extra_fields(info: &ResourceInfo) -> &'static [&'static str] {
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "pods") => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        ("", "secrets") => &["type"],
-        ("", "namespaces") => &["status.phase"],
-        ("", "events") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        // kube-apiserver converts these to the core Event's fields (`regarding.name` is
-        // `involvedObject.name`); here they are read from the object in this API's shape.
-        ("events.k8s.io", "events") => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reason",
-            "reportingController",
-            "source",
-            "type",
-        ],
-        ("apps", "replicasets") => &["status.replicas"],
-        ("batch", "jobs") => &["status.successful"],
-        _ => &[],
-    }
-}
-
 fn field_value(obj: &Value, field: &str) -> Option<String> {
     let v = match field {
         "metadata.name" => return Some(meta::name(obj).to_string()),
@@ -96,7 +47,7 @@ impl Selectors {
     pub fn from_query(ctx: &RequestScope) -> ApiResult<Selectors> {
         let label = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let field = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let extra = extra_fields(&ctx.info);
+        let extra = ctx.strategy().selectable_fields();
         for r in field.requirements() {
             let f = r.field.as_str();
             if f != "metadata.name" && f != "metadata.namespace" && !extra.contains(&f) {

@@ -124,15 +124,6 @@ pub enum NameRule {
     PathSegment,
 }
 
-pub fn name_rule(group: &str, plural: &str) -> NameRule {
-    match (group, plural) {
-        ("", "namespaces") => NameRule::Dns1123Label,
-        ("", "services") => NameRule::Dns1035Label,
-        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
-        _ => NameRule::Dns1123Subdomain,
-    }
-}
-
 /// The messages of the name rule, in kube-apiserver's words (one cause each); `prefix` for a
 /// generateName, whose trailing `-` is allowed.
 fn name_errors(rule: NameRule, name: &str, prefix: bool) -> Vec<String> {

@@ -307,7 +307,7 @@ fn decode_object(info: &ResourceInfo, mut obj: Value, fv: FieldValidation, warni
     }
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(info.kind);
-    flotilla_api_hooks::canonicalize(info, &mut obj)?;
+    crate::strategy::for_resource(info).canonicalize(info, &mut obj)?;
     match &info.codec {
         Codec::Custom(structural) => {
             let dropped = structural.decode(&mut obj);
@@ -380,40 +380,6 @@ fn unknown_fields(input: &Value, decoded: &Value, path: String, out: &mut Vec<St
     }
 }
 
-/// Hooks into the pure API crate (defaulting and canonical quantities), kept in one place.
-mod flotilla_api_hooks {
-    use super::*;
-    use flotilla_api::defaults::{FieldError, apply_create_defaults, apply_defaults};
-
-    fn to_api(info: &ResourceInfo, e: FieldError) -> ApiError {
-        ApiError::bad_request(e.status_message(&info.kind, &info.version)).with_cause(Cause::new("FieldValueInvalid", e.path.clone(), e.detail.clone()))
-    }
-
-    /// What decoding does (before the typed check): quantities in canonical form, defaults.
-    pub fn canonicalize(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
-        if matches!(info.codec, Codec::Typed(_)) {
-            apply_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
-        }
-        Ok(())
-    }
-
-    /// Defaults for a create: after name, namespace, uid and creationTimestamp are set.
-    pub fn create_defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
-        if matches!(info.codec, Codec::Typed(_)) {
-            apply_create_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
-        }
-        Ok(())
-    }
-
-    /// Defaults for an update or a patch result.
-    pub fn defaults(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
-        if matches!(info.codec, Codec::Typed(_)) {
-            apply_defaults(&info.group, &info.version, &info.kind, obj).map_err(|e| to_api(info, e))?;
-        }
-        Ok(())
-    }
-}
-
 fn random_suffix() -> String {
     use rand::RngExt;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -421,53 +387,16 @@ fn random_suffix() -> String {
     (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
-fn is_crd(info: &ResourceInfo) -> bool {
-    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
-}
-
-/// [`validate_kind`], on the blocking pool for a custom resource with validation rules: their
-/// cost is bounded (kube-apiserver's budgets), not small, and other requests must not wait.
+/// The kind's validation beyond metadata ([`crate::strategy::Strategy::validate`]), on the
+/// blocking pool for a custom resource with validation rules: their cost is bounded
+/// (kube-apiserver's budgets), not small, and other requests must not wait.
 async fn validate_kind_off(ctx: &RequestScope, info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> ApiResult<Vec<Cause>> {
+    let strategy = ctx.strategy();
     if !matches!(&info.codec, Codec::Custom(s) if s.has_rules()) {
-        return Ok(validate_kind(info, obj, old, sub));
+        return Ok(strategy.validate(info, obj, old, sub));
     }
     let (info, obj, old, sub) = (info.clone(), obj.clone(), old.cloned(), sub.map(String::from));
-    ctx.inner.off_the_workers(move || Ok(validate_kind(&info, &obj, old.as_ref(), sub.as_deref()))).await
-}
-
-/// Validation beyond metadata: custom resources against their schema, CRDs as the real server
-/// checks them, built-in kinds with the rules ported from kube-apiserver.
-fn validate_kind(info: &ResourceInfo, obj: &Value, old: Option<&Value>, sub: Option<&str>) -> Vec<Cause> {
-    match &info.codec {
-        Codec::Custom(structural) => {
-            // A /status write is validated against the status schema alone (kube-apiserver's
-            // messages then name fields relative to status); both check the scale replicas.
-            let status_write = sub == Some("status");
-            let mut causes = if status_write { structural.validate_status(obj) } else { structural.validate(obj) };
-            // Validation rules run on what the schema accepts.
-            if causes.is_empty() {
-                causes.extend(structural.validate_rules(obj, old, status_write));
-            }
-            if let Some(scale) = &info.scale {
-                let pointer = if status_write { &scale.status_replicas } else { &scale.spec_replicas };
-                if let Some(n) = obj.pointer(pointer).and_then(Value::as_i64).filter(|n| *n < 0) {
-                    causes.push(Cause::new("FieldValueInvalid", pointer.replace('/', "."), format!("Invalid value: {n}: should be a non-negative integer")));
-                }
-            }
-            causes
-        }
-        _ if is_crd(info) => crate::crd::validate_crd(obj, old),
-        // Built-in kinds: the rules `flotilla_api::validation` ports from kube-apiserver.
-        Codec::Typed(_) => {
-            use flotilla_api::validation;
-            let errs = match (old, sub) {
-                (_, Some("status")) => validation::validate_status(&info.group, &info.kind, obj),
-                (Some(old), _) => validation::validate_update(&info.group, &info.kind, obj, old),
-                (None, _) => validation::validate(&info.group, &info.kind, obj),
-            };
-            errs.into_iter().map(|e| Cause::new(e.reason.as_str(), e.field, e.message)).collect()
-        }
-    }
+    ctx.inner.off_the_workers(move || Ok(strategy.validate(&info, &obj, old.as_ref(), sub.as_deref()))).await
 }
 
 /// The built-in admission chain (`flotilla_api::admission`) for custom resources: the
@@ -500,132 +429,6 @@ mod admission_chain {
         }
         causes(admission::validate(&gvk(info), obj, old))
     }
-}
-
-/// After a CRD changed: serve its resources (or stop) at once. After RBAC objects, service
-/// accounts or secrets changed: authorize and authenticate with them at once.
-async fn crds_changed(ctx: &RequestScope) {
-    if is_crd(&ctx.info)
-        && let Err(e) = crate::crd::sync(&ctx.inner).await
-    {
-        tracing::warn!(error = %e, "refreshing the served custom resources failed");
-    }
-    let rbac_related =
-        ctx.info.group == "rbac.authorization.k8s.io" || (ctx.info.group.is_empty() && matches!(ctx.info.plural.as_str(), "serviceaccounts" | "secrets"));
-    if rbac_related && let Err(e) = ctx.inner.rbac.reload(ctx.inner.store.as_ref()).await {
-        tracing::warn!(error = %e, "reloading RBAC failed");
-    }
-}
-
-const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
-const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
-const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
-
-/// A Secret of type `kubernetes.io/service-account-token` gets a token for its account (the
-/// real server's token controller does this shortly after; here it happens on create).
-async fn fill_service_account_token(ctx: &RequestScope, obj: &mut Value) -> ApiResult<()> {
-    if !(ctx.info.group.is_empty() && ctx.info.plural == "secrets") || obj.get("type").and_then(Value::as_str) != Some(SA_TOKEN_TYPE) {
-        return Ok(());
-    }
-    let ns = ctx.namespace().unwrap_or("").to_string();
-    let Some(account) = obj.pointer("/metadata/annotations").and_then(|a| a.get(SA_NAME_ANNOTATION)).and_then(Value::as_str).map(String::from) else {
-        return Err(ApiError::invalid(
-            "",
-            "Secret",
-            meta::name(obj),
-            vec![Cause::new("FieldValueRequired", format!("metadata.annotations[{SA_NAME_ANNOTATION}]"), "Required value")],
-        ));
-    };
-    let key = Bytes::from(format!("/registry/core/serviceaccounts/{ns}/{account}"));
-    let Some(kv) = ctx.inner.store.get(&key).await? else {
-        // As upstream: the secret stays without a token until its account exists.
-        return Ok(());
-    };
-    let sa = storage::decode(&kv)?;
-    let uid = meta::meta_str(&sa, "uid").unwrap_or("").to_string();
-    let secret = (meta::name(obj).to_string(), meta::meta_str(obj, "uid").unwrap_or("").to_string());
-    let token = crate::rbac::mint_token(ctx.inner.store.as_ref(), &ns, &account, &uid, (&secret.0, &secret.1)).await?;
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let data = obj.as_object_mut().expect("an object").entry("data").or_insert_with(|| json!({}));
-    data["token"] = json!(b64(&token));
-    data["namespace"] = json!(b64(&ns));
-    meta::meta_mut(obj).entry("annotations").or_insert_with(|| json!({}))[SA_UID_ANNOTATION] = json!(uid);
-    Ok(())
-}
-
-/// `POST serviceaccounts/{name}/token`: a signed token for the account, optionally bound to a
-/// Pod, Secret or Node (valid only while it lives), as kube-apiserver's TokenRequest.
-pub(crate) async fn token_request(inner: &Arc<ApiState>, ns: &str, account: &str, body: &Value) -> ApiResult<Response> {
-    use crate::service_account_jwt::{Bound, ISSUER, Subject as TokenSubject, claims};
-    let seconds = body.pointer("/spec/expirationSeconds").and_then(Value::as_i64).unwrap_or(3600);
-    let too = if seconds < 600 {
-        Some("may not specify a duration less than 10 minutes")
-    } else if seconds > 1 << 32 {
-        Some("may not specify a duration larger than 2^32 seconds")
-    } else {
-        None
-    };
-    if let Some(why) = too {
-        let cause = Cause::new("FieldValueInvalid", "spec.expirationSeconds", format!("Invalid value: {seconds}: {why}"));
-        return Err(ApiError::invalid("authentication.k8s.io", "TokenRequest", "", vec![cause]));
-    }
-    let live = |key: String| async move { inner.store.get(&Bytes::from(key)).await?.map(|kv| storage::decode(&kv)).transpose() };
-    let Some(sa) = live(format!("/registry/core/serviceaccounts/{ns}/{account}")).await? else {
-        return Err(ApiError::not_found(&Subject { group: "", resource: "serviceaccounts", name: account }));
-    };
-    let uid_of = |o: &Value| meta::meta_str(o, "uid").unwrap_or("").to_string();
-    let mut subject = TokenSubject { namespace: ns.to_string(), account: account.to_string(), account_uid: uid_of(&sa), bound: Vec::new() };
-    let bound_ref = body.pointer("/spec/boundObjectRef").filter(|r| !r.is_null());
-    if let Some(r) = bound_ref {
-        let field = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
-        let (kind, name) = (field("kind"), field("name"));
-        let (plural, claim) = match kind {
-            "Pod" => ("pods", "pod"),
-            "Secret" => ("secrets", "secret"),
-            "Node" => ("nodes", "node"),
-            other => return Err(ApiError::bad_request(format!("cannot bind token for object of type {other}"))),
-        };
-        let key = if claim == "node" { format!("/registry/core/nodes/{name}") } else { format!("/registry/core/{plural}/{ns}/{name}") };
-        let Some(obj) = live(key).await? else {
-            return Err(ApiError::not_found(&Subject { group: "", resource: plural, name }));
-        };
-        let uid = uid_of(&obj);
-        let want = field("uid");
-        if !want.is_empty() && want != uid {
-            return Err(ApiError::conflict_with(
-                &Subject { group: "", resource: kind, name },
-                format!(
-                    "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
-                ),
-            ));
-        }
-        subject.bound.push(Bound { kind: claim, name: name.to_string(), uid });
-        // A pod's token also names the node it runs on.
-        if let Some(node) = obj.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty())
-            && let Some(n) = live(format!("/registry/core/nodes/{node}")).await?
-        {
-            subject.bound.push(Bound { kind: "node", name: node.to_string(), uid: uid_of(&n) });
-        }
-    }
-    let audiences: Vec<String> = body
-        .pointer("/spec/audiences")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-        .filter(|a: &Vec<String>| !a.is_empty())
-        .unwrap_or_else(|| vec![ISSUER.to_string()]);
-    let now = jiff::Timestamp::now();
-    let token = inner.service_account_key().await?.sign(&claims(&subject, &audiences, now.as_second(), seconds));
-    let expires = now.checked_add(jiff::SignedDuration::from_secs(seconds)).unwrap_or(now);
-    let time = |t: jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let out = json!({
-        "kind": "TokenRequest",
-        "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": account, "namespace": ns, "uid": subject.account_uid, "creationTimestamp": time(now)},
-        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": bound_ref.cloned()},
-        "status": {"token": token, "expirationTimestamp": time(expires)},
-    });
-    Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]))
 }
 
 /// Custom objects are stored in their CRD's storage version.
@@ -666,25 +469,10 @@ async fn admit_namespace(inner: &ApiState, info: &ResourceInfo, namespace: &str)
     }
 }
 
-/// The desired-state part of an object: everything but metadata (and status, for resources
-/// whose status is a subresource).
 /// A string list as Go's `%#v` prints it: `[]string{"a", "b"}`.
 fn go_string_slice(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
     format!("[]string{{{}}}", quoted.join(", "))
-}
-
-fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.remove("metadata");
-        if info.status || !info.is_custom() {
-            m.remove("status");
-        }
-        m.remove("apiVersion");
-        m.remove("kind");
-    }
-    o
 }
 
 /// Create with the namespace and name from the URL (internal callers: bootstrap).
@@ -800,11 +588,8 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
         let name = meta::name(&body).to_string();
         return Err(ApiError::forbidden(&ctx.subject(&name), "create not allowed while custom resource definition is terminating"));
     }
+    let strategy = ctx.strategy();
     let mut obj = decode_object(info, body, fv, warnings)?;
-    if is_crd(info) {
-        crate::crd::default_crd(&mut obj);
-        crate::crd::initial_status(&mut obj);
-    }
     // Namespace: from the URL; a different one in the body is an error.
     let url_ns = ctx.namespace().map(String::from);
     {
@@ -834,12 +619,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
             m.insert("generation".into(), json!(1));
         }
     }
-    if info.status
-        && info.is_custom()
-        && let Some(o) = obj.as_object_mut()
-    {
-        o.remove("status");
-    }
+    strategy.prepare_for_create(info, &mut obj);
     let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty) && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
     if generate {
         let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
@@ -848,15 +628,13 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
     // Ownership is of what the request sets (with its defaults), not of what the server adds
     // for a create (a namespace's finalizer, a Job's selector and labels, a Pod's priority and
     // tolerations): kube-apiserver records it before its strategy and admission run. A
-    // DaemonSet's template-generation annotation is the exception: kube-apiserver's field
-    // manager sees it (its conversion to apps/v1 writes it), so the creating manager owns it.
-    let requested = (matches!(info.codec, Codec::Typed(_)) && !(info.group == "apps" && info.kind == "DaemonSet")).then(|| obj.clone());
-    flotilla_api_hooks::create_defaults(info, &mut obj)?;
+    // kind's strategy may say otherwise (a DaemonSet's template-generation annotation).
+    let requested = (matches!(info.codec, Codec::Typed(_)) && !strategy.owns_create_defaults()).then(|| obj.clone());
+    strategy.default_on_create(info, &mut obj)?;
     admission_chain::mutate(info, &mut obj, true, url_ns.as_deref())?;
-    admit_rbac(ctx, &obj, None)?;
+    strategy.admit(ctx, &obj, None)?;
     let name = meta::name(&obj).to_string();
-    let rule = meta::name_rule(&info.group, &info.plural);
-    let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
+    let mut causes = meta::validate_object_meta(&obj, strategy.name_rule(), info.namespaced);
     causes.extend(validate_kind_off(ctx, info, &obj, None, None).await?);
     if causes.is_empty() {
         causes.extend(admission_chain::validate(info, &obj, None));
@@ -883,7 +661,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
         }
         return Ok(obj);
     }
-    fill_service_account_token(ctx, &mut obj).await?;
+    strategy.complete_create(ctx, &mut obj).await?;
     let mut stored = obj.clone();
     to_storage_version(info, &mut stored);
     // generateName retries on a collision, as the real server does.
@@ -895,7 +673,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
         match res {
             Ok(rev) => {
                 meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(rev.to_string()));
-                crds_changed(ctx).await;
+                ctx.strategy().after_write(ctx).await;
                 return Ok(obj);
             }
             Err(StoreError::AlreadyExists { .. }) if generate && attempt < 7 => {
@@ -909,15 +687,6 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
         }
     }
     Err(ApiError::already_exists(&ctx.subject(meta::name(&obj))))
-}
-
-/// RBAC's escalation prevention for writes of roles and bindings ([`crate::rbac::admit_write`]),
-/// before validation as on kube-apiserver.
-fn admit_rbac(ctx: &RequestScope, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
-    if ctx.info.group != "rbac.authorization.k8s.io" || !matches!(ctx.info.codec, Codec::Typed(_)) {
-        return Ok(());
-    }
-    crate::rbac::admit_write(&ctx.inner.rbac, ctx.inner.authz.as_ref(), &ctx.identity, &ctx.info.plural, ctx.namespace().unwrap_or(""), obj, old)
 }
 
 /// What an update changes, worked out from the old object and the requested new one.
@@ -943,6 +712,7 @@ async fn prepare_update(
     let fv = FieldValidation::from_query(&ctx.query)?;
     let name = ctx.name().to_string();
     let sub = ctx.path.subresource.as_deref();
+    let strategy = ctx.strategy();
     new = decode_object(info, new, fv, warnings)?;
     // The object in the body must be the one in the URL.
     if let Some(n) = meta::meta_str(&new, "name").filter(|s| !s.is_empty())
@@ -958,18 +728,8 @@ async fn prepare_update(
     }
     let old_meta = meta::meta(old).cloned().unwrap_or_default();
     let mut obj = match sub {
-        // The status subresource changes only status.
-        Some("status") => {
-            let mut o = old.clone();
-            o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-            if o["status"].is_null()
-                && let Some(m) = o.as_object_mut()
-            {
-                m.remove("status");
-            }
-            o
-        }
-        // Finalize changes only spec.finalizers (namespaces).
+        Some("status") => strategy.prepare_for_status_update(old, &new),
+        // `/finalize` (served where the resource says so: namespaces) changes only spec.finalizers.
         Some("finalize") => {
             let mut o = old.clone();
             o["spec"]["finalizers"] = new.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
@@ -977,21 +737,7 @@ async fn prepare_update(
         }
         _ => {
             let mut o = new;
-            if info.status && !(info.group.is_empty() && info.plural == "namespaces") {
-                match old.get("status") {
-                    Some(s) => o["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = o.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-            if info.group.is_empty() && info.plural == "namespaces" {
-                // Namespace spec.finalizers change only through /finalize; status is the server's.
-                o["spec"] = old.get("spec").cloned().unwrap_or(json!({}));
-                o["status"] = old.get("status").cloned().unwrap_or(json!({}));
-            }
+            strategy.prepare_for_update(info, &mut o, old);
             o
         }
     };
@@ -1013,16 +759,11 @@ async fn prepare_update(
             m.insert("generateName".into(), og.clone());
         }
     }
-    flotilla_api_hooks::defaults(info, &mut obj)?;
-    // A CRD is defaulted before its generation is judged, as kube-apiserver defaults on decode:
-    // an update that only omits defaulted fields (listKind, conversion) changes nothing.
-    if is_crd(info) {
-        crate::crd::default_crd(&mut obj);
-    }
+    strategy.default_on_update(info, &mut obj)?;
     // Generation: +1 when the desired state changes.
     if info.generation {
         let old_gen = meta::generation(old).max(1);
-        let bump = spec_part(info, old) != spec_part(info, &obj);
+        let bump = strategy.desired_state(info, old) != strategy.desired_state(info, &obj);
         meta::meta_mut(&mut obj).insert("generation".into(), json!(if bump { old_gen + 1 } else { old_gen }));
     }
     // Finalizers cannot be added to an object that is being deleted.
@@ -1045,14 +786,10 @@ async fn prepare_update(
     }
     if sub.is_none() {
         admission_chain::mutate(info, &mut obj, false, ctx.namespace())?;
-        admit_rbac(ctx, &obj, Some(old))?;
+        strategy.admit(ctx, &obj, Some(old))?;
     }
-    let rule = meta::name_rule(&info.group, &info.plural);
-    let mut causes = meta::validate_object_meta(&obj, rule, info.namespaced);
+    let mut causes = meta::validate_object_meta(&obj, strategy.name_rule(), info.namespaced);
     causes.extend(validate_kind_off(ctx, info, &obj, Some(old), sub).await?);
-    if is_crd(info) && sub.is_none() {
-        causes.extend(crate::crd::validate_crd_update(&obj, old));
-    }
     if causes.is_empty() && sub.is_none() {
         causes.extend(admission_chain::validate(info, &obj, Some(old)));
     }
@@ -1069,9 +806,7 @@ async fn prepare_update(
         }
     }
     let noop = cmp_old == cmp_new;
-    let spec_finalizers_empty =
-        !(info.group.is_empty() && info.plural == "namespaces") || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
-    let remove = terminating && meta::finalizers(&obj).is_empty() && spec_finalizers_empty;
+    let remove = terminating && meta::finalizers(&obj).is_empty() && !strategy.holds_spec_finalizers(&obj);
     Ok(Prepared { obj, noop, remove })
 }
 
@@ -1091,7 +826,7 @@ async fn commit_update(ctx: &RequestScope, name: &str, rev: Revision, p: Prepare
         Ok(new_rev) => {
             let mut obj = p.obj;
             meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
-            crds_changed(ctx).await;
+            ctx.strategy().after_write(ctx).await;
             Ok(obj)
         }
         Err(StoreError::Conflict { .. }) => Err(ApiError::conflict(&ctx.subject(name))),
@@ -1407,7 +1142,7 @@ struct DeleteOptions {
     propagation: Option<String>,
     precondition_uid: Option<String>,
     precondition_rv: Option<String>,
-    /// `gracePeriodSeconds`: only pods have one (see [`pod_grace_seconds`]).
+    /// `gracePeriodSeconds`: only graceful kinds (pods) have one ([`crate::strategy::Strategy::deletion_grace`]).
     grace_period: Option<i64>,
     dry_run: bool,
 }
@@ -1459,28 +1194,11 @@ fn delete_options(ctx: &RequestScope, ct: Option<&str>, bytes: &[u8]) -> ApiResu
     Ok(o)
 }
 
-/// How long a pod being deleted is given to stop, as kube-apiserver decides it: none for a pod
-/// no node runs (unscheduled, or finished), else the request's grace period or the pod's
-/// `terminationGracePeriodSeconds` (30). With a grace period the pod is only marked
-/// (deletionTimestamp in the future) and its kubelet deletes it once its containers stopped.
-fn pod_grace_seconds(pod: &Value, requested: Option<i64>) -> i64 {
-    let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-    if !bound || finished {
-        return 0;
-    }
-    requested.or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64)).unwrap_or(30).max(0)
-}
-
-/// Names that the real server refuses to delete.
-const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
-
 /// Delete one object; returns the HTTP code and body (the object or a Status).
 async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> ApiResult<(StatusCode, Value)> {
     let info = &ctx.info;
-    if info.group.is_empty() && info.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
-        return Err(ApiError::forbidden(&ctx.subject(name), "this namespace may not be deleted"));
-    }
+    let strategy = ctx.strategy();
+    strategy.check_delete(ctx, name)?;
     for _ in 0..16 {
         let (old, rev) = read(ctx, name).await?;
         if let Some(uid) = &opts.precondition_uid
@@ -1504,22 +1222,21 @@ async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> Api
                 ),
             ));
         }
-        let is_namespace = info.group.is_empty() && info.plural == "namespaces";
-        let policy_finalizer = match opts.propagation.as_deref() {
-            _ if is_crd(info) => Some(crate::crd::CLEANUP_FINALIZER),
+        let policy_finalizer = strategy.deletion_finalizer().or(match opts.propagation.as_deref() {
             Some("Foreground") => Some("foregroundDeletion"),
             Some("Orphan") => Some("orphan"),
             _ => None,
-        };
+        });
         let mut finalizers = meta::finalizers(&old);
-        let spec_finalizers = is_namespace && old.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-        let is_pod = info.group.is_empty() && info.plural == "pods";
-        let grace = if is_pod { pod_grace_seconds(&old, opts.grace_period) } else { 0 };
+        let spec_finalizers = strategy.holds_spec_finalizers(&old);
+        let kind_grace = strategy.deletion_grace(&old, opts.grace_period);
+        let grace = kind_grace.unwrap_or(0);
         let graceful = !finalizers.is_empty() || policy_finalizer.is_some() || spec_finalizers || grace > 0;
-        // A pod already being deleted is deleted now when asked with no grace period (its
-        // kubelet does so once the containers stopped) and nothing else holds it.
-        let finish_pod = is_pod && opts.grace_period == Some(0) && finalizers.is_empty() && policy_finalizer.is_none();
-        if meta::is_terminating(&old) && !finish_pod {
+        // An object of a graceful kind (a pod) already being deleted is deleted now when asked
+        // with no grace period (its kubelet does so once the containers stopped) and nothing
+        // else holds it.
+        let finish_now = kind_grace.is_some() && opts.grace_period == Some(0) && finalizers.is_empty() && policy_finalizer.is_none();
+        if meta::is_terminating(&old) && !finish_now {
             // Already being deleted: nothing more to do.
             return Ok((StatusCode::OK, with_type(info, old)));
         }
@@ -1531,25 +1248,8 @@ async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> Api
                 }
                 meta::meta_mut(&mut obj).insert("finalizers".into(), json!(finalizers));
             }
-            {
-                let m = meta::meta_mut(&mut obj);
-                m.insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
-                // kube-apiserver's namespace delete sets no grace period either.
-                if !is_crd(info) && !is_namespace {
-                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
-                }
-            }
-            if is_crd(info) {
-                // kube-apiserver's CRD delete writes deletionTimestamp, the finalizer and a
-                // Terminating condition itself (no grace period, no new generation).
-                crate::crd::mark_deletion_pending(&mut obj);
-            } else if info.generation {
-                let g = meta::generation(&obj);
-                meta::meta_mut(&mut obj).insert("generation".into(), json!(g + 1));
-            }
-            if is_namespace {
-                obj["status"]["phase"] = json!("Terminating");
-            }
+            meta::meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
+            strategy.mark_deleting(info, &mut obj, grace);
             if opts.dry_run {
                 return Ok((StatusCode::OK, with_type(info, obj)));
             }
@@ -1557,7 +1257,7 @@ async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> Api
             match ctx.inner.store.update_if(key, storage::encode_for(info, &obj)?, rev).await {
                 Ok(new_rev) => {
                     meta::meta_mut(&mut obj).insert("resourceVersion".into(), json!(new_rev.to_string()));
-                    crds_changed(ctx).await;
+                    ctx.strategy().after_write(ctx).await;
                     return Ok((StatusCode::OK, with_type(info, obj)));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -1572,7 +1272,7 @@ async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> Api
                 Ok((r, _)) => {
                     let mut o = old.clone();
                     meta::meta_mut(&mut o).insert("resourceVersion".into(), json!(r.to_string()));
-                    crds_changed(ctx).await;
+                    ctx.strategy().after_write(ctx).await;
                     o
                 }
                 Err(StoreError::Conflict { .. }) => continue,

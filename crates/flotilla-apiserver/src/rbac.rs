@@ -600,23 +600,27 @@ fn only_gc_fields(new: &Value, old: &Value) -> bool {
 /// - a binding needs `bind` on the role it refers to, or every rule of that role held;
 /// - `system:masters` is never checked, nor an update that changes only owner references and
 ///   finalizers.
-pub(crate) fn admit_write(
-    rbac: &Rbac,
-    authz: &dyn crate::auth::Authorizer,
-    who: &Identity,
-    plural: &str,
-    namespace: &str,
-    obj: &Value,
-    old: Option<&Value>,
-) -> Result<(), crate::error::ApiError> {
-    use crate::error::{ApiError, Subject};
-    const GROUP: &str = "rbac.authorization.k8s.io";
-    if who.groups.iter().any(|g| g == "system:masters") || old.is_some_and(|o| only_gc_fields(obj, o)) {
-        return Ok(());
+pub(crate) struct RbacWrite<'a> {
+    pub rbac: &'a Rbac,
+    pub authz: &'a dyn crate::auth::Authorizer,
+    pub who: &'a Identity,
+    /// The resource written (`roles`, `clusterrolebindings`, …).
+    pub resource: &'a str,
+    pub namespace: &'a str,
+    pub obj: &'a Value,
+    pub old: Option<&'a Value>,
+}
+
+const GROUP: &str = "rbac.authorization.k8s.io";
+
+impl RbacWrite<'_> {
+    /// `system:masters`, and updates that change only owner references and finalizers, are
+    /// never checked.
+    fn exempt(&self) -> bool {
+        self.who.groups.iter().any(|g| g == "system:masters") || self.old.is_some_and(|o| only_gc_fields(self.obj, o))
     }
-    let name = crate::meta::name(obj);
-    let subject = Subject { group: GROUP, resource: plural, name };
-    let allowed = |verb: &str, resource: &str, ns: &str, object: &str, group: &str| {
+
+    fn allowed(&self, verb: &str, resource: &str, ns: &str, object: &str, group: &str) -> bool {
         let a = Attributes {
             verb: verb.into(),
             group: group.into(),
@@ -626,57 +630,72 @@ pub(crate) fn admit_write(
             name: object.into(),
             path: None,
         };
-        matches!(authz.authorize(who, &a), Decision::Allow(_))
-    };
-    let not_held = |missing: Vec<Rule>| {
-        let groups: Vec<String> = who.groups.clone();
+        matches!(self.authz.authorize(self.who, &a), Decision::Allow(_))
+    }
+
+    fn not_held(&self, missing: Vec<Rule>) -> String {
         format!(
             "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
-            serde_json::to_string(&who.user).unwrap_or_default(),
-            go_quoted(&groups),
+            serde_json::to_string(&self.who.user).unwrap_or_default(),
+            go_quoted(&self.who.groups),
             describe_missing(missing)
         )
-    };
-    match plural {
-        "roles" | "clusterroles" => {
-            // On create the request names no object, so a grant limited by name does not match.
-            let target = if old.is_some() { name } else { "" };
-            if allowed("escalate", plural, namespace, target, GROUP) {
-                return Ok(());
-            }
-            let held = rbac.held(who, namespace);
-            let missing = uncovered(&held, &rules(obj));
-            if !missing.is_empty() {
-                return Err(ApiError::forbidden(&subject, not_held(missing)));
-            }
-            let aggregates = |v: &Value| v.get("aggregationRule").is_some_and(|a| !a.is_null());
-            if plural == "clusterroles" && (aggregates(obj) || old.is_some_and(aggregates)) {
-                let everything = [
-                    Rule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..Rule::default() },
-                    Rule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..Rule::default() },
-                ];
-                if !uncovered(&held, &everything).is_empty() {
-                    return Err(ApiError::forbidden(&subject, "must have cluster-admin privileges to use the aggregationRule"));
-                }
-            }
-            Ok(())
+    }
+
+    /// A Role or ClusterRole (`may_aggregate`: a ClusterRole, whose `aggregationRule` needs
+    /// every permission).
+    pub(crate) fn admit_role(&self, may_aggregate: bool) -> Result<(), crate::error::ApiError> {
+        use crate::error::{ApiError, Subject};
+        if self.exempt() {
+            return Ok(());
         }
-        "rolebindings" | "clusterrolebindings" => {
-            let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
-            let (ref_group, ref_kind, ref_name) = (s("/roleRef/apiGroup"), s("/roleRef/kind"), s("/roleRef/name"));
-            let role_resource = if ref_kind == "Role" { "roles" } else { "clusterroles" };
-            let scope = if plural == "rolebindings" { namespace } else { "" };
-            if allowed("bind", role_resource, scope, ref_name, ref_group) {
-                return Ok(());
-            }
-            // kube-apiserver answers a missing role as a missing binding of the role's name.
-            let Some(role_rules) = rbac.referenced(ref_kind, namespace, ref_name) else {
-                return Err(ApiError::not_found(&Subject { group: GROUP, resource: plural, name: ref_name }));
-            };
-            let missing = uncovered(&rbac.held(who, scope), &role_rules);
-            if missing.is_empty() { Ok(()) } else { Err(ApiError::forbidden(&subject, not_held(missing))) }
+        let name = crate::meta::name(self.obj);
+        let subject = Subject { group: GROUP, resource: self.resource, name };
+        // On create the request names no object, so a grant limited by name does not match.
+        let target = if self.old.is_some() { name } else { "" };
+        if self.allowed("escalate", self.resource, self.namespace, target, GROUP) {
+            return Ok(());
         }
-        _ => Ok(()),
+        let held = self.rbac.held(self.who, self.namespace);
+        let missing = uncovered(&held, &rules(self.obj));
+        if !missing.is_empty() {
+            return Err(ApiError::forbidden(&subject, self.not_held(missing)));
+        }
+        let aggregates = |v: &Value| v.get("aggregationRule").is_some_and(|a| !a.is_null());
+        if may_aggregate && (aggregates(self.obj) || self.old.is_some_and(aggregates)) {
+            let everything = [
+                Rule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..Rule::default() },
+                Rule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..Rule::default() },
+            ];
+            if !uncovered(&held, &everything).is_empty() {
+                return Err(ApiError::forbidden(&subject, "must have cluster-admin privileges to use the aggregationRule"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A RoleBinding or ClusterRoleBinding (`cluster_wide`: a ClusterRoleBinding, whose role
+    /// must be held at the cluster scope).
+    pub(crate) fn admit_binding(&self, cluster_wide: bool) -> Result<(), crate::error::ApiError> {
+        use crate::error::{ApiError, Subject};
+        if self.exempt() {
+            return Ok(());
+        }
+        let name = crate::meta::name(self.obj);
+        let subject = Subject { group: GROUP, resource: self.resource, name };
+        let s = |p: &str| self.obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let (ref_group, ref_kind, ref_name) = (s("/roleRef/apiGroup"), s("/roleRef/kind"), s("/roleRef/name"));
+        let role_resource = if ref_kind == "Role" { "roles" } else { "clusterroles" };
+        let scope = if cluster_wide { "" } else { self.namespace };
+        if self.allowed("bind", role_resource, scope, ref_name, ref_group) {
+            return Ok(());
+        }
+        // kube-apiserver answers a missing role as a missing binding of the role's name.
+        let Some(role_rules) = self.rbac.referenced(ref_kind, self.namespace, ref_name) else {
+            return Err(ApiError::not_found(&Subject { group: GROUP, resource: self.resource, name: ref_name }));
+        };
+        let missing = uncovered(&self.rbac.held(self.who, scope), &role_rules);
+        if missing.is_empty() { Ok(()) } else { Err(ApiError::forbidden(&subject, self.not_held(missing))) }
     }
 }
 

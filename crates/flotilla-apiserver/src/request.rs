@@ -236,6 +236,21 @@ impl FieldValidation {
     }
 }
 
+/// The verb of a resource request.
+pub(crate) fn verb_of(method: &http::Method, p: &ResourcePath, q: &Query) -> &'static str {
+    match (method.as_str(), p.name.is_some()) {
+        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", false) if q.flag("watch") => "watch",
+        ("GET" | "HEAD", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

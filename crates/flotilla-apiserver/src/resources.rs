@@ -78,6 +78,8 @@ pub struct ResourceInfo {
     pub verbs: Vec<String>,
     /// A `/status` subresource that writes only `.status`.
     pub status: bool,
+    /// A `/finalize` subresource (PUT) that writes only `spec.finalizers` (namespaces).
+    pub finalize: bool,
     pub scale: Option<ScaleSpec>,
     /// `metadata.generation` is kept (1 on create, +1 on desired-state change).
     pub generation: bool,
@@ -139,6 +141,7 @@ where
         categories: Vec::new(),
         verbs: ALL_VERBS.iter().map(|s| s.to_string()).collect(),
         status: false,
+        finalize: false,
         scale: None,
         generation: false,
         returns_deleted: false,
@@ -159,6 +162,10 @@ impl Row {
     }
     fn status(mut self) -> Self {
         self.0.status = true;
+        self
+    }
+    fn finalize(mut self) -> Self {
+        self.0.finalize = true;
         self
     }
     fn scale(mut self) -> Self {
@@ -189,7 +196,12 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     use crate::table::Printer as P;
     use k8s_openapi::api::*;
     let rows = vec![
-        builtin::<core::v1::Namespace>().short(&["ns"]).status().verbs(&["create", "delete", "get", "list", "patch", "update", "watch"]).printer(P::Namespace),
+        builtin::<core::v1::Namespace>()
+            .short(&["ns"])
+            .status()
+            .finalize()
+            .verbs(&["create", "delete", "get", "list", "patch", "update", "watch"])
+            .printer(P::Namespace),
         builtin::<core::v1::ConfigMap>().short(&["cm"]).printer(P::ConfigMap),
         builtin::<core::v1::Secret>().printer(P::Secret),
         builtin::<core::v1::Service>().short(&["svc"]).all().status().returns_deleted().printer(P::Service),
@@ -500,6 +512,7 @@ mod tests {
             let sub = |s: &str| list.iter().any(|e| e["name"] == format!("{}/{s}", r.plural));
             assert_eq!(sub("status"), r.status, "{} /status", r.plural);
             assert_eq!(sub("scale"), r.scale.is_some(), "{} /scale", r.plural);
+            assert_eq!(sub("finalize"), r.finalize, "{} /finalize", r.plural);
         }
     }
 }

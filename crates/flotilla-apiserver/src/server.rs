@@ -1,26 +1,27 @@
-//! The API server as one axum `Router`: identity, authorization, overload protection, routing
-//! to discovery, resources and non-resource endpoints.
+//! The API server as one axum `Router`: the request filters (`filters`: identity,
+//! impersonation, authorization, overload protection) in front of routing to discovery,
+//! resources and non-resource endpoints.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use flotilla_store::Store;
 use serde_json::{Value, json};
 
-use crate::auth::{Attributes, Decision, Identity, TokenFile};
+use crate::auth::{Identity, TokenFile};
 use crate::discovery;
-use crate::error::{ApiError, ApiResult, Subject};
-use crate::metrics::{LatencyLabels, RequestLabels};
+use crate::error::{ApiError, ApiResult};
+use crate::filters::RequestInfo;
 use crate::negotiate::{self, DiscoveryFormat};
-use crate::request::{Query, ResourcePath, Route, parse_path};
+use crate::request::{Query, ResourcePath, Route, verb_of};
 use crate::resources::Registry;
 use crate::response::{json_response, ok_json};
 use crate::scope::{RequestScope, read_body, resolve, unrouted};
 use crate::state::ApiState;
+use crate::strategy::Virtual;
 
 pub use crate::config::{ApiServerConfig, AuthorizationMode, VersionInfo};
 
@@ -132,239 +133,36 @@ impl ApiServer {
     /// The whole API as a router. Requests must carry an [`Identity`] extension or arrive over
     /// TLS (client certificate) or with a bearer token; otherwise they are anonymous.
     pub fn router(&self) -> axum::Router {
-        let inner = self.inner.clone();
-        axum::Router::new().fallback(move |req: Request<Body>| {
-            let inner = inner.clone();
-            let fut = handle(inner, req);
-            assert_send(&fut);
-            fut
-        })
+        crate::filters::chain(self.inner.clone(), endpoint_service(self.inner.clone()))
     }
 }
 
-fn assert_send<T: Send>(_: &T) {}
-
-/// Work out who is calling.
-fn identify(inner: &ApiState, req: &Request<Body>) -> Identity {
-    if let Some(id) = req.extensions().get::<Identity>() {
-        return id.clone();
-    }
-    if let Some(tls) = req.extensions().get::<Arc<axum_server::tls::TlsInfo>>()
-        && let Some(id) = tls.peer_certificates.first().and_then(|der| crate::auth::identity_from_cert(der))
-    {
-        return id;
-    }
-    if let Some(token) = bearer_token(req) {
-        if let Some(id) = inner.tokens.read().lookup(token) {
-            return id.clone();
-        }
-        if let Some(id) = inner.rbac.authenticate(token) {
-            return id;
-        }
-    }
-    Identity::anonymous()
-}
-
-fn bearer_token(req: &Request<Body>) -> Option<&str> {
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim)
-}
-
-/// The service account a TokenRequest token (a JWT) stands for, if it is one and still valid.
-async fn identify_service_account(inner: &ApiState, token: &str) -> Option<Identity> {
-    if token.split('.').count() != 3 {
-        return None;
-    }
-    let key = inner.service_account_verifying_key().await?;
-    crate::service_account_jwt::authenticate(inner.store.as_ref(), &key, token, jiff::Timestamp::now().as_second()).await
-}
-
-/// The verb of a resource request.
-pub(crate) fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static str {
-    match (method.as_str(), p.name.is_some()) {
-        ("GET" | "HEAD", true) => "get",
-        ("GET" | "HEAD", false) if q.flag("watch") => "watch",
-        ("GET" | "HEAD", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        _ => "unknown",
-    }
-}
-
-const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
-
-async fn handle(inner: Arc<ApiState>, mut req: Request<Body>) -> Response {
-    let started = Instant::now();
-    let mut identity = identify(&inner, &req);
-    if identity.is_anonymous()
-        && let Some(token) = bearer_token(&req).map(String::from)
-    {
-        identity = identify_service_account(&inner, &token).await.unwrap_or(identity);
-        // A credential that authenticates no one is refused everywhere, health included: only
-        // a request with no credential at all is anonymous.
-        if identity.is_anonymous() {
-            return finish(&inner, "unknown", "", started, ApiError::unauthorized().into_response());
-        }
-    }
-    // Taken off the request whatever happens, so nothing behind the server sees them.
-    let impersonation = crate::impersonation::take_headers(req.headers_mut());
-    let path = req.uri().path().to_string();
-    let query = Query::parse(req.uri().query()).for_method(req.method());
-    // Connect subresources (`clusters/{name}/proxy/{path...}`) carry a path of their own.
-    if let Some((p, c, tail)) = crate::connect_request::match_path(&inner.registry.catalog(), &path) {
-        if let Some(asked) = &impersonation
-            && !identity.is_anonymous()
-        {
-            let verb = verb_of(req.method(), &p, &query);
-            match crate::impersonation::impersonate(
-                inner.authz.as_ref(),
-                &inner.impersonation_modes,
-                &identity,
-                asked,
-                &attributes(&Route::Resource(p.clone()), verb, req.method()),
-            ) {
-                Ok(id) => identity = id,
-                Err(e) => return finish(&inner, verb, &p.resource, started, e.into_response()),
-            }
-        }
-        return connect(inner, identity, p, c, tail, query, started, req).await;
-    }
-    let route = match parse_path(&path) {
+/// The API behind its filters ([`crate::filters`]), the chain built for one request (the
+/// detached router, which holds the server only weakly).
+async fn handle(inner: Arc<ApiState>, req: Request<Body>) -> Response {
+    let endpoint = endpoint_service(inner.clone());
+    match tower::ServiceExt::oneshot(crate::filters::chain(inner, endpoint), req).await {
         Ok(r) => r,
-        Err(e) => return finish(&inner, "unknown", "", started, e.into_response()),
-    };
-    let (verb, resource) = match &route {
-        Route::Resource(p) => (verb_of(req.method(), p, &query), p.resource.clone()),
-        _ => ("get", String::new()),
-    };
-    if let Some(asked) = &impersonation
-        && !identity.is_anonymous()
-    {
-        match crate::impersonation::impersonate(inner.authz.as_ref(), &inner.impersonation_modes, &identity, asked, &attributes(&route, verb, req.method())) {
-            Ok(id) => identity = id,
-            Err(e) => return finish(&inner, verb, &resource, started, e.into_response()),
-        }
+        Err(never) => match never {},
     }
-    // Authentication: anonymous callers only reach the health and version endpoints.
-    if identity.is_anonymous() {
-        let open = matches!(&route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));
-        if !open {
-            return finish(&inner, verb, &resource, started, ApiError::unauthorized().into_response());
-        }
-    } else {
-        let attrs = attributes(&route, verb, req.method());
-        if let Decision::Deny(_) = inner.authz.authorize(&identity, &attrs) {
-            let e = match &route {
-                Route::Resource(p) => ApiError::forbidden(
-                    &Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") },
-                    crate::rbac::denial(&identity, &attrs),
-                ),
-                _ => ApiError::new(403, "Forbidden", format!("forbidden: User \"{}\" cannot get path \"{path}\"", identity.user)),
-            };
-            return finish(&inner, verb, &resource, started, e.into_response());
-        }
-    }
-    let is_watch = verb == "watch";
-    // Overload protection: a cap on non-watch requests in flight, and a deadline.
-    let _permit = if is_watch {
-        None
-    } else {
-        match inner.in_flight.try_acquire() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                inner.metrics.rejected_overload.inc();
-                return finish(&inner, verb, &resource, started, ApiError::too_many_requests(1).into_response());
-            }
-        }
-    };
-    let work = route_request(inner.clone(), identity, route, query, req);
-    let resp = if is_watch {
-        work.await
-    } else {
-        match tokio::time::timeout(inner.config.request_timeout, work).await {
-            Ok(r) => r,
-            Err(_) => {
-                ApiError::timeout(format!("Timeout: request did not complete within the allotted timeout of {}s", inner.config.request_timeout.as_secs()))
-                    .into_response()
-            }
-        }
-    };
-    finish(&inner, verb, &resource, started, resp)
 }
 
-/// A connect request: authorized like any subresource (`clusters/proxy`, the verb from the
-/// method), then long-running — no in-flight slot and no deadline, as kube-apiserver treats
-/// proxy requests.
-#[allow(clippy::too_many_arguments)]
-async fn connect(
+/// [`endpoint`] as a tower `Service`.
+fn endpoint_service(
     inner: Arc<ApiState>,
-    identity: Identity,
-    p: ResourcePath,
-    c: Arc<crate::connect::ConnectSubresource>,
-    tail: String,
-    query: Query,
-    started: Instant,
-    req: Request<Body>,
-) -> Response {
-    let verb = verb_of(req.method(), &p, &query);
-    let resource = p.resource.clone();
-    if identity.is_anonymous() {
-        return finish(&inner, verb, &resource, started, ApiError::unauthorized().into_response());
-    }
-    let route = Route::Resource(p.clone());
-    let attrs = attributes(&route, verb, req.method());
-    if let Decision::Deny(_) = inner.authz.authorize(&identity, &attrs) {
-        let subject = Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") };
-        let e = ApiError::forbidden(&subject, crate::rbac::denial(&identity, &attrs));
-        return finish(&inner, verb, &resource, started, e.into_response());
-    }
-    let resp = crate::connect_request::serve(inner.clone(), identity, p, c, tail, req).await;
-    finish(&inner, verb, &resource, started, resp)
+) -> impl tower::Service<Request<Body>, Response = Response, Error = std::convert::Infallible, Future: Send + 'static> + Clone + Send + Sync + 'static {
+    tower::service_fn(move |req| endpoint(inner.clone(), req))
 }
 
-fn attributes(route: &Route, verb: &str, method: &Method) -> Attributes {
-    match route {
-        Route::Resource(p) => Attributes {
-            verb: verb.to_string(),
-            group: p.group.clone(),
-            resource: p.resource.clone(),
-            subresource: p.subresource.clone().unwrap_or_default(),
-            namespace: p.namespace.clone().unwrap_or_default(),
-            name: p.name.clone().unwrap_or_default(),
-            path: None,
-        },
-        Route::NonResource(path) => Attributes {
-            verb: method.as_str().to_lowercase(),
-            group: String::new(),
-            resource: String::new(),
-            subresource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-            path: Some(path.clone()),
-        },
-        _ => Attributes {
-            verb: "get".into(),
-            group: String::new(),
-            resource: String::new(),
-            subresource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-            path: Some("/apis".into()),
-        },
-    }
-}
-
-fn finish(inner: &ApiState, verb: &str, resource: &str, started: Instant, resp: Response) -> Response {
-    let code = resp.status().as_u16().to_string();
-    inner.metrics.requests.get_or_create(&RequestLabels { verb: verb.into(), resource: resource.into(), code }).inc();
-    inner.metrics.latency.get_or_create(&LatencyLabels { verb: verb.into(), resource: resource.into() }).observe(started.elapsed().as_secs_f64());
-    resp
+/// The handlers: a connect subresource's, or routing to discovery, resources and
+/// non-resource endpoints.
+async fn endpoint(inner: Arc<ApiState>, mut req: Request<Body>) -> Result<Response, std::convert::Infallible> {
+    let info = req.extensions_mut().remove::<RequestInfo>().expect("the request_info filter runs first");
+    let identity = req.extensions().get::<Identity>().cloned().unwrap_or_else(Identity::anonymous);
+    Ok(match (info.connect, info.route) {
+        (Some((c, tail)), Route::Resource(p)) => crate::connect_request::serve(inner, identity, p, c, tail, req).await,
+        (_, route) => route_request(inner, identity, route, info.query, req).await,
+    })
 }
 
 async fn route_request(inner: Arc<ApiState>, identity: Identity, route: Route, query: Query, req: Request<Body>) -> Response {
@@ -460,38 +258,9 @@ async fn non_resource(inner: &ApiState, path: &str, headers: &HeaderMap) -> ApiR
 }
 
 async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, query: Query, req: Request<Body>) -> ApiResult<Response> {
-    // Reviews are answered by handlers, not storage.
-    match (p.group.as_str(), p.resource.as_str(), req.method()) {
-        ("authorization.k8s.io", "selfsubjectaccessreviews", &Method::POST) => {
-            let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
-            let body = read_json_body(&inner, req, "SelfSubjectAccessReview").await?;
-            crate::auth::validate_access_review(&body)?;
-            let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
-            // The request's spec is owned by its writer, as on any create.
-            let managed = crate::objects::created_managed_fields(&query, Some(&user_agent), &p.group, &p.version, "SelfSubjectAccessReview", &body);
-            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
-                meta.insert("managedFields".into(), m);
-            }
-            return Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]));
-        }
-        ("authorization.k8s.io", "selfsubjectrulesreviews", &Method::POST) => {
-            let body = read_json_body(&inner, req, "SelfSubjectRulesReview").await?;
-            return Ok(json_response(
-                StatusCode::CREATED,
-                &crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?,
-                "application/json",
-                &[],
-            ));
-        }
-        ("authentication.k8s.io", "selfsubjectreviews", &Method::POST) => {
-            let _ = read_json_body(&inner, req, "SelfSubjectReview").await?;
-            return Ok(json_response(StatusCode::CREATED, &crate::auth::self_subject_review(&identity, &p.version), "application/json", &[]));
-        }
-        _ => {}
-    }
-    if p.group.is_empty() && p.resource == "serviceaccounts" && p.subresource.as_deref() == Some("token") && req.method() == Method::POST {
-        let body = read_json_body(&inner, req, "TokenRequest").await?;
-        return crate::objects::token_request(&inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
+    // Reviews and TokenRequests are answered by handlers, not storage.
+    if let Some(v) = crate::strategy::virtual_resource(&p, req.method()) {
+        return virtual_resource(&inner, identity, &p, &query, v, req).await;
     }
     let info = resolve(&inner, &p)?;
     // A custom resource in the other scope: apiextensions hands it to its not-found handler.
@@ -508,7 +277,7 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         None => {}
         Some("status") if info.status => {}
         Some("scale") if info.scale.is_some() => {}
-        Some("finalize") if info.group.is_empty() && info.plural == "namespaces" && verb == "update" => {}
+        Some("finalize") if info.finalize && verb == "update" => {}
         Some(_) => return Err(ApiError::no_route()),
     }
     let base_verb = if verb == "watch" { "watch" } else { verb };
@@ -519,8 +288,7 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         check_field_manager(&query)?;
     }
     // kube-apiserver warns on every request to a deprecated resource.
-    let deprecation = (info.group.is_empty() && info.plural == "endpoints")
-        .then_some("299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"");
+    let deprecation = crate::strategy::for_resource(&info).deprecation();
     // A request without a User-Agent is manager `unknown`, as on kube-apiserver.
     let user_agent = req.headers().get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
     let user_agent = Some(user_agent.to_string());
@@ -531,6 +299,30 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
         r.headers_mut().append(header::WARNING, HeaderValue::from_static(w));
     }
     resp
+}
+
+/// A resource no store holds ([`crate::strategy::Virtual`]).
+async fn virtual_resource(inner: &ApiState, identity: Identity, p: &ResourcePath, query: &Query, v: Virtual, req: Request<Body>) -> ApiResult<Response> {
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown").to_string();
+    let body = read_json_body(inner, req, v.kind()).await?;
+    let out = match v {
+        Virtual::SelfSubjectAccessReview => {
+            crate::auth::validate_access_review(&body)?;
+            let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
+            // The request's spec is owned by its writer, as on any create.
+            let managed = crate::objects::created_managed_fields(query, Some(&user_agent), &p.group, &p.version, v.kind(), &body);
+            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
+                meta.insert("managedFields".into(), m);
+            }
+            out
+        }
+        Virtual::SelfSubjectRulesReview => crate::auth::self_subject_rules_review(inner.authz.as_ref(), &identity, &body)?,
+        Virtual::SelfSubjectReview => crate::auth::self_subject_review(&identity, &p.version),
+        Virtual::TokenRequest => {
+            return crate::strategy::token_request(inner, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""), &body).await;
+        }
+    };
+    Ok(json_response(StatusCode::CREATED, &out, "application/json", &[]))
 }
 
 /// `fieldManager` is at most 128 bytes (CreateOptions, UpdateOptions and PatchOptions alike).

@@ -1,5 +1,5 @@
 //! The crate's modules form layers: no module imports, directly or through others, a module
-//! that imports it (docs/adr/0019-apiserver-module-layers.md).
+//! that imports it (docs/adr/0020-apiserver-module-layers.md).
 //!
 //! Each top-level module of `src/` (a file `foo.rs` together with `foo/`) is one node; an edge
 //! `a -> b` is a `crate::b` path in `a`'s code (or a `super::b` at the top of `src/a.rs`;
@@ -7,9 +7,11 @@
 //! are blanked out first. The test fails with every cycle it finds, printed `a -> b -> a`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use regex::Regex;
+
+mod source_tree;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
@@ -24,8 +26,7 @@ fn the_modules_of_src_form_no_cycle() {
 
 /// The module graph of the crate whose sources are under `src`.
 fn module_graph(src: &Path) -> Graph {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
+    let files = source_tree::rust_files(src);
     let node_of = |f: &Path| f.strip_prefix(src).unwrap().components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
     let nodes: BTreeSet<String> = files.iter().map(|f| node_of(f)).filter(|n| n != "lib" && n != "main").collect();
     let path = Regex::new(r"\b(crate|super)::(\w+)").unwrap();
@@ -44,17 +45,6 @@ fn module_graph(src: &Path) -> Graph {
         }
     }
     graph
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// `code` with comments, string and char literals replaced by spaces (line breaks kept).

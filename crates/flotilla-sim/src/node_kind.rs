@@ -34,6 +34,7 @@ fn node_info() -> ResourceInfo {
         categories: Vec::new(),
         verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"].iter().map(|s| s.to_string()).collect(),
         status: true,
+        finalize: false,
         scale: None,
         generation: false,
         returns_deleted: false,

@@ -1,0 +1,41 @@
+//! Authorization: anonymous callers reach only the health and version endpoints (401
+//! elsewhere); everyone else is asked of the authorizer (403 with RBAC's words when denied).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::Decision;
+use crate::error::{ApiError, Subject};
+use crate::request::Route;
+use crate::state::ApiState;
+
+const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
+
+pub(super) async fn authorize(State(inner): State<Arc<ApiState>>, req: Request<Body>, next: Next) -> Response {
+    let (info, identity) = super::info_of(&req);
+    if identity.is_anonymous() {
+        let open =
+            matches!(&info.route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));
+        if !open {
+            return ApiError::unauthorized().into_response();
+        }
+    } else {
+        let attrs = info.attributes(req.method());
+        if let Decision::Deny(_) = inner.authz.authorize(identity, &attrs) {
+            let e = match &info.route {
+                Route::Resource(p) => ApiError::forbidden(
+                    &Subject { group: &p.group, resource: &p.resource, name: p.name.as_deref().unwrap_or("") },
+                    crate::rbac::denial(identity, &attrs),
+                ),
+                _ => ApiError::new(403, "Forbidden", format!("forbidden: User \"{}\" cannot get path \"{}\"", identity.user, req.uri().path())),
+            };
+            return e.into_response();
+        }
+    }
+    next.run(req).await
+}
