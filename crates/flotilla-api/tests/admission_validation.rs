@@ -242,11 +242,13 @@ fn propagation_policy_defaults() {
     assert_eq!(obj["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"], "uuid-1");
     assert_eq!(admission::validate(&pp_gvk(), &obj, None), vec![]);
 
-    // Names longer than 63 characters are refused by the mutating webhook.
+    // Karmada v1.18 has no 63-character limit on a policy's name (its identity is the
+    // permanent-id label, its name an annotation): a long name is accepted and labelled.
     let mut long = obj.clone();
-    long["metadata"]["name"] = json!("p".repeat(64));
-    let errors = default(&pp_gvk(), &mut long, Operation::Create).unwrap_err();
-    assert_eq!(errors[0].message, "PropagationPolicy's name should be no more than 63 characters");
+    long["metadata"]["name"] = json!("p".repeat(200));
+    default(&pp_gvk(), &mut long, Operation::Create).unwrap();
+    assert_eq!(long["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"], "uuid-1");
+    assert_eq!(admission::validate(&pp_gvk(), &long, None), vec![]);
 
     // A ClusterPropagationPolicy gets its own label and finalizer, and keeps selector namespaces.
     let cpp = GroupVersionKind::gvk("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy");

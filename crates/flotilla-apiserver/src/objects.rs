@@ -1222,6 +1222,10 @@ async fn delete_one(ctx: &RequestScope, name: &str, opts: &DeleteOptions) -> Api
                 ),
             ));
         }
+        // Validating admission of the delete (Karmada's deletion protection), dry run or not.
+        if let Some(message) = flotilla_api::admission::refuse_delete(&old) {
+            return Err(ApiError::new(403, "Forbidden", message));
+        }
         let policy_finalizer = strategy.deletion_finalizer().or(match opts.propagation.as_deref() {
             Some("Foreground") => Some("foregroundDeletion"),
             Some("Orphan") => Some("orphan"),

@@ -114,6 +114,44 @@ async fn bootstrap_namespaces_exist_and_immortal_ones_cannot_be_deleted() {
     }
 }
 
+/// Karmada's deletion protection: an object of any kind labelled
+/// `resourcetemplate.karmada.io/deletion-protected: Always` is not deleted (403, the webhook's
+/// message), by a DELETE, a dry run or a DELETE of its collection; another value protects
+/// nothing, and once the label is gone the object is deleted.
+#[tokio::test]
+async fn deletion_protected_objects_are_not_deleted() {
+    let api = server(ApiServerConfig::default()).await;
+    let refused = "admission webhook \"resourcedeletionprotection.karmada.io\" denied the request: This resource is protected, please make sure to remove the label: resourcetemplate.karmada.io/deletion-protected";
+    let label = |value: &str| json!({"resourcetemplate.karmada.io/deletion-protected": value});
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": label("Always")}});
+    let (code, _, body) = call(&api, "POST", "/api/v1/namespaces", Some(admin()), Some(ns), &[]).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let cms = "/api/v1/namespaces/shop/configmaps";
+    for (name, value) in [("kept", "Always"), ("free", "Never")] {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": label(value)}});
+        let (code, _, body) = call(&api, "POST", cms, Some(admin()), Some(cm), &[]).await;
+        assert_eq!(code, StatusCode::CREATED, "{body}");
+    }
+    let (code, _, body) = call(&api, "DELETE", &format!("{cms}/free"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK, "a value other than Always protects nothing: {body}");
+    for path in ["/api/v1/namespaces/shop".to_string(), format!("{cms}/kept"), format!("{cms}/kept?dryRun=All"), cms.to_string()] {
+        let (code, _, body) = call(&api, "DELETE", &path, Some(admin()), None, &[]).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert_eq!((body["reason"].as_str(), body["message"].as_str()), (Some("Forbidden"), Some(refused)), "{path}");
+    }
+    let (code, _, _) = call(&api, "GET", &format!("{cms}/kept"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK, "the protected ConfigMap is still there");
+
+    let unlabel = json!({"metadata": {"labels": {"resourcetemplate.karmada.io/deletion-protected": null}}});
+    let merge = [("content-type", "application/merge-patch+json")];
+    let (code, _, body) = call(&api, "PATCH", &format!("{cms}/kept"), Some(admin()), Some(unlabel), &merge).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, _, body) = call(&api, "DELETE", &format!("{cms}/kept"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let (code, _, _) = call(&api, "GET", &format!("{cms}/kept"), Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
 /// A pod a node runs is only marked when deleted (deletionTimestamp = now + its grace period,
 /// generation bumped) until it is deleted with grace 0, as its kubelet does; an unscheduled
 /// pod, or one asked to go with grace 0, goes at once.

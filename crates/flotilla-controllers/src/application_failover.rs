@@ -140,8 +140,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     for c in &evict {
         tracing::info!(controller = NAME, binding = %key, cluster = %c, "evicted: application unhealthy past its toleration");
         ctx.unhealthy_since.lock().entry(key.clone()).or_default().remove(c);
-        let note = format!("Evicting from cluster {c}: the application has been unhealthy there for {}s.", toleration.as_secs());
-        ctx.bindings.publish(&ctx.events, &key, false, REASON_APPLICATION_FAILURE, "Evict", note).await;
+        ctx.bindings.publish_eviction(&ctx.events, &key, c).await;
     }
     Ok(Next::Done)
 }

@@ -422,6 +422,13 @@ async fn publish_binding_event(ctx: &Context, b: &Binding, warning: bool, reason
     ctx.events.publish_ref(&reference, warning, reason, "SyncWork", note).await;
 }
 
+/// A SyncWork Event, as Karmada records it: on the binding and on its template (where users
+/// look Events up).
+async fn publish_sync_event(ctx: &Context, b: &Binding, template: &Value, warning: bool, reason: &str, note: String) {
+    publish_binding_event(ctx, b, warning, reason, note.clone()).await;
+    ctx.events.publish_ref(&template_reference(template), warning, reason, "SyncWork", note).await;
+}
+
 fn template_reference(template: &Value) -> k8s_openapi::api::core::v1::ObjectReference {
     let s = |p: &str| template.pointer(p).and_then(Value::as_str).map(str::to_string);
     k8s_openapi::api::core::v1::ObjectReference {
@@ -614,12 +621,16 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
 
     if let Some(first) = failures.first() {
         let msg = format!("Failed to sync work of {}: {}", b.key, failures.join("; "));
-        publish_binding_event(ctx, b, true, REASON_SYNC_WORK_FAILED, msg).await;
+        publish_sync_event(ctx, b, template, true, REASON_SYNC_WORK_FAILED, msg).await;
         let terminal = unrenderable == failures.len();
         return Err(Error::Sync { key: b.key.clone(), failed: failures.len(), total: targets.len(), first: first.clone(), terminal });
     }
     if changed > 0 {
-        publish_binding_event(ctx, b, false, REASON_SYNC_WORK_SUCCEED, format!("Sync work of {} successful.", b.key)).await;
+        let what = match &b.key.namespace {
+            Some(ns) => format!("ResourceBinding({ns}/{})", b.key.name),
+            None => format!("ClusterResourceBinding({})", b.key.name),
+        };
+        publish_sync_event(ctx, b, template, false, REASON_SYNC_WORK_SUCCEED, format!("Sync work of {what} successful.")).await;
     }
     Ok(Next::Done)
 }

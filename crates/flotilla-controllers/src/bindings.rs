@@ -92,6 +92,30 @@ impl Bindings {
     }
 }
 
+impl Bindings {
+    /// Karmada's `EmitClusterEvictionEvent`: `EvictWorkloadFromClusterSucceed` on the binding and
+    /// on its template, when the binding is still there.
+    pub async fn publish_eviction(&self, events: &Events, key: &BindingKey, cluster: &str) {
+        let Some(b) = self.get(key) else { return };
+        let note = format!("Evict from cluster {cluster} succeed.");
+        self.publish(events, key, false, REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED, "Evict", note.clone()).await;
+        let r = &b.spec.resource;
+        let template = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(r.api_version.clone()),
+            kind: Some(r.kind.clone()),
+            namespace: r.namespace.clone().filter(|ns| !ns.is_empty()),
+            name: Some(r.name.clone()),
+            uid: r.uid.clone(),
+            resource_version: None,
+            field_path: None,
+        };
+        events.publish_ref(&template, false, REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED, "Evict", note).await;
+    }
+}
+
+/// The Event reason of a workload evicted from a cluster (Karmada's).
+pub const REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED: &str = "EvictWorkloadFromClusterSucceed";
+
 /// Karmada's `GracefulEvictCluster`: `task.from_cluster` leaves `spec.clusters` and `task` (with
 /// the replicas the cluster had) joins `spec.gracefulEvictionTasks` — unless a task for that
 /// cluster is already there.

@@ -48,6 +48,9 @@ pub const NAME: &str = "resource-detector";
 /// Event reasons on templates (Karmada's).
 pub const REASON_APPLY_POLICY_SUCCEED: &str = "ApplyPolicySucceed";
 pub const REASON_APPLY_POLICY_FAILED: &str = "ApplyPolicyFailed";
+pub const REASON_GET_REPLICAS_SUCCEED: &str = "GetReplicasSucceed";
+pub const REASON_GET_REPLICAS_FAILED: &str = "GetReplicasFailed";
+pub const REASON_PREEMPT_POLICY_SUCCEED: &str = "PreemptPolicySucceed";
 
 /// Namespaces whose objects are never propagated.
 pub fn is_reserved_namespace(ns: &str) -> bool {
@@ -55,10 +58,29 @@ pub fn is_reserved_namespace(ns: &str) -> bool {
         || ns.starts_with("karmada-es-")
 }
 
-/// API groups whose kinds are Karmada's own and never propagated.
-fn is_federation_group(api_version: &str) -> bool {
-    let group = api_version.split_once('/').map_or("", |(g, _)| g);
-    group.ends_with(".karmada.io") || group == "types.kubefed.io" || group == "core.kubefed.io" || group == "scheduling.kubefed.io"
+/// API groups the detector never watches: Karmada v1.18's defaults (`NewSkippedResourceConfig`:
+/// exact groups, so a custom resource of `example.karmada.io` is propagated), KubeFed's own
+/// groups, and Events.
+const SKIPPED_GROUPS: &[&str] = &[
+    "cluster.karmada.io",
+    "policy.karmada.io",
+    "work.karmada.io",
+    "config.karmada.io",
+    "networking.karmada.io",
+    "autoscaling.karmada.io",
+    "remedy.karmada.io",
+    "apps.karmada.io",
+    "events.k8s.io",
+    "types.kubefed.io",
+    "core.kubefed.io",
+    "scheduling.kubefed.io",
+];
+
+/// Whether templates of `kind` are never propagated: a skipped group, core Events, or Leases
+/// (`coordination.k8s.io/v1`), as Karmada skips them.
+fn is_skipped(kind: &Kind) -> bool {
+    let group = kind.api_version.split_once('/').map_or("", |(g, _)| g);
+    SKIPPED_GROUPS.contains(&group) || (kind.api_version == "v1" && kind.kind == "Event") || kind.api_version == "coordination.k8s.io/v1"
 }
 
 #[derive(Clone, Debug)]
@@ -350,7 +372,7 @@ impl Context {
 
 /// Start watching `kind` unless already watched.
 fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
-    if is_federation_group(&kind.api_version) {
+    if is_skipped(&kind) {
         return;
     }
     {
@@ -465,10 +487,22 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         ctx.events.publish_ref(&object_reference(&obj, &watched.resource), true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
         return Ok(Next::After(Duration::from_secs(1)));
     }
+    // Another policy still there claims it: the chosen one preempts it (Karmada's Event).
+    let preempted = claimed.as_ref().filter(|(ns, name)| (ns.as_deref(), name.as_str()) != (chosen.namespace.as_deref(), chosen.name.as_str())).filter(
+        |(ns, name)| match ns {
+            Some(ns) => ctx.pps.get(&ObjectRef::new(name).within(ns)).is_some(),
+            None => ctx.cpps.get(&ObjectRef::new(name)).is_some(),
+        },
+    );
     let (labels, annotations) = claim(&chosen);
     if let Some(patch) = metadata_patch(&template, &labels, &annotations) {
         match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {}
+            Ok(_) => {
+                if let Some((ns, name)) = preempted {
+                    let msg = preemption_message(&chosen, ns.as_deref(), name);
+                    ctx.events.publish_ref(&object_reference(&obj, &watched.resource), false, REASON_PREEMPT_POLICY_SUCCEED, "PreemptPolicy", msg).await;
+                }
+            }
             // Gone: the watch brings the deletion.
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Next::Done),
             // Changed meanwhile. The watch brings the new version but queues it only if more
@@ -481,20 +515,42 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         }
         return Ok(Next::Done);
     }
+    let reference = object_reference(&obj, &watched.resource);
     let spec = match binding_spec(&template, &chosen) {
         Ok(s) => s,
         Err(e) => {
+            // binding_spec fails only on the replica interpretation.
+            ctx.events.publish_ref(&reference, true, REASON_GET_REPLICAS_FAILED, "GetReplicas", e.clone()).await;
             let msg = format!("Failed to apply policy({}) for {}: {e}", chosen.display(), describe(&key));
-            ctx.events.publish_ref(&object_reference(&obj, &watched.resource), true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
+            ctx.events.publish_ref(&reference, true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
             return Ok(Next::Done);
         }
     };
+    let replicas_interpreted = flotilla_api::interpreter::get_replicas(&template).is_ok_and(|r| r.is_some());
     let changed = ensure_binding(&ctx, &key, watched.namespaced, &obj, &chosen, spec).await?;
     if changed {
+        if replicas_interpreted {
+            ctx.events
+                .publish_ref(&reference, false, REASON_GET_REPLICAS_SUCCEED, "GetReplicas", "Get replicas of resource template successfully.".into())
+                .await;
+        }
         let msg = format!("Apply policy({}) succeed", chosen.display());
-        ctx.events.publish_ref(&object_reference(&obj, &watched.resource), false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
+        ctx.events.publish_ref(&reference, false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
     }
     Ok(Next::Done)
+}
+
+/// Karmada's message for a preemption: `chosen` took the template from the policy `name` (in
+/// `namespace`; a ClusterPropagationPolicy without).
+fn preemption_message(chosen: &Chosen, namespace: Option<&str>, name: &str) -> String {
+    let from = match namespace {
+        Some(ns) => format!("propagation policy({ns}/{name})"),
+        None => format!("cluster propagation policy({name})"),
+    };
+    match &chosen.namespace {
+        Some(ns) => format!("Propagation policy({ns}/{}) preempted {from} successfully", chosen.name),
+        None => format!("Cluster propagation policy({}) preempted {from} successfully", chosen.name),
+    }
 }
 
 fn describe(key: &TemplateKey) -> String {
@@ -825,6 +881,25 @@ pub async fn run(client: Client, rt: Runtime, config: Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_karmadas_own_groups_events_and_leases_are_skipped() {
+        let kind = |api_version: &str, kind: &str| Kind { api_version: api_version.into(), kind: kind.into() };
+        for skipped in [
+            kind("policy.karmada.io/v1alpha1", "PropagationPolicy"),
+            kind("work.karmada.io/v1alpha2", "ResourceBinding"),
+            kind("apps.karmada.io/v1alpha1", "WorkloadRebalancer"),
+            kind("types.kubefed.io/v1beta1", "FederatedDeployment"),
+            kind("events.k8s.io/v1", "Event"),
+            kind("v1", "Event"),
+            kind("coordination.k8s.io/v1", "Lease"),
+        ] {
+            assert!(is_skipped(&skipped), "{skipped:?}");
+        }
+        for propagated in [kind("example-x.karmada.io/v1", "Widget"), kind("karmada.io/v1", "Thing"), kind("apps/v1", "Deployment"), kind("v1", "ConfigMap")] {
+            assert!(!is_skipped(&propagated), "{propagated:?}");
+        }
+    }
     use flotilla_api::federation::karmada::policy::ClusterPropagationSpec;
 
     fn deploy(ns: &str, name: &str, labels: Value) -> Value {

@@ -28,7 +28,6 @@ use kube::Client;
 use serde_json::json;
 
 use crate::bindings::Bindings;
-use crate::taint_manager::REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED;
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
@@ -146,8 +145,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     for cluster in done {
         tracing::info!(controller = NAME, binding = %key, cluster = %cluster, "graceful eviction complete");
-        let note = format!("Evict from cluster {cluster} succeed.");
-        ctx.bindings.publish(&ctx.events, &key, false, REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED, "Evict", note).await;
+        ctx.bindings.publish_eviction(&ctx.events, &key, &cluster).await;
     }
     Ok(Next::Done)
 }

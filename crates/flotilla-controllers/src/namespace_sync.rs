@@ -1,6 +1,7 @@
 //! Namespace auto-propagation (Karmada's `namespace` controller): every namespace on the
 //! control plane reaches every member cluster as a Work of its own, so a propagated object
-//! always finds its namespace. Skipped: reserved namespaces, `default`, and namespaces labelled
+//! always finds its namespace, with the ClusterOverridePolicies that select it for that cluster
+//! applied. Skipped: reserved namespaces, `default`, and namespaces labelled
 //! `namespace.karmada.io/skip-auto-propagation: "true"`.
 //!
 //! Deviation, for safety: these Works carry `preserveResourcesOnDeletion: true`. Deleting a
@@ -15,9 +16,11 @@ use std::time::Duration;
 use flotilla_api::admission::karmada::prepare_work_manifest;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::{execution_space, work_name};
+use flotilla_api::federation::karmada::policy::ClusterOverridePolicy;
 use flotilla_api::federation::karmada::work::{
     EXECUTION_FINALIZER, MANAGED_LABEL, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work, WorkSpec, WorkloadTemplate,
 };
+use flotilla_api::overrides;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -51,11 +54,15 @@ pub fn propagates(ns: &Namespace) -> bool {
     !(name == "default" || is_reserved_namespace(&name) || skipped || ns.metadata.deletion_timestamp.is_some())
 }
 
-/// The Work that carries namespace `ns` to the cluster whose execution space is `space`.
-pub fn namespace_work(ns: &Namespace, space: &str, work_id: &str) -> Result<Work, String> {
+/// The Work that carries namespace `ns` to `cluster` (whose execution space is `space`), with
+/// the ClusterOverridePolicies among `cops` that select it there applied.
+pub fn namespace_work(ns: &Namespace, cluster: &Cluster, space: &str, work_id: &str, cops: &[ClusterOverridePolicy]) -> Result<Work, String> {
     let name = work_name("Namespace", &ns.name_any(), None);
     let template = serde_json::to_value(ns).map_err(|e| e.to_string())?;
     let mut manifest = flotilla_api::interpreter::prune_for_work(&template).map_err(|e| e.to_string())?;
+    let chosen = overrides::applicable(&manifest, cluster, cops, &[]);
+    let applied =
+        overrides::apply(&mut manifest, &chosen).map_err(|e| format!("applying cluster override policies for cluster {}: {e}", cluster.name_any()))?;
     if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
         if let Some(labels) = meta.entry("labels").or_insert_with(|| json!({})).as_object_mut() {
             labels.insert(MANAGED_LABEL.into(), json!("true"));
@@ -76,6 +83,10 @@ pub fn namespace_work(ns: &Namespace, space: &str, work_id: &str) -> Result<Work
     );
     work.metadata.namespace = Some(space.into());
     work.metadata.labels = Some(BTreeMap::from([(WORK_PERMANENT_ID_LABEL.to_string(), work_id.to_string())]));
+    let recorded: BTreeMap<String, String> = applied.annotations().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    if !recorded.is_empty() {
+        work.metadata.annotations = Some(recorded);
+    }
     work.metadata.finalizers = Some(vec![EXECUTION_FINALIZER.into()]);
     Ok(work)
 }
@@ -92,6 +103,7 @@ struct Context {
     namespaces: Store<Namespace>,
     clusters: Store<Cluster>,
     works: Store<Work>,
+    cops: Store<ClusterOverridePolicy>,
 }
 
 async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> {
@@ -117,13 +129,15 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
             .as_ref()
             .and_then(|w| w.metadata.labels.as_ref()?.get(WORK_PERMANENT_ID_LABEL).cloned())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let want = namespace_work(ns, &space, &work_id).map_err(err)?;
+        let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
+        let want = namespace_work(ns, &cluster, &space, &work_id, &cops).map_err(err)?;
         let result = match existing {
             None => works.create(&PostParams::default(), &want).await.map(|_| ()),
-            Some(have) if have.spec == want.spec => Ok(()),
+            Some(have) if have.spec == want.spec && have.metadata.annotations == want.metadata.annotations => Ok(()),
             Some(have) => {
                 let mut next = (*have).clone();
                 next.spec = want.spec;
+                next.metadata.annotations = want.metadata.annotations;
                 works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
             }
         };
@@ -162,13 +176,23 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             q.add(n.to_string());
         }
     });
+    // A ClusterOverridePolicy may select any namespace: all are looked at again.
+    let (q, a) = (queue.clone(), all.clone());
+    let (cops, cop_task) = rt.informers.watch::<ClusterOverridePolicy>(move |_: &ClusterOverridePolicy, _| {
+        if let Some(store) = a.lock().as_ref() {
+            for n in store.state() {
+                q.add(n.name_any());
+            }
+        }
+    });
     *all.lock() = Some(namespaces.clone());
-    let ctx = Arc::new(Context { client, namespaces, clusters, works });
+    let ctx = Arc::new(Context { client, namespaces, clusters, works, cops });
     let workers = run_workers(queue, config.workers, NAME, move |ns| reconcile(ns, ctx.clone()));
     tokio::select! {
         _ = ns_task => tracing::warn!(controller = NAME, "namespace watch ended"),
         _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
         _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
+        _ = cop_task => tracing::warn!(controller = NAME, "cluster override policy watch ended"),
         _ = workers => {},
     }
 }
@@ -193,7 +217,7 @@ mod tests {
 
     #[test]
     fn namespace_work_is_pruned_labelled_and_preserving() {
-        let w = namespace_work(&ns("shop", json!({"team": "a"})), "karmada-es-m1", "id-1").unwrap();
+        let w = namespace_work(&ns("shop", json!({"team": "a"})), &cluster("m1", json!({})), "karmada-es-m1", "id-1", &[]).unwrap();
         assert_eq!(w.metadata.name.as_deref(), Some(work_name("Namespace", "shop", None).as_str()));
         assert_eq!(w.spec.preserve_resources_on_deletion, Some(true));
         let m = &w.spec.workload.as_ref().unwrap().manifests.as_ref().unwrap()[0];
@@ -202,5 +226,40 @@ mod tests {
         assert_eq!(m["metadata"]["labels"][MANAGED_LABEL], "true");
         assert_eq!(m["metadata"]["labels"][WORK_PERMANENT_ID_LABEL], "id-1");
         assert_eq!(m["metadata"]["labels"]["team"], "a");
+        assert!(w.metadata.annotations.is_none(), "no override applied, none recorded");
+    }
+
+    fn cluster(name: &str, labels: Value) -> Cluster {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "spec": {"syncMode": "Push"}})).unwrap()
+    }
+
+    /// Karmada's namespace controller applies the ClusterOverridePolicies that select the
+    /// namespace for the cluster (and only those) to the namespace it sends there.
+    #[test]
+    fn cluster_override_policies_reach_the_namespace() {
+        let cop: ClusterOverridePolicy = serde_json::from_value(json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "ns-labels"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Namespace", "name": "shop"}],
+                "overrideRules": [{
+                    "targetCluster": {"labelSelector": {"matchLabels": {"env": "prod"}}},
+                    "overriders": {"plaintext": [{"path": "/metadata/labels/tier", "operator": "add", "value": "gold"}]}
+                }]
+            }
+        }))
+        .unwrap();
+        let prod = cluster("m1", json!({"env": "prod"}));
+        let w = namespace_work(&ns("shop", json!({})), &prod, "karmada-es-m1", "id-1", std::slice::from_ref(&cop)).unwrap();
+        let m = &w.spec.workload.as_ref().unwrap().manifests.as_ref().unwrap()[0];
+        assert_eq!(m["metadata"]["labels"]["tier"], "gold");
+        assert_eq!(m["metadata"]["labels"][MANAGED_LABEL], "true");
+        let recorded = w.metadata.annotations.as_ref().and_then(|a| a.get(overrides::APPLIED_CLUSTER_OVERRIDES_ANNOTATION)).expect("recorded");
+        assert!(recorded.contains("ns-labels"), "{recorded}");
+
+        let dev = cluster("m2", json!({"env": "dev"}));
+        let w = namespace_work(&ns("shop", json!({})), &dev, "karmada-es-m2", "id-2", std::slice::from_ref(&cop)).unwrap();
+        assert!(w.spec.workload.as_ref().unwrap().manifests.as_ref().unwrap()[0]["metadata"]["labels"].get("tier").is_none());
+        let other = namespace_work(&ns("depot", json!({})), &prod, "karmada-es-m1", "id-3", std::slice::from_ref(&cop)).unwrap();
+        assert!(other.spec.workload.as_ref().unwrap().manifests.as_ref().unwrap()[0]["metadata"]["labels"].get("tier").is_none());
     }
 }

@@ -40,8 +40,6 @@ pub const NAME: &str = "taint-manager";
 pub const APPLIED_PLACEMENT_ANNOTATION: &str = "policy.karmada.io/applied-placement";
 pub const REASON_TAINT_UNTOLERATED: &str = "TaintUntolerated";
 pub const PRODUCER_TAINT_MANAGER: &str = "TaintManager";
-/// Event reason on a binding evicted from a cluster (Karmada's).
-pub const REASON_EVICT_WORKLOAD_FROM_CLUSTER_SUCCEED: &str = "EvictWorkloadFromClusterSucceed";
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -207,8 +205,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
                     r => r.map_err(|source| Error::Evict { key: key.clone(), cluster: target.name.clone(), source })?,
                 }
                 tracing::info!(controller = NAME, binding = %key, cluster = %target.name, "evicted: NoExecute taint not tolerated");
-                let note = format!("Evicting from cluster {} (NoExecute taint not tolerated, purge mode {mode:?}).", target.name);
-                ctx.bindings.publish(&ctx.events, &key, false, REASON_TAINT_UNTOLERATED, "Evict", note).await;
+                ctx.bindings.publish_eviction(&ctx.events, &key, &target.name).await;
                 // One cluster per write; the watch brings the binding back for the next.
                 return Ok(Next::Done);
             }

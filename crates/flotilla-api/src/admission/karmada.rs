@@ -29,8 +29,6 @@ use crate::selector::{label_key_errors, label_value_errors};
 
 /// Longest Cluster name: `karmada-es-<name>` must fit a 63-character namespace name.
 pub const CLUSTER_NAME_MAX_LENGTH: usize = 48;
-/// Longest PropagationPolicy name (a label value once carried it).
-pub const POLICY_NAME_MAX_LENGTH: usize = 63;
 /// gracePeriodSeconds set on graceful application failover when absent.
 pub const DEFAULT_APPLICATION_FAILOVER_GRACE_PERIOD_SECONDS: i32 = 600;
 
@@ -77,13 +75,6 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
         Some(Kind::PropagationPolicy) => {
             let mut policy: PropagationPolicy = decode(obj)?;
             default_selector_namespaces(policy.spec.resource_selectors.iter_mut(), ctx, &policy.metadata);
-            let name = policy.metadata.name.as_deref().unwrap_or("");
-            if name.len() > POLICY_NAME_MAX_LENGTH {
-                return Err(vec![FieldError::invalid(
-                    "metadata.name",
-                    format!("PropagationPolicy's name should be no more than {POLICY_NAME_MAX_LENGTH} characters"),
-                )]);
-            }
             default_propagation_spec(&mut policy.spec);
             if ctx.operation == Operation::Create {
                 set_label(&mut policy.metadata, PROPAGATION_POLICY_PERMANENT_ID_LABEL, (ctx.new_uuid)());

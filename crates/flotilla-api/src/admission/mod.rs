@@ -114,6 +114,20 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec
     }
 }
 
+/// The validating step of a DELETE, for an object of any kind: why its deletion is refused.
+/// Karmada's `resourcedeletionprotection.karmada.io` webhook refuses deleting an object labelled
+/// `resourcetemplate.karmada.io/deletion-protected: Always` (any other value is no protection);
+/// the message is kube-apiserver's for a webhook's denial.
+pub fn refuse_delete(obj: &Value) -> Option<String> {
+    use crate::federation::karmada::work::{DELETION_PROTECTED_ALWAYS, DELETION_PROTECTED_LABEL};
+    let protected = obj.pointer("/metadata/labels").and_then(|l| l.get(DELETION_PROTECTED_LABEL)).and_then(Value::as_str) == Some(DELETION_PROTECTED_ALWAYS);
+    protected.then(|| {
+        format!(
+            "admission webhook \"resourcedeletionprotection.karmada.io\" denied the request: This resource is protected, please make sure to remove the label: {DELETION_PROTECTED_LABEL}"
+        )
+    })
+}
+
 /// Decodes `obj` as `T`, naming the offending field on failure (the webhook's 400 on decode).
 fn decode<T: DeserializeOwned>(obj: &Value) -> Result<T, Vec<FieldError>> {
     serde_path_to_error::deserialize(obj).map_err(|e| {

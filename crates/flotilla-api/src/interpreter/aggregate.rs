@@ -1,7 +1,7 @@
 //! AggregateStatus: the status of a resource template, computed from the reflected statuses of
 //! its member copies (`ResourceBinding.status.aggregatedStatus`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -43,7 +43,7 @@ const HPA_SUMMED: Counters = &[("currentReplicas", true), ("desiredReplicas", fa
 /// - `batch/v1` CronJob: `active` concatenated, the latest `lastScheduleTime` and
 ///   `lastSuccessfulTime`;
 /// - `v1` Service of type LoadBalancer, `networking.k8s.io/v1` Ingress: the load-balancer
-///   ingresses of all members, each without a hostname given the cluster's name;
+///   ingresses of all members as they are, deduplicated and sorted as Karmada v1.18 does;
 /// - `v1` Pod: phase Failed > Pending > Running > Succeeded over the members (no status yet
 ///   counts as Pending), with each member's container `ready`/`state`;
 /// - `v1` PersistentVolume: phase Failed > Pending > Available > Bound > Released;
@@ -75,9 +75,9 @@ pub fn aggregate_status(template: &Value, items: &[AggregatedStatusItem], now: &
             if unstructured::string(template, &["spec", "type"]) != Some("LoadBalancer") {
                 return Ok(Some(old_value));
             }
-            load_balancer(&members)
+            load_balancer(&members, true)
         }
-        Native::Ingress => load_balancer(&members),
+        Native::Ingress => load_balancer(&members, false),
         Native::Pod => pod(&members),
         Native::PersistentVolume => Ok(Some(persistent_volume(&members))),
         Native::PersistentVolumeClaim => Ok(Some(persistent_volume_claim(&members))),
@@ -258,23 +258,42 @@ fn cron_job(old: &Map<String, Value>, members: &Members<'_>) -> AggregateResult<
     Ok(Some(new))
 }
 
-/// Service (LoadBalancer) and Ingress: every member's load-balancer ingresses, those without a
-/// hostname carrying the cluster's name instead.
-fn load_balancer(members: &Members<'_>) -> AggregateResult<Option<Map<String, Value>>> {
-    let mut ingresses = Vec::new();
-    for (i, cluster, s) in members.reported() {
+/// Service (LoadBalancer) and Ingress: every member's load-balancer ingresses, unchanged, as
+/// Karmada v1.18's `DedupeAndSort{Service,Ingress}LoadBalancerIngress` combine them: entries with
+/// the same hostname and IP (and, for a Service, `ipMode`) become one whose ports are the union
+/// of theirs (by port, then protocol, then error, none first); the entries sorted by hostname
+/// (empty last), then IP, then `ipMode` (none last).
+fn load_balancer(members: &Members<'_>, with_ip_mode: bool) -> AggregateResult<Option<Map<String, Value>>> {
+    type PortKey = (i64, String, Option<String>);
+    let text = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_string);
+    let mut entries: BTreeMap<(bool, String, String, bool, String), (Value, BTreeMap<PortKey, Value>)> = BTreeMap::new();
+    for (i, _, s) in members.reported() {
         let status = Value::Object(s.clone());
         let list = unstructured::nested_array(&status, &["loadBalancer", "ingress"]).map_err(|e| field_err(i, "loadBalancer.ingress", e))?;
         for ingress in list.into_iter().flatten() {
-            let mut ingress = ingress.clone();
-            if let Some(m) = ingress.as_object_mut()
-                && m.get("hostname").and_then(Value::as_str).is_none_or(str::is_empty)
-            {
-                m.insert("hostname".into(), Value::from(cluster));
+            let hostname = text(ingress, "hostname").unwrap_or_default();
+            let ip_mode = if with_ip_mode { text(ingress, "ipMode") } else { None };
+            let key = (hostname.is_empty(), hostname, text(ingress, "ip").unwrap_or_default(), ip_mode.is_none(), ip_mode.unwrap_or_default());
+            let (_, ports) = entries.entry(key).or_insert_with(|| (ingress.clone(), BTreeMap::new()));
+            for port in ingress.get("ports").and_then(Value::as_array).into_iter().flatten() {
+                let key = (port.get("port").and_then(Value::as_i64).unwrap_or(0), text(port, "protocol").unwrap_or_default(), text(port, "error"));
+                ports.entry(key).or_insert_with(|| port.clone());
             }
-            ingresses.push(ingress);
         }
     }
+    let ingresses: Vec<Value> = entries
+        .into_values()
+        .map(|(mut ingress, ports)| {
+            if let Some(m) = ingress.as_object_mut() {
+                if ports.is_empty() {
+                    m.remove("ports");
+                } else {
+                    m.insert("ports".into(), Value::Array(ports.into_values().collect()));
+                }
+            }
+            ingress
+        })
+        .collect();
     let lb = if ingresses.is_empty() { json!({}) } else { json!({ "ingress": ingresses }) };
     Ok(Some(Map::from_iter([("loadBalancer".to_string(), lb)])))
 }

@@ -27,6 +27,10 @@ pub const WORK_PERMANENT_ID_LABEL: &str = "work.karmada.io/permanent-id";
 pub const MANAGED_ANNOTATIONS_ANNOTATION: &str = "resourcetemplate.karmada.io/managed-annotations";
 /// Annotation on a manifest listing the label keys Karmada manages.
 pub const MANAGED_LABELS_ANNOTATION: &str = "resourcetemplate.karmada.io/managed-labels";
+/// Label on any object (a template, a namespace) whose deletion is refused while it says
+/// [`DELETION_PROTECTED_ALWAYS`] (Karmada's `resourcedeletionprotection` webhook).
+pub const DELETION_PROTECTED_LABEL: &str = "resourcetemplate.karmada.io/deletion-protected";
+pub const DELETION_PROTECTED_ALWAYS: &str = "Always";
 /// Label on every object Karmada manages in a member.
 pub const MANAGED_LABEL: &str = "karmada.io/managed";
 /// Annotation on a template or manifest choosing `overwrite` / `abort` for a pre-existing member object.
