@@ -330,6 +330,9 @@ impl Fleet {
         });
         let mut cfg = ServeConfig::new(config.listen, serving_cert.0.clone(), serving_cert.1.clone());
         cfg.client_ca_pem = Some(ca.cert_pem.clone());
+        // As for each member's own listener: a fleet that stops drops its connections at once
+        // (its clients' watches would otherwise hold the shutdown for the whole grace period).
+        cfg.shutdown_grace = Duration::ZERO;
         let serving = serve(router, cfg).await?;
         let local_addr = serving.local_addr;
         let base = format!("https://{}", SocketAddr::new(adv, local_addr.port()));
