@@ -90,9 +90,7 @@ impl Bindings {
             }
         }
     }
-}
 
-impl Bindings {
     /// Karmada's `EmitClusterEvictionEvent`: `EvictWorkloadFromClusterSucceed` on the binding and
     /// on its template, when the binding is still there.
     pub async fn publish_eviction(&self, events: &Events, key: &BindingKey, cluster: &str) {
