@@ -3,7 +3,10 @@
 //! A `matches` value is a subset of the object: every key it names must be there with a
 //! matching value (maps may hold more keys); a list matches a list of the same length element by
 //! element; `null` matches a field that is absent, null or empty; `{$contains: text}` matches a
-//! string containing `text`; numbers compare by value. Everything else compares equal.
+//! string containing `text`; `{$anyOrder: [...]}` matches a list of the same length whose
+//! elements match the given ones in some order (for lists whose order the system under test does
+//! not fix, such as a dependency's `requiredBy`); numbers compare by value. Everything else
+//! compares equal.
 
 use std::future::Future;
 use std::time::Duration;
@@ -42,6 +45,19 @@ fn subset_at(path: &str, expected: &Value, actual: &Value) -> Result<(), String>
                 _ => Err(format!("{at}: want a string containing {needle:?}, have {actual}")),
             }
         }
+        Value::Object(want) if want.len() == 1 && want.contains_key("$anyOrder") => {
+            let Some(want) = want["$anyOrder"].as_array() else { return Err(format!("{at}: $anyOrder takes a list")) };
+            let Some(have) = actual.as_array() else { return Err(format!("{at}: want a list, have {actual}")) };
+            if want.len() != have.len() {
+                return Err(format!("{at}: want {} items in any order, have {}: {actual}", want.len(), have.len()));
+            }
+            let mut taken = vec![false; have.len()];
+            if assign(path, want, have, &mut taken) {
+                Ok(())
+            } else {
+                Err(format!("{at}: want {} in any order, have {actual}", Value::Array(want.clone())))
+            }
+        }
         Value::Object(want) => {
             let empty = serde_json::Map::new();
             // An absent map holds nothing: `{labels: {x: null}}` matches an object without labels.
@@ -65,6 +81,23 @@ fn subset_at(path: &str, expected: &Value, actual: &Value) -> Result<(), String>
         w if w == actual => Ok(()),
         w => Err(format!("{at}: want {w}, have {actual}")),
     }
+}
+
+/// Whether each of `want` matches a distinct element of `have` not yet `taken` (backtracking:
+/// the lists a scenario names are short).
+fn assign(path: &str, want: &[Value], have: &[Value], taken: &mut [bool]) -> bool {
+    let Some((first, rest)) = want.split_first() else { return true };
+    for i in 0..have.len() {
+        if taken[i] || subset_at(path, first, &have[i]).is_err() {
+            continue;
+        }
+        taken[i] = true;
+        if assign(path, rest, have, taken) {
+            return true;
+        }
+        taken[i] = false;
+    }
+    false
 }
 
 /// `Ok` when the object's `status.conditions` has each `type` with its `status`.
@@ -140,6 +173,14 @@ mod tests {
         assert!(subset(&json!({"metadata": {"labels": {"x": "y"}}}), &d).unwrap_err().starts_with("/metadata/labels/x"));
         assert!(subset(&json!({"m": {"$contains": "will not"}}), &json!({"m": "Karmada will not manage"})).is_ok());
         assert!(subset(&json!({"m": {"$contains": "x"}}), &json!({"m": 1})).is_err());
+        let any = json!({"l": {"$anyOrder": [{"n": "b"}, {"n": "a"}]}});
+        assert!(subset(&any, &json!({"l": [{"n": "a", "x": 1}, {"n": "b"}]})).is_ok());
+        assert!(subset(&any, &json!({"l": [{"n": "b"}, {"n": "a"}]})).is_ok());
+        assert!(subset(&any, &json!({"l": [{"n": "a"}, {"n": "a"}]})).is_err());
+        assert!(subset(&any, &json!({"l": [{"n": "a"}, {"n": "b"}, {"n": "c"}]})).is_err());
+        // A first element matching either actual one must not steal the one the second needs.
+        let greedy = json!({"l": {"$anyOrder": [{}, {"n": "a"}]}});
+        assert!(subset(&greedy, &json!({"l": [{"n": "a"}, {"n": "b"}]})).is_ok());
     }
 
     #[test]
