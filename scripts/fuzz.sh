@@ -8,6 +8,7 @@
 #                                       over 10 s); new inputs go to a scratch directory, not the
 #                                       committed corpus; a crash leaves its input in
 #                                       fuzz/artifacts/<target>/ and fails the script
+#   scripts/fuzz.sh build               only build the targets
 #   scripts/fuzz.sh ... TARGET...       only these targets
 #
 # Builds with cargo and libfuzzer-sys directly, with the coverage instrumentation cargo-fuzz
@@ -23,12 +24,12 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/flotilla"
 export CARGO_TARGET_DIR="${FLOTILLA_FUZZ_TARGET_DIR:-$cache/target-fuzz}"
 all_targets=(label_selector field_selector json_patch merge_patch strategic_merge_patch api_request)
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 mode="${1:-}"; shift || true
 seconds=0
 case "$mode" in
-  replay) ;;
+  build | replay) ;;
   explore) [[ "${1:-}" =~ ^[0-9]+$ ]] || usage; seconds="$1"; shift ;;
   *) usage ;;
 esac
@@ -47,6 +48,7 @@ cd "$root/fuzz"
 start=$(date +%s)
 nice -n 5 cargo build --locked --profile fuzz --target "$triple" --bins >&2
 echo "fuzz build: $(( $(date +%s) - start ))s" >&2
+[[ "$mode" == build ]] && exit 0
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/flotilla-fuzz.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT

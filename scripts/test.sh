@@ -94,29 +94,28 @@ testenv_down() {
     "$TESTENV_BIN_DIR/testenv" down --out "$FLOTILLA_TESTENV_DIR" >/dev/null 2>&1 || true
   fi
 }
-trap testenv_down EXIT
+trap 'testenv_down; if declare -F stop_fuzz_build >/dev/null; then stop_fuzz_build; fi' EXIT
 rust_build() { cargo build --workspace --all-targets --locked; }
-# Formatting (rustfmt.toml) of the workspace and the fuzz crate, and clippy with warnings as
-# errors (clippy.toml), over every target of the workspace.
+# Formatting (rustfmt.toml) of the workspace and the fuzz crate, clippy with warnings as errors
+# (clippy.toml) over every target of the workspace, and the build's independence of protoc.
+#
+# README's first command (`cargo run -p flotilla -- up`) needs nothing but the Rust toolchain on
+# a bare machine (ADR 0016). Clippy checks every crate of the workspace, dependencies included,
+# so it runs with no usable protoc (PROTOC points nowhere and a protoc first on PATH exits 1) in
+# a target directory of its own that persists between runs: every build script then runs there
+# without protoc, and a new dependency whose build script wants it fails here even though these
+# machines have one. (One pass: a separate `cargo check` for this cost a full check of the
+# dependencies, minutes from cold.) Then the committed etcd client is checked against what its
+# .proto files generate, also without protoc.
 lint() {
+  local fake="$cache/no-protoc/bin"
   cargo fmt --all --check &&
     (cd fuzz && cargo fmt --check) &&
-    cargo clippy --workspace --all-targets --locked -- -D warnings
-}
-# README's first command (`cargo run -p flotilla -- up`) needs nothing but the Rust toolchain on
-# a bare machine: every build script of the binary's dependencies runs with no usable protoc
-# (PROTOC points nowhere and a protoc first on PATH exits 1), in a target directory of its own
-# that persists between runs, so a new dependency whose build script wants protoc fails here
-# even though these machines have one. Only the binary: test-only dependencies come with the
-# test command, which installs what it needs. Then the committed etcd client is checked against
-# what its .proto files generate, also without protoc (ADR 0016).
-no_protoc() {
-  local fake="$cache/no-protoc/bin"
-  mkdir -p "$fake" &&
+    mkdir -p "$fake" &&
     printf '#!/bin/sh\necho "protoc called: the build must need no protoc (ADR 0016)" >&2\nexit 1\n' > "$fake/protoc" &&
     chmod +x "$fake/protoc" &&
     PROTOC=/nonexistent PATH="$fake:$PATH" CARGO_TARGET_DIR="$cache/no-protoc/target" \
-      cargo check --locked -p flotilla --bin flotilla &&
+      cargo clippy --workspace --all-targets --locked -- -D warnings &&
     PROTOC=/nonexistent PATH="$fake:$PATH" scripts/regen-etcd-proto.sh --check
 }
 # Phase functions run inside `if`, where bash ignores `set -e`: every step is chained with &&
@@ -137,7 +136,34 @@ rust_fast_tests() {
 }
 testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
 # Fuzzing: the committed corpus replayed deterministically, then a short exploration.
-fuzz_replay() { scripts/fuzz.sh replay; }
+#
+# The fuzz build (other compiler flags, its own target directory: minutes from cold) starts in
+# the background when the Rust tests do, at the lowest CPU and I/O priority, so it takes only
+# what the tests leave idle; the replay waits for it.
+fuzz_build_log="$(mktemp "${TMPDIR:-/tmp}/flotilla-fuzz-build.XXXXXX")"
+fuzz_build_pid=""
+start_fuzz_build() {
+  # A session of its own, so that stopping it stops cargo and rustc too.
+  setsid nice -n 19 ionice -c 3 scripts/fuzz.sh build >"$fuzz_build_log" 2>&1 &
+  fuzz_build_pid=$!
+}
+stop_fuzz_build() {
+  if [[ -n "$fuzz_build_pid" ]]; then
+    kill -- "-$fuzz_build_pid" 2>/dev/null || true
+    wait "$fuzz_build_pid" 2>/dev/null || true
+  fi
+  rm -f "$fuzz_build_log"
+}
+fuzz_replay() {
+  if [[ -n "$fuzz_build_pid" ]]; then
+    local rc=0
+    wait "$fuzz_build_pid" || rc=$?
+    fuzz_build_pid=""
+    tail -3 "$fuzz_build_log"
+    [[ $rc -eq 0 ]] || { echo "the background fuzz build failed (exit $rc):"; tail -40 "$fuzz_build_log"; return "$rc"; }
+  fi
+  scripts/fuzz.sh replay
+}
 fuzz_explore() { scripts/fuzz.sh explore "${FLOTILLA_FUZZ_SECONDS:-20}"; }
 bench_smoke() {
   cargo run --locked -q -p flotilla-store --example store-bench -- --smoke &&
@@ -161,9 +187,9 @@ if [[ "$mode" == "fast" ]]; then
 fi
 phase testenv-build testenv_build
 phase rust-build rust_build
-phase no-protoc no_protoc
 phase lint lint
 phase testenv-up testenv_up
+start_fuzz_build
 phase rust-tests rust_tests
 phase python-client-tests python_tests
 phase testenv-tests testenv_tests
