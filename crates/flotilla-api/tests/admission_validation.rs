@@ -42,22 +42,22 @@ fn cluster(name: &str, spec: Value) -> Value {
 fn cluster_names_are_dns_labels_of_at_most_48_characters() {
     let push = json!({"syncMode": "Push", "apiEndpoint": "https://10.0.0.1:6443"});
     let ok = "a".repeat(48);
-    assert_eq!(admission::validate(&cluster_gvk(), &cluster(&ok, push.clone()), None), vec![]);
+    assert_eq!(admission::validate(&cluster_gvk(), &cluster(&ok, push.clone()), None, &Default::default()), vec![]);
     let long = "a".repeat(49);
-    let errors = admission::validate(&cluster_gvk(), &cluster(&long, push.clone()), None);
+    let errors = admission::validate(&cluster_gvk(), &cluster(&long, push.clone()), None, &Default::default());
     assert_eq!(causes(&errors), [("metadata.name".to_string(), "must be no more than 48 characters".to_string())]);
     assert_eq!(errors[0].reason, Reason::Invalid);
     assert_eq!(errors[0].reason.as_str(), "FieldValueInvalid");
-    let upper = admission::validate(&cluster_gvk(), &cluster("Member1", push.clone()), None);
+    let upper = admission::validate(&cluster_gvk(), &cluster("Member1", push.clone()), None, &Default::default());
     assert_eq!(upper.len(), 1);
     assert!(upper[0].message.contains("RFC 1123 label"), "{upper:?}");
-    let empty = admission::validate(&cluster_gvk(), &cluster("", push), None);
+    let empty = admission::validate(&cluster_gvk(), &cluster("", push), None, &Default::default());
     assert_eq!(empty[0].message, "must be not empty");
 }
 
 #[test]
 fn cluster_spec_validation() {
-    let check = |spec: Value| admission::validate(&cluster_gvk(), &cluster("member1", spec), None);
+    let check = |spec: Value| admission::validate(&cluster_gvk(), &cluster("member1", spec), None, &Default::default());
     // Go's url.Parse refuses a bare IP:port although the message names that form.
     let errors = check(json!({"syncMode": "Push", "apiEndpoint": "10.0.0.1:6443"}));
     assert_eq!(errors.len(), 1);
@@ -100,7 +100,7 @@ fn cluster_defaults_on_create() {
     );
     assert_eq!(models[7]["ranges"][1], json!({"name": "memory", "min": "512Gi", "max": "1Ti"}));
     assert_eq!(models[8]["ranges"][0]["max"], "9223372036854775807");
-    assert_eq!(admission::validate(&cluster_gvk(), &obj, None), vec![]);
+    assert_eq!(admission::validate(&cluster_gvk(), &obj, None, &Default::default()), vec![]);
 
     // Given models are sorted and their outer bounds forced; broken intervals are refused.
     let mut given = cluster(
@@ -112,9 +112,9 @@ fn cluster_defaults_on_create() {
     default(&cluster_gvk(), &mut given, Operation::Update).unwrap();
     assert_eq!(given["spec"]["resourceModels"][0]["ranges"][0], json!({"name": "cpu", "min": "0", "max": "2"}));
     assert_eq!(given["spec"]["resourceModels"][1]["ranges"][0]["max"], "9223372036854775807");
-    assert_eq!(admission::validate(&cluster_gvk(), &given, None), vec![]);
+    assert_eq!(admission::validate(&cluster_gvk(), &given, None, &Default::default()), vec![]);
     given["spec"]["resourceModels"][1]["ranges"][0]["min"] = json!("3");
-    let errors = admission::validate(&cluster_gvk(), &given, None);
+    let errors = admission::validate(&cluster_gvk(), &given, None, &Default::default());
     assert_eq!(errors[0].message, "Model intervals for resources must be contiguous and non-overlapping");
 }
 
@@ -133,7 +133,7 @@ fn selectors() -> Value {
 #[test]
 fn propagation_policy_validation() {
     let check = |placement: Value| {
-        let errors = admission::validate(&pp_gvk(), &policy(json!({"resourceSelectors": selectors(), "placement": placement})), None);
+        let errors = admission::validate(&pp_gvk(), &policy(json!({"resourceSelectors": selectors(), "placement": placement})), None, &Default::default());
         causes(&errors)
     };
     assert_eq!(check(json!({"clusterAffinity": {"clusterNames": ["m1"]}})), []);
@@ -172,7 +172,7 @@ fn propagation_policy_validation() {
         [("spec.placement.spreadConstraints".into(), "multiple cluster spread constraints are not allowed".into())]
     );
 
-    let spec_errors = |spec: Value| causes(&admission::validate(&pp_gvk(), &policy(spec), None));
+    let spec_errors = |spec: Value| causes(&admission::validate(&pp_gvk(), &policy(spec), None, &Default::default()));
     assert_eq!(
         spec_errors(json!({"resourceSelectors": selectors(), "failover": {"application": {"decisionConditions": {}, "gracePeriodSeconds": 600}}})),
         [("spec.propagateDeps".into(), "application failover is set, propagateDeps must be true".into())]
@@ -207,7 +207,7 @@ fn propagation_policy_updates_keep_scheduler_and_permanent_id() {
     let mut new = old.clone();
     new["spec"]["schedulerName"] = json!("other");
     new["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"] = json!("forged");
-    let errors = admission::validate(&pp_gvk(), &new, Some(&old));
+    let errors = admission::validate(&pp_gvk(), &new, Some(&old), &Default::default());
     assert_eq!(errors.iter().map(|e| e.reason).collect::<Vec<_>>(), [Reason::Forbidden, Reason::Forbidden]);
     assert_eq!(errors[0].message, "the schedulerName should not be updated");
     // Updates keep the id: defaulting on update does not mint a new one.
@@ -240,7 +240,7 @@ fn propagation_policy_defaults() {
     );
     assert_eq!(spec["failover"]["application"]["gracePeriodSeconds"], 600);
     assert_eq!(obj["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"], "uuid-1");
-    assert_eq!(admission::validate(&pp_gvk(), &obj, None), vec![]);
+    assert_eq!(admission::validate(&pp_gvk(), &obj, None, &Default::default()), vec![]);
 
     // Karmada v1.18 has no 63-character limit on a policy's name (its identity is the
     // permanent-id label, its name an annotation): a long name is accepted and labelled.
@@ -248,7 +248,7 @@ fn propagation_policy_defaults() {
     long["metadata"]["name"] = json!("p".repeat(200));
     default(&pp_gvk(), &mut long, Operation::Create).unwrap();
     assert_eq!(long["metadata"]["labels"]["propagationpolicy.karmada.io/permanent-id"], "uuid-1");
-    assert_eq!(admission::validate(&pp_gvk(), &long, None), vec![]);
+    assert_eq!(admission::validate(&pp_gvk(), &long, None, &Default::default()), vec![]);
 
     // A ClusterPropagationPolicy gets its own label and finalizer, and keeps selector namespaces.
     let cpp = GroupVersionKind::gvk("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy");
@@ -267,7 +267,7 @@ fn override_policy_validation() {
     let check = |spec: Value| {
         let obj = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
             "metadata": {"name": "o", "namespace": "default"}, "spec": spec});
-        causes(&admission::validate(&op_gvk(), &obj, None))
+        causes(&admission::validate(&op_gvk(), &obj, None, &Default::default()))
     };
     assert_eq!(
         check(json!({"targetCluster": {}, "overrideRules": []})),
@@ -316,7 +316,7 @@ fn kubefed_cluster(spec: Value) -> Value {
 
 #[test]
 fn kubefed_cluster_validation() {
-    let check = |spec: Value| causes(&admission::validate(&core_gvk("KubeFedCluster"), &kubefed_cluster(spec), None));
+    let check = |spec: Value| causes(&admission::validate(&core_gvk("KubeFedCluster"), &kubefed_cluster(spec), None, &Default::default()));
     assert_eq!(check(json!({"apiEndpoint": "https://172.17.0.2:6443", "secretRef": {"name": "cluster1-x"}})), []);
     assert_eq!(
         check(json!({"apiEndpoint": "https://172.17.0.2:70000", "secretRef": {"name": "s"}})),
@@ -345,13 +345,13 @@ fn federated_type_config_defaults_and_validation() {
     assert_eq!(ftc["spec"]["targetType"]["pluralName"], "deployments");
     assert_eq!(ftc["spec"]["targetType"]["group"], "apps");
     assert_eq!(ftc["spec"]["federatedType"]["pluralName"], "federateddeployments");
-    assert_eq!(admission::validate(&gvk, &ftc, None), vec![]);
+    assert_eq!(admission::validate(&gvk, &ftc, None, &Default::default()), vec![]);
 
     let mut wrong = ftc.clone();
     wrong["metadata"]["name"] = json!("deployments");
     wrong["spec"]["federatedType"]["group"] = json!("federated");
     assert_eq!(
-        causes(&admission::validate(&gvk, &wrong, None)),
+        causes(&admission::validate(&gvk, &wrong, None, &Default::default())),
         [
             ("metadata.name".into(), "name must be \"deployments.apps\"".into()),
             ("spec.federatedType.group".into(), "should be a domain with at least one dot".into()),
@@ -368,16 +368,16 @@ fn kubefed_config_validation() {
     };
     let mut ok = config(json!({"scope": "Namespaced"}));
     default(&gvk, &mut ok, Operation::Create).unwrap();
-    assert_eq!(admission::validate(&gvk, &ok, None), vec![]);
+    assert_eq!(admission::validate(&gvk, &ok, None, &Default::default()), vec![]);
     let mut cluster_scope = ok.clone();
     cluster_scope["spec"]["scope"] = json!("Cluster");
-    assert_eq!(causes(&admission::validate(&gvk, &cluster_scope, Some(&ok))), [("spec.scope".into(), "field is immutable".into())]);
+    assert_eq!(causes(&admission::validate(&gvk, &cluster_scope, Some(&ok), &Default::default())), [("spec.scope".into(), "field is immutable".into())]);
     let mut bad = ok.clone();
     bad["spec"]["leaderElect"]["leaseDuration"] = json!("10s");
     bad["spec"]["leaderElect"]["retryPeriod"] = json!("9s");
     bad["spec"]["featureGates"][1] = bad["spec"]["featureGates"][0].clone();
     bad["spec"]["clusterHealthCheck"]["period"] = json!("0s");
-    let errors = admission::validate(&gvk, &bad, None);
+    let errors = admission::validate(&gvk, &bad, None, &Default::default());
     assert_eq!(
         causes(&errors),
         [
@@ -397,5 +397,33 @@ fn unknown_kinds_pass_through() {
     let mut obj = json!({"spec": {"replicas": 1}});
     default(&gvk, &mut obj, Operation::Create).unwrap();
     assert_eq!(obj, json!({"spec": {"replicas": 1}}));
-    assert_eq!(admission::validate(&gvk, &obj, None), vec![]);
+    assert_eq!(admission::validate(&gvk, &obj, None, &Default::default()), vec![]);
+}
+
+/// karmada-webhook's ClusterTaintPolicy check: NoExecute only when the administrator allows
+/// it, no duplicate key and effect; and what would only fail later, refused at once.
+#[test]
+fn cluster_taint_policies_refuse_no_execute_unless_allowed_and_duplicates() {
+    let gvk = GroupVersionKind::gvk("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy");
+    let policy = |taints: Value, operator: &str| {
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy", "metadata": {"name": "p"},
+            "spec": {"addOnConditions": [{"conditionType": "Ready", "operator": operator, "statusValues": ["False"]}], "taints": taints}})
+    };
+    let no_schedule = json!([{"key": "cluster.karmada.io/not-ready", "effect": "NoSchedule"}]);
+    assert_eq!(admission::validate(&gvk, &policy(no_schedule, "In"), None, &Default::default()), vec![]);
+    let no_execute = policy(json!([{"key": "k", "effect": "NoExecute"}]), "In");
+    let errors = admission::validate(&gvk, &no_execute, None, &Default::default());
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!((errors[0].path.as_str(), errors[0].reason), ("spec.taints[0]", Reason::Forbidden));
+    assert!(errors[0].message.contains("NoExecute effect is not allowed"), "{}", errors[0].message);
+    let allowed = admission::Settings { allow_no_execute_taint_policy: true };
+    assert_eq!(admission::validate(&gvk, &no_execute, None, &allowed), vec![]);
+    let twice = policy(json!([{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoSchedule", "value": "v"}]), "In");
+    assert_eq!(
+        causes(&admission::validate(&gvk, &twice, None, &Default::default())),
+        [("spec.taints[1]".into(), "Duplicate taint with the same key(k) and effect(NoSchedule) is not allowed".into())]
+    );
+    let bad = policy(json!([{"key": "k", "effect": "PreferNoSchedule"}]), "Exists");
+    let paths: Vec<String> = admission::validate(&gvk, &bad, None, &Default::default()).into_iter().map(|e| e.path).collect();
+    assert_eq!(paths, ["spec.taints[0].effect", "spec.addOnConditions[0].operator"]);
 }

@@ -59,6 +59,7 @@ const EXPECTED: &[Expected] = &[
         false,
         &[],
     ),
+    ("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy", "clustertaintpolicies", "clustertaintpolicy", "Cluster", &[], &[], false, &[]),
     ("work.karmada.io", "v1alpha1", "Work", "works", "work", "Namespaced", &["wk"], &["karmada-io"], true, &["WORKLOAD-KIND", "APPLIED", "AGE"]),
     (
         "work.karmada.io",

@@ -53,7 +53,7 @@ fn karmada_nginx_propagation_policy() {
     expected["metadata"]["finalizers"] = json!(["karmada.io/propagation-policy-controller"]);
     expected["spec"]["resourceSelectors"][0]["namespace"] = json!("default");
     assert_eq!(obj, expected);
-    assert_eq!(admission::validate(&pp, &obj, None), vec![]);
+    assert_eq!(admission::validate(&pp, &obj, None, &Default::default()), vec![]);
 
     // The same policy without a division preference gets Weighted.
     let mut obj = original.clone();
@@ -63,7 +63,7 @@ fn karmada_nginx_propagation_policy() {
     assert_eq!(obj["spec"]["placement"]["replicaScheduling"]["weightPreference"], original["spec"]["placement"]["replicaScheduling"]["weightPreference"]);
 
     // Without the permanent id (i.e. not through the mutating step) validation refuses it.
-    let errors = admission::validate(&pp, &original, None);
+    let errors = admission::validate(&pp, &original, None, &Default::default());
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].path, "metadata.labels[propagationpolicy.karmada.io/permanent-id]");
 }
@@ -79,7 +79,7 @@ fn karmada_override_policies() {
         let mut expected = original.clone();
         expected["spec"]["resourceSelectors"][0]["namespace"] = json!("default");
         assert_eq!(obj, expected, "{file}");
-        assert_eq!(admission::validate(&op, &obj, None), vec![], "{file}");
+        assert_eq!(admission::validate(&op, &obj, None, &Default::default()), vec![], "{file}");
     }
     // The plaintext value is kept as any JSON.
     let alpine = sample("karmada/alpine-overridepolicy.yaml");
@@ -192,7 +192,7 @@ fn kubefed_config_defaults_and_removed_gates() {
     let typed: KubeFedConfig = serde_json::from_value(obj.clone()).unwrap();
     assert_eq!(typed.spec.leader_elect.unwrap().lease_duration.as_deref(), Some("15s"));
     // The example still names the gates v0.7 removed; v0.10's validation refuses them.
-    let errors = admission::validate(&kfc, &obj, None);
+    let errors = admission::validate(&kfc, &obj, None, &Default::default());
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["spec.featureGates[2].name", "spec.featureGates[3].name"]);
 }

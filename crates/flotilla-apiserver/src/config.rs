@@ -57,6 +57,8 @@ pub struct ApiServerConfig {
     /// roles) at start-up ([`crate::rbac_bootstrap`]); off, the permissions every
     /// authenticated user has are built in (simulated members).
     pub bootstrap_rbac: bool,
+    /// The built-in admission chain's settings (karmada-webhook's flags).
+    pub admission: flotilla_api::admission::Settings,
 }
 
 impl Default for ApiServerConfig {
@@ -72,6 +74,7 @@ impl Default for ApiServerConfig {
             authorization: AuthorizationMode::default(),
             version: VersionInfo::default(),
             bootstrap_rbac: true,
+            admission: Default::default(),
         }
     }
 }

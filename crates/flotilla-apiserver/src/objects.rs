@@ -423,11 +423,11 @@ mod admission_chain {
         admission::default(&gvk(info), obj, &mut ctx).map_err(|errs| ApiError::invalid(&info.group, &info.kind, meta::name(obj), causes(errs)))
     }
 
-    pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>, settings: &admission::Settings) -> Vec<Cause> {
         if !info.is_custom() || !admission::handles(&gvk(info)) {
             return Vec::new();
         }
-        causes(admission::validate(&gvk(info), obj, old))
+        causes(admission::validate(&gvk(info), obj, old, settings))
     }
 }
 
@@ -637,7 +637,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
     let mut causes = meta::validate_object_meta(&obj, strategy.name_rule(), info.namespaced);
     causes.extend(validate_kind_off(ctx, info, &obj, None, None).await?);
     if causes.is_empty() {
-        causes.extend(admission_chain::validate(info, &obj, None));
+        causes.extend(admission_chain::validate(info, &obj, None, &ctx.inner.config.admission));
     }
     check(info, &name, causes)?;
     if let Some(ns) = url_ns.as_deref() {
@@ -791,7 +791,7 @@ async fn prepare_update(
     let mut causes = meta::validate_object_meta(&obj, strategy.name_rule(), info.namespaced);
     causes.extend(validate_kind_off(ctx, info, &obj, Some(old), sub).await?);
     if causes.is_empty() && sub.is_none() {
-        causes.extend(admission_chain::validate(info, &obj, Some(old)));
+        causes.extend(admission_chain::validate(info, &obj, Some(old), &ctx.inner.config.admission));
     }
     check(info, &name, causes)?;
     match owned {

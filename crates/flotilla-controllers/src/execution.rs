@@ -542,7 +542,7 @@ fn work_fingerprint(w: &Work) -> WorkPrint {
 }
 
 /// What of a Cluster matters to the Works on it: readiness, deletion, how to reach it.
-pub(crate) type ClusterPrint = (bool, bool, bool, Option<String>, Option<String>);
+pub(crate) type ClusterPrint = (bool, bool, bool, Option<String>, Option<String>, Option<String>);
 
 pub(crate) fn cluster_fingerprint(c: &Cluster) -> ClusterPrint {
     (
@@ -551,6 +551,8 @@ pub(crate) fn cluster_fingerprint(c: &Cluster) -> ClusterPrint {
         is_push(c),
         c.spec.api_endpoint.clone(),
         c.spec.secret_ref.as_ref().map(|s| format!("{}/{}", s.namespace, s.name)),
+        // A member role widened by `flotilla join --update`: refused Works may apply now.
+        c.annotations().get(flotilla_member::join::MEMBER_ROLE_ANNOTATION).cloned(),
     )
 }
 

@@ -11,6 +11,7 @@ pub mod binding;
 pub mod bindings;
 pub mod cluster;
 pub mod cluster_status;
+pub mod cluster_taint_policy;
 pub mod dependencies;
 pub mod detector;
 pub mod execution;

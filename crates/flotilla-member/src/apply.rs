@@ -107,7 +107,7 @@ pub enum ApplyError {
     ExplicitlyUnmanaged { cluster: String, kind: String, object: String },
     #[error("the cluster {cluster} does not serve {api_version} {kind}")]
     NotServed { cluster: String, api_version: String, kind: String },
-    #[error("the cluster {cluster} refused to {verb} {resource}: {message}")]
+    #[error("the cluster {cluster} refused to {verb} {resource}: {message}; to grant it: {}", crate::join::grant_hint(cluster, resource))]
     Forbidden { cluster: String, verb: String, resource: String, message: String },
     #[error("the cluster {cluster} rejected the credential: {message}")]
     Unauthorized { cluster: String, message: String },

@@ -124,3 +124,40 @@ pub async fn api_enablements(client: &kube::Client) -> Result<Vec<ApiEnablement>
         })
         .collect())
 }
+
+/// A resource (or `resource/subresource`) a member serves, with the verbs discovery lists for
+/// it, over every version of its group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedResource {
+    pub group: String,
+    pub name: String,
+    pub verbs: Vec<String>,
+}
+
+/// Every resource and subresource the member serves (the raw discovery lists, every version of
+/// every group). A group-version that cannot be listed (an aggregated API that is down) is left
+/// out rather than failing the whole answer.
+pub async fn served_resources(client: &kube::Client) -> Result<Vec<ServedResource>, kube::Error> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut found: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let mut add = |group: &str, list: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList| {
+        for r in list.resources {
+            found.entry((group.to_string(), r.name)).or_default().extend(r.verbs);
+        }
+    };
+    for version in client.list_core_api_versions().await?.versions {
+        add("", client.list_core_api_resources(&version).await?);
+    }
+    for group in client.list_api_groups().await?.groups {
+        for version in &group.versions {
+            match client.list_api_group_resources(&version.group_version).await {
+                Ok(list) => add(&group.name, list),
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 503 => {
+                    tracing::warn!(group_version = %version.group_version, "the member cannot list this group-version: left out");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(found.into_iter().map(|((group, name), verbs)| ServedResource { group, name, verbs: verbs.into_iter().collect() }).collect())
+}

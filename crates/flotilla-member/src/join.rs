@@ -2,9 +2,18 @@
 //!
 //! In the member: namespace `karmada-cluster` (label `karmada.io/system=true`), service account
 //! `karmada-<cluster>`, and a ClusterRole + ClusterRoleBinding
-//! `karmada-controller-manager:karmada-<cluster>` — the names Karmada uses, but unlike Karmada's
-//! `*` on `*`, the role grants only what propagation needs ([`DEFAULT_KINDS`] plus
-//! `--allow-kinds`) and read access to nodes and pods for the status summaries.
+//! `karmada-controller-manager:karmada-<cluster>` — the names Karmada uses. The role's rules
+//! depend on the [`Access`] level:
+//! - [`Access::Default`] (least privilege, complete): every resource the member serves at join —
+//!   custom resources included — with its `status` subresource, except the RBAC kinds (the
+//!   member's escalation check would make them fail anyway: a creator must hold what it grants)
+//!   and the admission kinds (which hold the policy that guards this identity, below); nodes are
+//!   read only. No wildcards. `--allow-kinds` adds kinds; `flotilla join --update` derives the
+//!   rules again from what the member serves then (CRDs installed after join).
+//! - [`Access::Full`]: Karmada's rights, `*` on `*` (needed to propagate RBAC objects).
+//!
+//! The level and the extra kinds are recorded on the role itself ([`ACCESS_ANNOTATION`],
+//! [`ALLOW_KINDS_ANNOTATION`]), so an update keeps them unless told otherwise.
 //!
 //! Flotilla's identity may create Secrets (propagating them needs it) but not service account
 //! token Secrets, which would mint credentials for other accounts: a ValidatingAdmissionPolicy
@@ -20,7 +29,7 @@
 //! impersonator's `token`, and the `Cluster` object referencing both (`secretRef`,
 //! `impersonatorSecretRef`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -32,6 +41,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 
 use crate::MemberError;
+use crate::discovery::{ServedResource, served_resources};
 
 /// Namespace holding member credentials on the control plane and Flotilla's identity in members.
 pub const CLUSTER_NAMESPACE: &str = "karmada-cluster";
@@ -40,22 +50,95 @@ pub const SYSTEM_LABEL: &str = "karmada.io/system";
 /// Field manager of every write `join` makes.
 const MANAGER: &str = "flotilla-join";
 
-/// What the default role lets Flotilla do in a member: full control (get, list, watch, create,
-/// update, patch, delete) of these resources, by API group.
-pub const DEFAULT_KINDS: &[(&str, &[&str])] = &[
-    ("", &["namespaces", "configmaps", "secrets", "services", "serviceaccounts", "persistentvolumeclaims", "limitranges", "resourcequotas"]),
-    ("apps", &["deployments", "statefulsets", "daemonsets", "replicasets"]),
-    ("batch", &["jobs", "cronjobs"]),
-    ("autoscaling", &["horizontalpodautoscalers"]),
-    ("policy", &["poddisruptionbudgets"]),
-    ("networking.k8s.io", &["ingresses", "networkpolicies"]),
-    ("discovery.k8s.io", &["endpointslices"]),
-    ("apiextensions.k8s.io", &["customresourcedefinitions"]),
+/// How much Flotilla may do in a member (`flotilla join --access`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Every kind the member serves at join, with its status, except the [`WITHHELD_GROUPS`];
+    /// nodes read only.
+    #[default]
+    Default,
+    /// Karmada's rights: everything.
+    Full,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Default => "default",
+            Access::Full => "full",
+        }
+    }
+}
+
+impl std::str::FromStr for Access {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Access, String> {
+        match s {
+            "default" => Ok(Access::Default),
+            "full" => Ok(Access::Full),
+            other => Err(format!("unknown access level {other:?}: expected default or full")),
+        }
+    }
+}
+
+/// Annotation on the member role recording its [`Access`] level.
+pub const ACCESS_ANNOTATION: &str = "flotilla.io/access";
+/// Annotation on the member role recording `--allow-kinds` (`plural.group`, comma-separated).
+pub const ALLOW_KINDS_ANNOTATION: &str = "flotilla.io/allow-kinds";
+/// Annotation on the Cluster (control plane) carrying the member role's resourceVersion: join and
+/// `join --update` set it, and the execution controller retries the cluster's Works at once
+/// when it changes (a Work refused for a missing right need not wait for its backoff).
+pub const MEMBER_ROLE_ANNOTATION: &str = "flotilla.io/member-role";
+/// API groups the default role never grants: RBAC (an identity that may write roles and
+/// bindings may grant itself anything) and admission (the policy guarding Flotilla's identity
+/// lives there). `--access full` or `--allow-kinds` grant them.
+pub const WITHHELD_GROUPS: &[&str] = &["rbac.authorization.k8s.io", "admissionregistration.k8s.io"];
+/// The API groups built into every Kubernetes member: the default role of any member covers
+/// their kinds (outside the [`WITHHELD_GROUPS`]), whenever it joined.
+pub const KUBERNETES_GROUPS: &[&str] = &[
+    "",
+    "apps",
+    "batch",
+    "autoscaling",
+    "policy",
+    "networking.k8s.io",
+    "discovery.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+    "node.k8s.io",
+    "coordination.k8s.io",
+    "certificates.k8s.io",
+    "apiextensions.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "rbac.authorization.k8s.io",
+    "admissionregistration.k8s.io",
 ];
-/// Read-only access for the status summaries (node counts and capacity, pod requests).
-pub const READ_ONLY_KINDS: &[(&str, &[&str])] = &[("", &["nodes", "pods"])];
+/// Resources the default role only reads: the member's machines (for the status summaries).
+pub const READ_ONLY_KINDS: &[(&str, &[&str])] = &[("", &["nodes"])];
 const FULL_VERBS: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
+const STATUS_VERBS: &[&str] = &["get", "update", "patch"];
 const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// Whether the default role grants full control of `resource` in `group` (what a member
+/// serving it would get at join).
+pub fn default_role_covers(group: &str, resource: &str) -> bool {
+    !WITHHELD_GROUPS.contains(&group) && !READ_ONLY_KINDS.iter().any(|(g, rs)| *g == group && rs.contains(&resource))
+}
+
+/// What to run to give the member identity of `cluster` the right to `verb` `resource`
+/// (`plural.group`, or `plural` for the core group), as a Work's failure names it.
+pub fn grant_hint(cluster: &str, resource: &str) -> String {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let base = format!("flotilla join {cluster} --kubeconfig <the member's admin kubeconfig> --update");
+    if plural.contains('/') && !plural.ends_with("/status") {
+        format!("{base} --access full")
+    } else if default_role_covers(group, plural.trim_end_matches("/status")) {
+        format!("{base} (the role is derived from what the member served at join; --update derives it again)")
+    } else {
+        format!("{base} --access full (or --allow-kinds {resource})")
+    }
+}
 
 /// The member-side names for `cluster`.
 pub fn service_account_name(cluster: &str) -> String {
@@ -98,6 +181,8 @@ pub struct MemberCredentials {
     pub impersonator_token: String,
     /// The member's id (the `kube-system` namespace UID).
     pub id: Option<String>,
+    /// The member role's resourceVersion ([`MEMBER_ROLE_ANNOTATION`]).
+    pub role_version: Option<String>,
 }
 
 impl std::fmt::Debug for MemberCredentials {
@@ -119,30 +204,101 @@ pub fn parse_kind(spec: &str) -> Result<(String, String), String> {
     Ok((group.to_string(), resource.to_string()))
 }
 
-/// The rules of the member role: the defaults, the extra kinds, read-only nodes and pods.
-pub fn role_rules(extra: &[(String, String)]) -> Vec<PolicyRule> {
-    let mut full: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (group, resources) in DEFAULT_KINDS {
-        full.entry((*group).to_string()).or_default().extend(resources.iter().map(|r| (*r).to_string()));
+/// The rules of the member role at `access`, for a member serving `served`, with the extra
+/// kinds (`(group, plural)`).
+pub fn role_rules(access: Access, served: &[ServedResource], extra: &[(String, String)]) -> Vec<PolicyRule> {
+    let strings = |items: &[&str]| items.iter().map(|v| (*v).to_string()).collect::<Vec<_>>();
+    if access == Access::Full {
+        return vec![
+            PolicyRule { api_groups: Some(strings(&["*"])), resources: Some(strings(&["*"])), verbs: strings(&["*"]), ..Default::default() },
+            PolicyRule { non_resource_urls: Some(strings(&["*"])), verbs: strings(&["get"]), ..Default::default() },
+        ];
+    }
+    let mut full: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in served {
+        if !r.name.contains('/') && r.verbs.iter().any(|v| v == "get") && default_role_covers(&r.group, &r.name) {
+            full.entry(r.group.clone()).or_default().insert(r.name.clone());
+        }
     }
     for (group, resource) in extra {
-        full.entry(group.clone()).or_default().push(resource.clone());
+        full.entry(group.clone()).or_default().insert(resource.clone());
     }
-    let rule = |group: &str, mut resources: Vec<String>, verbs: &[&str]| {
-        resources.sort();
-        resources.dedup();
-        PolicyRule {
-            api_groups: Some(vec![group.to_string()]),
-            resources: Some(resources),
-            verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
-            ..Default::default()
+    let mut status: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in served {
+        if let Some(parent) = r.name.strip_suffix("/status")
+            && full.get(&r.group).is_some_and(|g| g.contains(parent))
+        {
+            status.entry(r.group.clone()).or_default().insert(r.name.clone());
         }
+    }
+    let rule = |group: &str, resources: BTreeSet<String>, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.into_iter().collect()),
+        verbs: strings(verbs),
+        ..Default::default()
     };
-    let mut rules: Vec<PolicyRule> = full.into_iter().map(|(g, r)| rule(&g, r, FULL_VERBS)).collect();
+    let mut rules = Vec::new();
+    for (group, resources) in full {
+        let status = status.remove(&group);
+        rules.push(rule(&group, resources, FULL_VERBS));
+        if let Some(status) = status {
+            rules.push(rule(&group, status, STATUS_VERBS));
+        }
+    }
     for (group, resources) in READ_ONLY_KINDS {
         rules.push(rule(group, resources.iter().map(|r| (*r).to_string()).collect(), READ_VERBS));
     }
     rules
+}
+
+/// The member role for `opts`, from what the member serves now.
+async fn member_role(member: &kube::Client, opts: &JoinOptions) -> Result<ClusterRole, MemberError> {
+    let c = opts.cluster.as_str();
+    let served = match opts.access {
+        Access::Full => Vec::new(),
+        Access::Default => served_resources(member).await.map_err(api_err(c, "discovering what the member serves"))?,
+    };
+    let allow = opts.extra_kinds.iter().map(|(g, r)| if g.is_empty() { r.clone() } else { format!("{r}.{g}") }).collect::<Vec<_>>().join(",");
+    let mut annotations = BTreeMap::from([(ACCESS_ANNOTATION.to_string(), opts.access.as_str().to_string())]);
+    if !allow.is_empty() {
+        annotations.insert(ALLOW_KINDS_ANNOTATION.to_string(), allow);
+    }
+    Ok(ClusterRole {
+        metadata: ObjectMeta { name: Some(role_name(c)), annotations: Some(annotations), ..Default::default() },
+        rules: Some(role_rules(opts.access, &served, &opts.extra_kinds)),
+        ..Default::default()
+    })
+}
+
+/// The access level and extra kinds the member role of `cluster` records, or `None` when the
+/// member has no such role (it was never joined under that name).
+pub async fn recorded_access(member: &kube::Client, cluster: &str) -> Result<Option<(Access, Vec<(String, String)>)>, MemberError> {
+    let roles: Api<ClusterRole> = Api::all(member.clone());
+    let Some(role) = roles.get_opt(&role_name(cluster)).await.map_err(api_err(cluster, "reading the member role"))? else { return Ok(None) };
+    let annotations = role.metadata.annotations.unwrap_or_default();
+    let access = annotations.get(ACCESS_ANNOTATION).and_then(|a| a.parse().ok()).unwrap_or_default();
+    let kinds = annotations.get(ALLOW_KINDS_ANNOTATION).map(|k| k.split(',').filter_map(|k| parse_kind(k).ok()).collect()).unwrap_or_default();
+    Ok(Some((access, kinds)))
+}
+
+/// `flotilla join --update`: derive the member role again from what the member serves now (and
+/// `opts`' access and kinds), leaving the identity, its tokens and the Cluster as they are.
+/// Returns the number of rules.
+/// Returns the number of rules and the role's resourceVersion.
+pub async fn update_member_role(member: &kube::Client, opts: &JoinOptions) -> Result<(usize, Option<String>), MemberError> {
+    let role = member_role(member, opts).await?;
+    let roles: Api<ClusterRole> = Api::all(member.clone());
+    let applied =
+        roles.patch(&role_name(&opts.cluster), &apply_params(), &Patch::Apply(&role)).await.map_err(api_err(&opts.cluster, "updating the cluster role"))?;
+    Ok((role.rules.as_ref().map_or(0, Vec::len), applied.metadata.resource_version))
+}
+
+/// Record the member role's `version` on the Cluster ([`MEMBER_ROLE_ANNOTATION`]).
+pub async fn record_member_role(control_plane: &kube::Client, cluster: &str, version: &str) -> Result<(), MemberError> {
+    let clusters: Api<Cluster> = Api::all(control_plane.clone());
+    let patch = serde_json::json!({"metadata": {"annotations": {MEMBER_ROLE_ANNOTATION: version}}});
+    clusters.patch(cluster, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(cluster, "recording the member role on the Cluster"))?;
+    Ok(())
 }
 
 /// Everything `join` needs to know.
@@ -154,6 +310,8 @@ pub struct JoinOptions {
     pub zones: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub extra_kinds: Vec<(String, String)>,
+    /// How much Flotilla may do in the member.
+    pub access: Access,
     /// How long to wait for the member's token controller to fill the token Secret before
     /// falling back to a TokenRequest.
     pub token_wait: Duration,
@@ -231,13 +389,10 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     sas.patch(&sa_name, &apply_params(), &Patch::Apply(&sa)).await.map_err(api_err(c, "creating the service account"))?;
     progress(&format!("member: service account {CLUSTER_NAMESPACE}/{sa_name}"));
 
-    let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(role_name(c)), ..Default::default() },
-        rules: Some(role_rules(&opts.extra_kinds)),
-        ..Default::default()
-    };
+    let role = member_role(member, opts).await?;
     let roles: Api<ClusterRole> = Api::all(member.clone());
-    roles.patch(&role_name(c), &apply_params(), &Patch::Apply(&role)).await.map_err(api_err(c, "creating the cluster role"))?;
+    let role_version =
+        roles.patch(&role_name(c), &apply_params(), &Patch::Apply(&role)).await.map_err(api_err(c, "creating the cluster role"))?.metadata.resource_version;
     let binding = ClusterRoleBinding {
         metadata: ObjectMeta { name: Some(role_name(c)), ..Default::default() },
         role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: role_name(c) },
@@ -245,7 +400,11 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     };
     let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
     bindings.patch(&role_name(c), &apply_params(), &Patch::Apply(&binding)).await.map_err(api_err(c, "binding the cluster role"))?;
-    progress(&format!("member: cluster role {} ({} rules, no wildcards)", role_name(c), role.rules.as_ref().map_or(0, Vec::len)));
+    let rules = role.rules.as_ref().map_or(0, Vec::len);
+    match opts.access {
+        Access::Default => progress(&format!("member: cluster role {} ({rules} rules over the kinds the member serves, no wildcards)", role_name(c))),
+        Access::Full => progress(&format!("member: cluster role {} (full access: * on *)", role_name(c))),
+    }
     let token = service_account_token(member, opts, &sa_name, &token_secret_name(c), progress).await?;
 
     let imp = impersonator_name(c);
@@ -262,7 +421,7 @@ pub async fn prepare_member(member: &kube::Client, opts: &JoinOptions, progress:
     progress(&format!("member: cluster proxy identity {CLUSTER_NAMESPACE}/{imp} (impersonate only)"));
     let impersonator_token = service_account_token(member, opts, &imp, &impersonator_token_secret_name(c), progress).await?;
     guard_identity(member, c, progress).await?;
-    Ok(MemberCredentials { token, impersonator_token, id })
+    Ok(MemberCredentials { token, impersonator_token, id, role_version })
 }
 
 /// The name of the admission policy (and its binding) that keeps Flotilla's member identity
@@ -434,7 +593,10 @@ pub async fn register(control_plane: &kube::Client, opts: &JoinOptions, endpoint
         ..Default::default()
     };
     secrets.patch(&imp, &apply_params(), &Patch::Apply(&secret)).await.map_err(api_err(c, "storing the cluster proxy's credential"))?;
-    let cluster = cluster_object(opts, endpoint, id);
+    let mut cluster = cluster_object(opts, endpoint, id);
+    if let Some(v) = &creds.role_version {
+        cluster.metadata.annotations = Some([(MEMBER_ROLE_ANNOTATION.to_string(), v.clone())].into());
+    }
     let clusters: Api<Cluster> = Api::all(control_plane.clone());
     let mut value = serde_json::to_value(&cluster).map_err(|e| MemberError::Other { cluster: c.into(), message: e.to_string() })?;
     value["apiVersion"] = "cluster.karmada.io/v1alpha1".into();
@@ -512,6 +674,7 @@ mod tests {
             zones: vec!["".into(), "z1".into()],
             labels: BTreeMap::new(),
             extra_kinds: vec![],
+            access: Access::Default,
             token_wait: Duration::ZERO,
             token_lifetime: Duration::ZERO,
         };
@@ -525,19 +688,69 @@ mod tests {
         assert_eq!(cluster.spec.secret_ref.as_ref().map(|r| (r.namespace.as_str(), r.name.as_str())), Some((CLUSTER_NAMESPACE, "m1")));
     }
 
+    fn served(items: &[(&str, &str, &[&str])]) -> Vec<ServedResource> {
+        items.iter().map(|(g, n, v)| ServedResource { group: (*g).into(), name: (*n).into(), verbs: v.iter().map(|v| (*v).to_string()).collect() }).collect()
+    }
+
+    const ALL: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
     #[test]
-    fn the_role_has_no_wildcards_and_reads_nodes_and_pods_only() {
-        let rules = role_rules(&[("example.com".into(), "widgets".into())]);
+    fn the_default_role_covers_what_the_member_serves_without_wildcards_rbac_or_admission() {
+        let member = served(&[
+            ("", "pods", ALL),
+            ("", "pods/status", &["get", "patch", "update"]),
+            ("", "pods/exec", &["create", "get"]),
+            ("", "serviceaccounts/token", &["create"]),
+            ("", "nodes", ALL),
+            ("", "bindings", &["create"]),
+            ("apps", "deployments", ALL),
+            ("apps", "deployments/status", &["get", "patch", "update"]),
+            ("apps", "deployments/scale", &["get", "patch", "update"]),
+            ("example.com", "widgets", ALL),
+            ("example.com", "widgets/status", &["get", "patch", "update"]),
+            ("rbac.authorization.k8s.io", "roles", ALL),
+            ("admissionregistration.k8s.io", "validatingadmissionpolicies", ALL),
+            ("authentication.k8s.io", "tokenreviews", &["create"]),
+        ]);
+        let rules = role_rules(Access::Default, &member, &[("istio.io".into(), "gateways".into())]);
         for r in &rules {
             assert!(!r.verbs.iter().any(|v| v.contains('*')), "{r:?}");
             assert!(!r.resources.iter().flatten().any(|x| x.contains('*')), "{r:?}");
             assert!(!r.api_groups.iter().flatten().any(|x| x.contains('*')), "{r:?}");
         }
-        let pods = rules.iter().find(|r| r.resources.as_ref().is_some_and(|x| x.contains(&"pods".to_string()))).unwrap();
-        assert_eq!(pods.verbs, vec!["get", "list", "watch"]);
-        assert!(rules.iter().any(|r| r.api_groups == Some(vec!["example.com".into()]) && r.resources == Some(vec!["widgets".into()])));
-        let apps = rules.iter().find(|r| r.api_groups == Some(vec!["apps".into()])).unwrap();
-        assert!(apps.resources.as_ref().unwrap().contains(&"deployments".to_string()));
+        let find = |group: &str, verbs: &[&str]| {
+            rules.iter().find(|r| r.api_groups == Some(vec![group.to_string()]) && r.verbs == verbs).and_then(|r| r.resources.clone()).unwrap_or_default()
+        };
+        assert_eq!(find("", FULL_VERBS), vec!["pods"], "no create-only resources, nodes read only");
+        assert_eq!(find("", STATUS_VERBS), vec!["pods/status"], "status only: no exec, no tokens");
+        assert_eq!(find("", READ_VERBS), vec!["nodes"]);
+        assert_eq!(find("apps", FULL_VERBS), vec!["deployments"]);
+        assert_eq!(find("apps", STATUS_VERBS), vec!["deployments/status"]);
+        assert_eq!(find("example.com", FULL_VERBS), vec!["widgets"]);
+        assert_eq!(find("example.com", STATUS_VERBS), vec!["widgets/status"]);
+        assert_eq!(find("istio.io", FULL_VERBS), vec!["gateways"], "--allow-kinds adds a kind the member did not serve yet");
+        for withheld in WITHHELD_GROUPS {
+            assert!(!rules.iter().any(|r| r.api_groups == Some(vec![withheld.to_string()])), "{withheld} granted: {rules:?}");
+        }
+        assert!(!rules.iter().any(|r| r.api_groups == Some(vec!["authentication.k8s.io".into()])), "{rules:?}");
+    }
+
+    #[test]
+    fn full_access_is_karmadas_role() {
+        let rules = role_rules(Access::Full, &[], &[]);
+        assert_eq!(rules[0].api_groups, Some(vec!["*".to_string()]));
+        assert_eq!((rules[0].resources.clone(), rules[0].verbs.clone()), (Some(vec!["*".to_string()]), vec!["*".to_string()]));
+        assert_eq!((rules[1].non_resource_urls.clone(), rules[1].verbs.clone()), (Some(vec!["*".to_string()]), vec!["get".to_string()]));
+        assert_eq!("full".parse::<Access>(), Ok(Access::Full));
+        assert!("admin".parse::<Access>().unwrap_err().contains("default or full"));
+    }
+
+    #[test]
+    fn a_refused_right_names_the_command_that_grants_it() {
+        assert!(grant_hint("m1", "roles.rbac.authorization.k8s.io").ends_with("--update --access full (or --allow-kinds roles.rbac.authorization.k8s.io)"));
+        assert!(grant_hint("m1", "widgets.example.com").contains("flotilla join m1 --kubeconfig <the member's admin kubeconfig> --update (the role"));
+        assert!(grant_hint("m1", "pods/exec").ends_with("--access full"));
+        assert!(grant_hint("m1", "nodes").ends_with("--allow-kinds nodes)"));
     }
 
     #[test]

@@ -52,11 +52,7 @@ fn subset_at(path: &str, expected: &Value, actual: &Value) -> Result<(), String>
                 return Err(format!("{at}: want {} items in any order, have {}: {actual}", want.len(), have.len()));
             }
             let mut taken = vec![false; have.len()];
-            if assign(path, want, have, &mut taken) {
-                Ok(())
-            } else {
-                Err(format!("{at}: want {} in any order, have {actual}", Value::Array(want.clone())))
-            }
+            if assign(path, want, have, &mut taken) { Ok(()) } else { Err(format!("{at}: want {} in any order, have {actual}", Value::Array(want.clone()))) }
         }
         Value::Object(want) => {
             let empty = serde_json::Map::new();

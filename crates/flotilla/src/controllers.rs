@@ -68,6 +68,10 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add("clusterStatus", true, |cx: &Context| {
         Box::pin(c::cluster_status::run(cx.client(c::cluster_status::NAME), cx.runtime.clone(), cx.settings.cluster_status(), cx.members.clone()))
     });
+    // Karmada starts it with the Failover gate.
+    s.add(c::cluster_taint_policy::NAME, settings.feature_gates.failover, |cx: &Context| {
+        Box::pin(c::cluster_taint_policy::run(cx.client(c::cluster_taint_policy::NAME), cx.runtime.clone()))
+    });
     s.add("detector", true, |cx: &Context| Box::pin(c::detector::run(cx.client(c::detector::NAME), cx.runtime.clone(), cx.settings.detector())));
     s.add("binding", true, |cx: &Context| Box::pin(c::binding::run(cx.client(c::binding::NAME), cx.runtime.clone(), cx.settings.binding())));
     s.add("dependenciesDistributor", settings.feature_gates.propagate_deps, |cx: &Context| {
@@ -180,7 +184,7 @@ mod tests {
         assert!(!fed.contains(&"namespace-controller") && fed.contains(&"execution"));
         let on: Vec<&str> = set(&settings, Scope::All).select("*,-execution").unwrap().iter().map(|e| e.name).collect();
         assert!(!on.contains(&"execution") && on.contains(&"workStatus"));
-        assert!(!on.contains(&"taintManager"), "the Failover gate is off by default");
+        assert!(!on.contains(&"taintManager") && !on.contains(&"clusterTaintPolicy"), "the Failover gate is off by default");
         assert!(on.contains(&"gracefulEviction") && on.contains(&"dependenciesDistributor"));
         assert_eq!(describe(&settings, Scope::Federation, &["cluster"]).split(" (off: ").count(), 2);
     }

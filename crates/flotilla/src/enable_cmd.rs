@@ -62,12 +62,8 @@ pub async fn enable(args: EnableArgs) -> anyhow::Result<()> {
     let ftc = plan.ftc.metadata.name.as_deref().unwrap_or_default();
     println!("customresourcedefinition.apiextensions.k8s.io/{} {}", plan.crd_name(), done.crd.as_str());
     println!("federatedtypeconfig.core.kubefed.io/{ftc} {} in namespace {}", done.ftc.as_str(), options.namespace);
-    // TODO(issue 8): widen the joined members' roles for the target kind (Flotilla's member
-    // identity cannot grant itself more; until then, say what is missing and how to add it).
-    if let Some(kind) = kubefed::member_role_gap(&plan) {
-        eprintln!(
-            "note: the member role `flotilla join` creates does not cover {kind}; for each member run `flotilla join NAME --kubeconfig MEMBER.kubeconfig --allow-kinds {kind}` (with the kinds it already allows) before objects of this type can reach it"
-        );
+    if let Some(note) = kubefed::member_role_gap(&plan) {
+        eprintln!("note: {note}");
     }
     Ok(())
 }

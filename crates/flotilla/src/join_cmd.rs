@@ -77,10 +77,22 @@ pub struct JoinArgs {
     /// Labels on the Cluster: key=value, repeat or separate with commas.
     #[arg(long = "labels", value_delimiter = ',')]
     labels: Vec<String>,
-    /// More kinds Flotilla may manage in the member, beyond the default list
-    /// (`plural.group` or `plural` for the core group, e.g. `virtualservices.networking.istio.io`).
+    /// More kinds Flotilla may manage in the member, beyond those the default role derives
+    /// from what the member serves (`plural.group` or `plural` for the core group, e.g.
+    /// `virtualservices.networking.istio.io`, or a kind whose CRD is not installed yet).
     #[arg(long = "allow-kinds", value_delimiter = ',')]
     allow_kinds: Vec<String>,
+    /// What Flotilla may do in the member: `default` (every kind the member serves, with its
+    /// status, except RBAC and admission kinds; nodes read only) or `full` (Karmada's `*` on
+    /// `*`, needed to propagate Roles, RoleBindings, ClusterRoles and ClusterRoleBindings).
+    /// With --update, the level recorded at join unless given.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_access)]
+    access: Option<join::Access>,
+    /// Only derive the member role again (kinds served since join, such as new CRDs; a new
+    /// --access or --allow-kinds), keeping the identity, its tokens and the Cluster. Needs only
+    /// the member's kubeconfig.
+    #[arg(long)]
+    update: bool,
     /// Seconds to wait for the member's token controller before using a TokenRequest.
     #[arg(long, default_value_t = 15)]
     token_wait_seconds: u64,
@@ -104,6 +116,10 @@ pub fn check_cluster_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn parse_access(s: &str) -> Result<join::Access, String> {
+    s.parse()
+}
+
 fn parse_labels(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     items
         .iter()
@@ -123,6 +139,9 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     let member_config = load(&args.kubeconfig, args.context.clone()).await.context("the member's kubeconfig")?;
     let endpoint = MemberEndpoint::from_config(&member_config);
     let member = kube::Client::try_from(member_config).context("building the member client")?;
+    if args.update {
+        return update(&args.name, &member, &args.control_plane, args.access, extra_kinds).await;
+    }
     let control_plane = args.control_plane.client().await?;
     let opts = JoinOptions {
         cluster: args.name.clone(),
@@ -131,6 +150,7 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
         zones: args.zones,
         labels,
         extra_kinds,
+        access: args.access.unwrap_or_default(),
         token_wait: Duration::from_secs(args.token_wait_seconds),
         token_lifetime: Duration::from_secs(args.token_lifetime_seconds),
     };
@@ -139,6 +159,44 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
     join::register(&control_plane, &opts, &endpoint, &creds).await?;
     println!("  control plane: Secrets karmada-cluster/{0} and karmada-cluster/{0}-impersonator, Cluster {0} written", args.name);
     println!("cluster {} joined; watch it become Ready with: kubectl get clusters", args.name);
+    Ok(())
+}
+
+/// `flotilla join NAME --update`: the member role derived again, at the recorded access level
+/// and kinds unless new ones are given.
+async fn update(
+    name: &str,
+    member: &kube::Client,
+    control_plane: &ControlPlane,
+    access: Option<join::Access>,
+    mut extra_kinds: Vec<(String, String)>,
+) -> anyhow::Result<()> {
+    let Some((recorded, kinds)) = join::recorded_access(member, name).await? else {
+        bail!(
+            "the member has no role {}: cluster {name} was not joined with this kubeconfig; run `flotilla join {name}` without --update",
+            join::role_name(name)
+        );
+    };
+    for k in kinds {
+        if !extra_kinds.contains(&k) {
+            extra_kinds.push(k);
+        }
+    }
+    let opts = JoinOptions { cluster: name.to_string(), extra_kinds, access: access.unwrap_or(recorded), ..Default::default() };
+    println!("updating the member role of {name} (access {})", opts.access.as_str());
+    let (rules, version) = join::update_member_role(member, &opts).await?;
+    println!("  member: cluster role {} ({rules} rules)", join::role_name(name));
+    // Telling the control plane makes it retry the cluster's Works now rather than at their
+    // next backoff; without it they still are, within minutes.
+    let recorded = match (control_plane.client().await, version) {
+        (Ok(cp), Some(v)) => join::record_member_role(&cp, name, &v).await.map_err(anyhow::Error::from),
+        (Err(e), _) => Err(e),
+        (_, None) => Ok(()),
+    };
+    match recorded {
+        Ok(()) => println!("cluster {name} updated; Works refused for a missing right are retried now"),
+        Err(e) => println!("cluster {name} updated in the member; the control plane was not told ({e:#}): refused Works are retried at their next backoff"),
+    }
     Ok(())
 }
 

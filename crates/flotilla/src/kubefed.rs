@@ -15,6 +15,7 @@ use flotilla_api::federation::kubefed::enable::{DiscoveredResource, resolve};
 use flotilla_api::federation::kubefed::install::{self, KUBEFED_CONFIG_NAME};
 use flotilla_api::federation::kubefed::types::federated_type_definition;
 use flotilla_api::federation::kubefed::{FederatedTypeOptions, default_target_types, default_type_options, federated_type_crd_with};
+use flotilla_member::join;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -278,14 +279,24 @@ pub async fn apply_enable(client: &Client, plan: &EnablePlan) -> anyhow::Result<
     Ok(Enabled { crd, ftc: Change::of(before, after.metadata.generation) })
 }
 
-/// The `plural[.group]` of `plan`'s target when the member role `flotilla join` creates does
-/// not cover it: Flotilla's least-privilege member identity cannot propagate such objects until
-/// the role is widened (`flotilla join … --allow-kinds`). `None` when the default role covers it.
+/// What a member joined with `flotilla join` lacks to propagate `plan`'s target, and the command
+/// that grants it; `None` when every member's default role covers it (a kind built into
+/// Kubernetes outside the withheld groups). A custom kind is covered only in members that served
+/// it at join: the others need their role derived again.
 pub fn member_role_gap(plan: &EnablePlan) -> Option<String> {
     let target = &plan.ftc.spec.target_type;
     let group = target.group.as_deref().unwrap_or_default();
-    let covered = flotilla_member::join::DEFAULT_KINDS.iter().any(|(g, resources)| *g == group && resources.contains(&target.plural_name.as_str()));
-    (!covered).then(|| install::federated_type_config_name(target))
+    let kind = install::federated_type_config_name(target);
+    if !join::default_role_covers(group, &target.plural_name) {
+        return Some(format!(
+            "the default member role withholds {kind}; for each member run `flotilla join NAME --kubeconfig MEMBER.kubeconfig --update --access full` (or `--allow-kinds {kind}`) before objects of this type can reach it"
+        ));
+    }
+    (!join::KUBERNETES_GROUPS.contains(&group)).then(|| {
+        format!(
+            "members joined before they served {kind} need their role derived again: for each, run `flotilla join NAME --kubeconfig MEMBER.kubeconfig --update` (or join with `--allow-kinds {kind}` ahead of its CRD) before objects of this type can reach it"
+        )
+    })
 }
 
 /// What [`disable`] removed.

@@ -73,6 +73,10 @@ pub struct UpArgs {
     /// headers before answering 503; a proxied watch then streams as long as it lasts.
     #[arg(long, default_value_t = 30)]
     pub cluster_proxy_timeout_seconds: u64,
+    /// Admit ClusterTaintPolicies with NoExecute taints, which evict what does not tolerate
+    /// them (karmada-webhook's flag of the same name; off by default, as in Karmada).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub allow_no_execute_taint_policy: bool,
     /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
@@ -98,6 +102,7 @@ impl UpArgs {
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
             cluster_proxy_timeout_seconds: 30,
+            allow_no_execute_taint_policy: false,
             demo: None,
             federation: Default::default(),
         }
@@ -178,6 +183,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         max_in_flight: args.max_requests_inflight,
         request_timeout: Duration::from_secs(args.request_timeout_seconds),
         max_body_bytes: args.max_request_body_bytes,
+        admission: flotilla_api::admission::Settings { allow_no_execute_taint_policy: args.allow_no_execute_taint_policy },
         ..ApiServerConfig::default()
     };
     let tokens = match &args.token_auth_file {

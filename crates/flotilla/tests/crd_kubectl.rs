@@ -161,6 +161,7 @@ fn federation_manifests_apply_unchanged() {
         ("clusterpropagationpolicies", "cpp", "policy.karmada.io/v1alpha1", "false", "ClusterPropagationPolicy"),
         ("overridepolicies", "op", "policy.karmada.io/v1alpha1", "true", "OverridePolicy"),
         ("clusteroverridepolicies", "cop", "policy.karmada.io/v1alpha1", "false", "ClusterOverridePolicy"),
+        ("clustertaintpolicies", "", "policy.karmada.io/v1alpha1", "false", "ClusterTaintPolicy"),
         ("works", "wk", "work.karmada.io/v1alpha1", "true", "Work"),
         ("resourcebindings", "rb", "work.karmada.io/v1alpha2", "true", "ResourceBinding"),
         ("clusterresourcebindings", "crb", "work.karmada.io/v1alpha2", "false", "ClusterResourceBinding"),

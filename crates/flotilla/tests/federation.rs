@@ -54,7 +54,7 @@ fn deployment_propagates_divided_and_overridden_with_status_back() {
     assert_eq!(can_i(&["create", "deployments.apps", "-n", "anywhere"]), "yes");
     assert_eq!(can_i(&["list", "pods", "-A"]), "yes");
     assert_eq!(can_i(&["create", "clusterroles.rbac.authorization.k8s.io"]), "no");
-    assert_eq!(can_i(&["create", "pods/exec", "-n", "kube-system"]), "no");
+    assert_eq!(can_i(&["create", "pods", "--subresource=exec", "-n", "kube-system"]), "no");
     assert_eq!(can_i(&["delete", "nodes"]), "no");
 
     let ns = unique("fed");

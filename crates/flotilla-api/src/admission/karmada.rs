@@ -12,7 +12,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use super::{Defaulting, FieldError, FieldPath, GroupVersionKind, Operation, Reason, decode, dns1123_label_errors, encode, go_url, json_pointer_error, path};
+use super::{
+    Defaulting, FieldError, FieldPath, GroupVersionKind, Operation, Reason, Settings, decode, dns1123_label_errors, encode, go_url, json_pointer_error, path,
+};
 use crate::defaults::quantity::Quantity as ParsedQuantity;
 use crate::federation::karmada::cluster::{Cluster, ClusterSpec, ResourceModel, ResourceModelRange};
 use crate::federation::karmada::policy::{
@@ -21,6 +23,7 @@ use crate::federation::karmada::policy::{
     Placement, PreemptionBehavior, PropagationPolicy, PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingType, ResourceSelector,
     SpreadByField, SpreadConstraint,
 };
+use crate::federation::karmada::taint::{ClusterTaintPolicy, ClusterTaintPolicySpec};
 use crate::federation::karmada::work::{
     CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding, MANAGED_ANNOTATIONS_ANNOTATION, MANAGED_LABELS_ANNOTATION,
     RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, WORK_PERMANENT_ID_LABEL, Work,
@@ -40,6 +43,7 @@ enum Kind {
     ClusterPropagationPolicy,
     OverridePolicy,
     ClusterOverridePolicy,
+    ClusterTaintPolicy,
     ResourceBinding,
     ClusterResourceBinding,
     Work,
@@ -52,6 +56,7 @@ fn kind(gvk: &GroupVersionKind) -> Option<Kind> {
         ("policy.karmada.io", "v1alpha1", "ClusterPropagationPolicy") => Kind::ClusterPropagationPolicy,
         ("policy.karmada.io", "v1alpha1", "OverridePolicy") => Kind::OverridePolicy,
         ("policy.karmada.io", "v1alpha1", "ClusterOverridePolicy") => Kind::ClusterOverridePolicy,
+        ("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy") => Kind::ClusterTaintPolicy,
         ("work.karmada.io", "v1alpha2", "ResourceBinding") => Kind::ResourceBinding,
         ("work.karmada.io", "v1alpha2", "ClusterResourceBinding") => Kind::ClusterResourceBinding,
         ("work.karmada.io", "v1alpha1", "Work") => Kind::Work,
@@ -96,7 +101,7 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
             default_selector_namespaces(policy.spec.resource_selectors.iter_mut().flatten(), ctx, &policy.metadata);
             encode(&policy, obj);
         }
-        Some(Kind::ClusterOverridePolicy) => {}
+        Some(Kind::ClusterOverridePolicy | Kind::ClusterTaintPolicy) => {}
         Some(Kind::ResourceBinding) => {
             let mut binding: ResourceBinding = decode(obj)?;
             ensure_permanent_id(&mut binding.metadata, RESOURCE_BINDING_PERMANENT_ID_LABEL, ctx);
@@ -127,7 +132,7 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
 }
 
 /// Karmada's validating step.
-pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>, settings: &Settings) -> Vec<FieldError> {
     let result = match kind(gvk) {
         Some(Kind::Cluster) => decode::<Cluster>(obj).map(|c| validate_cluster(&c)),
         Some(Kind::PropagationPolicy) => decode::<PropagationPolicy>(obj).and_then(|p| {
@@ -142,6 +147,7 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec
         }),
         Some(Kind::OverridePolicy) => decode::<OverridePolicy>(obj).map(|p| validate_override_spec(&p.spec)),
         Some(Kind::ClusterOverridePolicy) => decode::<ClusterOverridePolicy>(obj).map(|p| validate_override_spec(&p.spec.0)),
+        Some(Kind::ClusterTaintPolicy) => decode::<ClusterTaintPolicy>(obj).map(|p| validate_taint_policy(&p.spec, settings)),
         Some(Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work) | None => Ok(Vec::new()),
     };
     result.unwrap_or_else(|errors| errors)
@@ -721,6 +727,48 @@ fn validate_cluster_spec(spec: &ClusterSpec) -> Vec<FieldError> {
         && let Some(e) = validate_resource_models(models, &at.child("resourceModels"))
     {
         errs.push(e);
+    }
+    errs
+}
+
+/// karmada-webhook's ClusterTaintPolicy check: no NoExecute taint unless the administrator
+/// allows it, no two taints with the same key and effect; and, where Karmada would only fail
+/// later (patching the Cluster) or silently never match, a valid taint key, value and effect
+/// and a known operator.
+pub fn validate_taint_policy(spec: &ClusterTaintPolicySpec, settings: &Settings) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let at = path("spec");
+    for (i, taint) in spec.taints.iter().enumerate() {
+        let here = at.child("taints").index(i);
+        if taint.effect == "NoExecute" && !settings.allow_no_execute_taint_policy {
+            errs.push(FieldError::forbidden(
+                here.clone(),
+                "Configuring taint with NoExecute effect is not allowed, this capability must be explicitly enabled by administrators through command-line flags",
+            ));
+        }
+        if spec.taints[..i].iter().any(|t| t.key == taint.key && t.effect == taint.effect) {
+            errs.push(FieldError::new(
+                here.clone(),
+                Reason::Duplicate,
+                format!("Duplicate taint with the same key({}) and effect({}) is not allowed", taint.key, taint.effect),
+            ));
+        }
+        for message in label_key_errors(&taint.key) {
+            errs.push(FieldError::invalid(here.child("key"), message));
+        }
+        for message in label_value_errors(taint.value.as_deref().unwrap_or("")) {
+            errs.push(FieldError::invalid(here.child("value"), message));
+        }
+        if !["NoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
+            errs.push(FieldError::new(here.child("effect"), Reason::NotSupported, "supported values: \"NoSchedule\", \"NoExecute\""));
+        }
+    }
+    for (field, conditions) in [("addOnConditions", &spec.add_on_conditions), ("removeOnConditions", &spec.remove_on_conditions)] {
+        for (i, c) in conditions.iter().flatten().enumerate() {
+            if !["In", "NotIn"].contains(&c.operator.as_str()) {
+                errs.push(FieldError::new(at.child(field).index(i).child("operator"), Reason::NotSupported, "supported values: \"In\", \"NotIn\""));
+            }
+        }
     }
     errs
 }

@@ -49,6 +49,14 @@ impl fmt::Debug for Defaulting<'_> {
     }
 }
 
+/// What the administrator configured for admission (karmada-webhook's flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// karmada-webhook's `--allow-no-execute-taint-policy`: a ClusterTaintPolicy may manage
+    /// NoExecute taints (which evict). Off by default, as in Karmada.
+    pub allow_no_execute_taint_policy: bool,
+}
+
 /// Why a field is rejected; the strings are Kubernetes' `StatusCause` types.
 pub use crate::validation::Reason;
 
@@ -104,9 +112,9 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
 
 /// The validating step for `obj` of kind `gvk`; `old` is the stored object on update. Empty
 /// means admitted.
-pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>, settings: &Settings) -> Vec<FieldError> {
     if karmada::handles(gvk) {
-        karmada::validate(gvk, obj, old)
+        karmada::validate(gvk, obj, old, settings)
     } else if kubefed::handles(gvk) {
         kubefed::validate(gvk, obj, old)
     } else {

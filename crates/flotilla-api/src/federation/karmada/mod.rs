@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod names;
 pub mod policy;
+pub mod taint;
 pub mod work;
 
 use serde_json::Value;
@@ -18,6 +19,7 @@ pub fn crds() -> Vec<Value> {
         crd_of::<policy::ClusterPropagationPolicy>(),
         crd_of::<policy::OverridePolicy>(),
         crd_of::<policy::ClusterOverridePolicy>(),
+        crd_of::<taint::ClusterTaintPolicy>(),
         crd_of::<work::Work>(),
         crd_of::<work::ResourceBinding>(),
         crd_of::<work::ClusterResourceBinding>(),
