@@ -13,6 +13,11 @@
 //! smaller name. A claimed template stays with its policy unless a better one has
 //! `preemption: Always`. Templates in reserved namespaces are never propagated.
 //!
+//! Lazy activation (Karmada's `activationPreference: Lazy`): a template claimed by a lazy policy
+//! keeps its binding as it is until a user changes the template (labels and annotations in
+//! `*.karmada.io` do not count); the watch callback records such changes, and only they let the
+//! reconcile refresh the binding.
+//!
 //! A deleted template deletes its binding (Karmada relies on garbage collection through the
 //! owner reference; the detector does it directly so it works without a collector).
 
@@ -23,8 +28,8 @@ use std::time::Duration;
 use flotilla_api::admission::karmada::{default_propagation_spec, validate_propagation_spec};
 use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
-    CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy,
-    ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_NAME_ANNOTATION,
+    ActivationPreference, CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
+    ClusterPropagationPolicy, ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_NAME_ANNOTATION,
     PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
 };
 use flotilla_api::federation::karmada::work::{
@@ -336,6 +341,11 @@ pub struct Context {
     kinds: Mutex<HashMap<Kind, Option<Arc<Watched>>>>,
     queue: Arc<WorkQueue<TemplateKey>>,
     informers: Informers,
+    /// Templates changed by someone other than Karmada's controllers since their binding was
+    /// last refreshed, each with the sequence number of its latest such change: a Lazy policy
+    /// refreshes only those.
+    user_changes: Mutex<HashMap<TemplateKey, u64>>,
+    change_seq: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -356,6 +366,24 @@ fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
 impl Context {
     fn watched(&self, kind: &Kind) -> Option<Arc<Watched>> {
         self.kinds.lock().get(kind).cloned().flatten()
+    }
+
+    fn note_user_change(&self, key: TemplateKey) {
+        let seq = self.change_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.user_changes.lock().insert(key, seq);
+    }
+
+    /// The template's pending user change, if any (its sequence number).
+    fn user_change(&self, key: &TemplateKey) -> Option<u64> {
+        self.user_changes.lock().get(key).copied()
+    }
+
+    /// The change `seen` has been acted on; a later one stays pending.
+    fn user_change_done(&self, key: &TemplateKey, seen: Option<u64>) {
+        let mut changes = self.user_changes.lock();
+        if changes.get(key).copied() == seen {
+            changes.remove(key);
+        }
     }
 
     /// Queue every template of `kinds` (all watched kinds when `None`).
@@ -396,13 +424,29 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
         };
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
         tracing::debug!(controller = NAME, kind = ?kind, "watching templates");
+        // Templates not written since this revision were there before the detector looked at
+        // the kind: listing them is no change of theirs (see `is_user_change`).
+        let since = loop {
+            let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+            match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+                Ok(list) => break list.metadata.resource_version.and_then(|rv| rv.parse::<u64>().ok()),
+                Err(e) => {
+                    tracing::debug!(controller = NAME, kind = ?kind, error = %e, "listing templates failed; retrying");
+                    tokio::time::sleep(ctx.config.missing_kind_retry).await;
+                }
+            }
+        };
         let store = ctx.informers.dynamic_store(&resource);
-        let queue = ctx.queue.clone();
+        let c = ctx.clone();
         // An update of a template's status alone (the binding controller's aggregated status, on
         // every member change) queues nothing.
         ctx.informers.subscribe_dynamic(&resource, move |old, o, deleted| {
+            let key = TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() };
+            if !deleted && is_user_change(old, o, since) {
+                c.note_user_change(key.clone());
+            }
             if deleted || old.is_none_or(|old| specification_print(old) != specification_print(o)) {
-                queue.add(TemplateKey { kind: kind.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
+                c.queue.add(key);
             }
         });
         ctx.kinds.lock().insert(kind_key, Some(Arc::new(Watched { store, resource, namespaced })));
@@ -432,6 +476,41 @@ fn specification_print(o: &DynamicObject) -> u64 {
     hasher.finish()
 }
 
+/// Whether a template event is a change Karmada's own controllers did not make
+/// (`eventfilter.ResourceChangeByKarmada`'s complement): its `.karmada.io` labels and annotations
+/// (but the user's `namespace.karmada.io/skip-auto-propagation`), generation, status and
+/// bookkeeping aside, it differs from before. A template heard of first is a change if it was
+/// written after `since`, the revision at which the detector began watching its kind — so a
+/// policy that starts the watch does not count its templates as changed.
+fn is_user_change(old: Option<&DynamicObject>, new: &DynamicObject, since: Option<u64>) -> bool {
+    match old {
+        Some(old) => user_print(old) != user_print(new),
+        None => match (since, new.metadata.resource_version.as_deref().and_then(|rv| rv.parse::<u64>().ok())) {
+            (Some(since), Some(rv)) => rv > since,
+            _ => true,
+        },
+    }
+}
+
+/// `specification_print` without what Karmada's controllers write on templates.
+fn user_print(o: &DynamicObject) -> u64 {
+    let by_karmada = |k: &str| k.contains(".karmada.io") && k != NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL;
+    let mut o = o.clone();
+    for map in [&mut o.metadata.labels, &mut o.metadata.annotations] {
+        if let Some(m) = map.as_mut() {
+            m.retain(|k, _| !by_karmada(k));
+        }
+        if map.as_ref().is_some_and(|m| m.is_empty()) {
+            *map = None;
+        }
+    }
+    specification_print(&o)
+}
+
+/// The label a user puts on a namespace to keep it from being propagated (Karmada's, with the
+/// karmada prefix yet the user's).
+const NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL: &str = "namespace.karmada.io/skip-auto-propagation";
+
 fn kinds_of(selectors: &[ResourceSelector]) -> HashSet<Kind> {
     selectors.iter().map(|s| Kind { api_version: s.api_version.clone(), kind: s.kind.clone() }).collect()
 }
@@ -443,8 +522,10 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         Some(ns) => ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
         None => ObjectRef::new_with(&key.name, watched.resource.clone()),
     };
+    let user_change = ctx.user_change(&key);
     let Some(obj) = watched.store.get(&obj_ref) else {
         delete_binding(&ctx, &key, watched.namespaced).await?;
+        ctx.user_changes.lock().remove(&key);
         return Ok(Next::Done);
     };
     if obj.metadata.deletion_timestamp.is_some() || key.namespace.as_deref().is_some_and(is_reserved_namespace) {
@@ -474,6 +555,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
             }
             release_binding(&ctx, &key, watched.namespaced).await?;
         }
+        ctx.user_change_done(&key, user_change);
         return Ok(Next::Done);
     };
     tracing::debug!(controller = NAME, template = %describe(&key), policy = %chosen.display(), id = ?chosen.permanent_id, "chosen");
@@ -515,6 +597,13 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         }
         return Ok(Next::Done);
     }
+    // Lazy activation (Karmada's): the policy's claim is taken at once, but its placement
+    // reaches the binding only with the template's own next change; a policy change or a
+    // preemption alone changes nothing in the members.
+    if is_lazy(&chosen) && user_change.is_none() {
+        tracing::debug!(controller = NAME, template = %describe(&key), policy = %chosen.display(), "lazy policy: binding left until the template changes");
+        return Ok(Next::Done);
+    }
     let reference = object_reference(&obj, &watched.resource);
     let spec = match binding_spec(&template, &chosen) {
         Ok(s) => s,
@@ -528,6 +617,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     };
     let replicas_interpreted = flotilla_api::interpreter::get_replicas(&template).is_ok_and(|r| r.is_some());
     let changed = ensure_binding(&ctx, &key, watched.namespaced, &obj, &chosen, spec).await?;
+    ctx.user_change_done(&key, user_change);
     if changed {
         if replicas_interpreted {
             ctx.events
@@ -538,6 +628,10 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         ctx.events.publish_ref(&reference, false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
     }
     Ok(Next::Done)
+}
+
+fn is_lazy(chosen: &Chosen) -> bool {
+    chosen.spec.activation_preference == Some(ActivationPreference::Lazy)
 }
 
 /// Karmada's message for a preemption: `chosen` took the template from the policy `name` (in
@@ -611,16 +705,12 @@ async fn ensure_binding(
             };
         }
     };
-    let lazy = chosen.spec.activation_preference.as_ref().is_some_and(|a| format!("{a:?}") == "Lazy");
     if namespaced {
         let ns = key.namespace.clone().unwrap_or_default();
         let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
         let existing = api.get_opt(&name).await.map_err(api_err(format!("reading binding {ns}/{name}")))?;
         let mut rb = existing.clone().unwrap_or_else(|| ResourceBinding::new(&name, ResourceBindingSpec::default()));
         if let Some(old) = &existing {
-            if lazy && old.spec.resource.resource_version == spec.resource.resource_version {
-                return Ok(false);
-            }
             spec.clusters = old.spec.clusters.clone();
             spec.graceful_eviction_tasks = old.spec.graceful_eviction_tasks.clone();
             spec.required_by = old.spec.required_by.clone();
@@ -659,9 +749,6 @@ async fn ensure_binding(
         let existing = api.get_opt(&name).await.map_err(api_err(format!("reading cluster binding {name}")))?;
         let mut crb = existing.clone().unwrap_or_else(|| ClusterResourceBinding::new(&name, ClusterResourceBindingSpec::default()));
         if let Some(old) = &existing {
-            if lazy && old.spec.0.resource.resource_version == spec.resource.resource_version {
-                return Ok(false);
-            }
             spec.clusters = old.spec.0.clusters.clone();
             spec.graceful_eviction_tasks = old.spec.0.graceful_eviction_tasks.clone();
             spec.required_by = old.spec.0.required_by.clone();
@@ -846,6 +933,8 @@ pub async fn run(client: Client, rt: Runtime, config: Config) {
         kinds: Mutex::new(HashMap::new()),
         queue: templates.queue(),
         informers: rt.informers.clone(),
+        user_changes: Mutex::new(HashMap::new()),
+        change_seq: std::sync::atomic::AtomicU64::new(0),
     });
     // A policy gone for good (its finalizer removed) may leave templates to another; override
     // policies appearing wake templates waiting for them (`dependentOverrides`).
