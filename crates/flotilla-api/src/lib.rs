@@ -5,6 +5,7 @@
 //! - [`patch`]: JSON patch (RFC 6902, with Kubernetes' null-`test` rule), JSON merge patch
 //!   (RFC 7386) and strategic merge patch driven by patch metadata recorded from a real
 //!   kube-apiserver.
+//! - [`jsonpath`]: the JSONPath subset of printer columns and kubectl-style templates.
 //! - [`defaults`]: defaulting of built-in kinds as kube-apiserver defaults them, and canonical
 //!   quantities.
 //!
@@ -15,6 +16,7 @@ pub mod admission;
 pub mod defaults;
 pub mod federation;
 pub mod interpreter;
+pub mod jsonpath;
 pub mod managed;
 pub mod overrides;
 pub mod patch;

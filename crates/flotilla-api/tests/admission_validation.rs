@@ -186,6 +186,18 @@ fn propagation_policy_validation() {
             ("spec.failover.application.gracePeriodSeconds".into(), "must be greater than 0".into()),
         ]
     );
+    // statePreservation's alias names are label keys, in both failover kinds.
+    let errs = spec_errors(json!({"resourceSelectors": selectors(), "propagateDeps": true, "failover": {
+        "cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [{"aliasLabelName": "example.com/ok", "jsonPath": "{.a}"}, {"aliasLabelName": "bad key!", "jsonPath": "{.b}"}]}},
+        "application": {"decisionConditions": {}, "purgeMode": "Directly", "statePreservation": {"rules": [{"aliasLabelName": "/x", "jsonPath": "{.c}"}]}}}}));
+    let at: Vec<&str> = errs.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        at,
+        ["spec.failover.cluster.statePreservation.rules[1].aliasLabelName", "spec.failover.application.statePreservation.rules[0].aliasLabelName"],
+        "{errs:?}"
+    );
+    assert!(errs[0].1.contains("name part must consist of alphanumeric characters"), "{errs:?}");
+    assert!(errs[1].1.contains("prefix part must be non-empty"), "{errs:?}");
     assert_eq!(
         spec_errors(json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}], "preemption": "Always"})),
         [(

@@ -118,76 +118,10 @@ fn slice_ports_and_endpoints(obj: &Value) -> (String, String) {
     (unset(ports.join(",")), unset(shown))
 }
 
-/// Evaluate the JSONPath forms printer columns use (`.spec.replicas`, `.a.b[0].c`,
-/// `.spec.list[*].kind`, `.status.conditions[?(@.type=="Ready")].status`): the first match.
-pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
-    json_path_all(obj, path).into_iter().next()
-}
-
-/// Every match of a printer-column JSONPath, in document order.
-pub fn json_path_all<'a>(obj: &'a Value, path: &str) -> Vec<&'a Value> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
-    let mut cur: Vec<&Value> = vec![obj];
-    for seg in split_segments(path) {
-        let (field, selector) = match seg.split_once('[') {
-            Some((f, rest)) => (f, Some(rest.strip_suffix(']').unwrap_or(rest))),
-            None => (seg, None),
-        };
-        if !field.is_empty() {
-            cur = cur.into_iter().filter_map(|v| v.get(field)).collect();
-        }
-        let Some(sel) = selector else { continue };
-        cur = cur
-            .into_iter()
-            .flat_map(|v| -> Vec<&Value> {
-                let items = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
-                if sel == "*" {
-                    items.iter().collect()
-                } else if let Some(filter) = sel.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
-                    match filter.split_once("==") {
-                        Some((key, want)) => {
-                            let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
-                            let key = key.trim();
-                            items.iter().filter(|i| i.get(key).is_some_and(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string) == want)).collect()
-                        }
-                        None => items.iter().filter(|i| i.get(filter.trim()).is_some()).collect(),
-                    }
-                } else {
-                    sel.parse::<usize>().ok().and_then(|n| items.get(n)).into_iter().collect()
-                }
-            })
-            .collect();
-    }
-    cur
-}
-
-/// Split a path on the dots outside brackets.
-fn split_segments(path: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in path.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth = depth.saturating_sub(1),
-            '.' if depth == 0 => {
-                if i > start {
-                    out.push(&path[start..i]);
-                }
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if start < path.len() {
-        out.push(&path[start..]);
-    }
-    out
-}
-
 /// A printer-column cell: one match as it is, several joined with commas as kube-apiserver
 /// prints them, none as null.
 fn column_cell(obj: &Value, path: &str) -> Value {
-    let all = json_path_all(obj, path);
+    let all = flotilla_api::jsonpath::all(obj, path);
     match all.as_slice() {
         [] => Value::Null,
         [one] => (*one).clone(),
@@ -475,10 +409,6 @@ mod tests {
         let cells = Printer::Service.cells(&svc);
         assert_eq!(cells[4], "80/TCP");
         assert_eq!(cells[6], "app=x");
-        let obj = json!({"spec": {"replicas": 3, "list": [{"a": 1}]}});
-        assert_eq!(json_path(&obj, ".spec.replicas"), Some(&json!(3)));
-        assert_eq!(json_path(&obj, ".spec.list[0].a"), Some(&json!(1)));
-        assert_eq!(json_path(&obj, ".spec.missing"), None);
         let w = json!({"spec": {"m": [{"kind": "A"}, {"kind": "B"}]}, "status": {"conditions": [{"type": "Scheduled", "status": "True"}, {"type": "FullyApplied", "status": "False"}]}});
         assert_eq!(column_cell(&w, ".spec.m[*].kind"), json!("A,B"));
         assert_eq!(column_cell(&w, r#".status.conditions[?(@.type=="FullyApplied")].status"#), json!("False"));

@@ -7,6 +7,11 @@
 //! sets it false), `Directly`. The scheduler then places the replicas elsewhere and the graceful
 //! eviction controller ends the task, as for a taint eviction.
 //!
+//! With the `StatefulFailoverInjection` gate, `statePreservation` is read from the status
+//! collected from the unhealthy cluster into the task's `preservedLabelState`, with the clusters
+//! the binding was on (`clustersBeforeFailover`); the binding controller puts it on the
+//! replacement.
+//!
 //! When a cluster turned unhealthy is kept in memory, per binding and cluster (as Karmada's
 //! controller does); a restart starts the toleration again.
 
@@ -21,7 +26,7 @@ use kube::Client;
 use parking_lot::Mutex;
 use serde_json::json;
 
-use crate::bindings::{Bindings, graceful_evict_cluster};
+use crate::bindings::{Bindings, graceful_evict_cluster, preserved_label_state};
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
@@ -36,11 +41,13 @@ pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub workers: usize,
+    /// The `StatefulFailoverInjection` gate: record `statePreservation`.
+    pub preserve_state: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: 2 }
+        Config { workers: 2, preserve_state: false }
     }
 }
 
@@ -48,6 +55,8 @@ impl Default for Config {
 pub enum Error {
     #[error("{key}: evicting unhealthy clusters: {source}")]
     Evict { key: BindingKey, source: kube::Error },
+    #[error("{key}: preserving state for the eviction from {cluster}: {message}")]
+    PreserveState { key: BindingKey, cluster: String, message: String },
 }
 
 /// The clusters of `spec.clusters` to evict now, and how soon to look again for the others
@@ -100,8 +109,24 @@ pub fn task_for(cluster: &str, app: &ApplicationFailoverBehavior, producer: &str
     }
 }
 
+/// Karmada's stateful failover for one task: the state `statePreservation` reads from the
+/// status collected from the task's cluster, and the clusters the binding was on.
+pub fn preserve_state(
+    task: &mut GracefulEvictionTask,
+    app: &ApplicationFailoverBehavior,
+    spec: &ResourceBindingSpec,
+    observed: &[AggregatedStatusItem],
+) -> Result<(), String> {
+    if let Some(state) = preserved_label_state(app.state_preservation.as_ref(), observed, &task.from_cluster)? {
+        task.preserved_label_state = Some(state);
+        task.clusters_before_failover = Some(spec.clusters.iter().flatten().map(|c| c.name.clone()).collect());
+    }
+    Ok(())
+}
+
 struct Context {
     client: Client,
+    config: Config,
     events: Events,
     bindings: Bindings,
     unhealthy_since: Mutex<HashMap<BindingKey, HashMap<String, Instant>>>,
@@ -127,7 +152,14 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(next.map_or(Next::Done, Next::After));
     }
     let producer = if key.namespace.is_some() { PRODUCER_RB } else { PRODUCER_CRB };
-    let spec = evict.iter().fold(b.spec.clone(), |spec, c| graceful_evict_cluster(&spec, task_for(c, &app, producer)));
+    let mut spec = b.spec.clone();
+    for c in &evict {
+        let mut task = task_for(c, &app, producer);
+        if ctx.config.preserve_state {
+            preserve_state(&mut task, &app, &b.spec, &observed).map_err(|message| Error::PreserveState { key: key.clone(), cluster: c.clone(), message })?;
+        }
+        spec = graceful_evict_cluster(&spec, task);
+    }
     let patch = json!({
         "metadata": {"resourceVersion": b.meta.resource_version},
         "spec": {"clusters": spec.clusters, "gracefulEvictionTasks": spec.graceful_eviction_tasks},
@@ -149,8 +181,9 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<BindingKey>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let (bindings, watches) = Bindings::watch(&rt.informers, |spec| spec.failover.as_ref().is_some_and(|f| f.application.is_some()), queue.clone());
-    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, bindings, unhealthy_since: Mutex::default() });
-    let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
+    let workers = config.workers;
+    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config, bindings, unhealthy_since: Mutex::default() });
+    let workers = run_workers(queue, workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = watches => tracing::warn!(controller = NAME, "binding watches ended"),
         _ = workers => {},
@@ -206,5 +239,37 @@ mod tests {
         assert_eq!((t.purge_mode, t.suppress_deletion), (Some(PurgeMode::Directly), None));
         let evicted = graceful_evict_cluster(&spec(&["m1", "m2"]), t);
         assert_eq!(evicted.graceful_eviction_tasks.unwrap()[0].replicas, Some(2));
+    }
+
+    #[test]
+    fn stateful_failover_records_the_state_and_the_clusters_before() {
+        use flotilla_api::federation::karmada::policy::{StatePreservation, StatePreservationRule};
+        let rule = StatePreservationRule { alias_label_name: "example.com/job".into(), json_path: "{.jobStatus.jobID}".into() };
+        let app = ApplicationFailoverBehavior {
+            decision_conditions: DecisionConditions { toleration_seconds: Some(0) },
+            purge_mode: Some(PurgeMode::Directly),
+            grace_period_seconds: None,
+            state_preservation: Some(StatePreservation { rules: vec![rule] }),
+        };
+        let observed = [AggregatedStatusItem { status: Some(json!({"jobStatus": {"jobID": "j-7"}})), ..item("m1", Health::Unhealthy) }];
+        let mut task = task_for("m1", &app, PRODUCER_RB);
+        preserve_state(&mut task, &app, &spec(&["m1", "m2"]), &observed).unwrap();
+        assert_eq!(task.preserved_label_state, Some([("example.com/job".to_string(), "j-7".to_string())].into()));
+        assert_eq!(task.clusters_before_failover, Some(vec!["m1".to_string(), "m2".to_string()]));
+
+        // Not collected yet, or the path finds nothing: the eviction waits.
+        let mut task = task_for("m2", &app, PRODUCER_RB);
+        let err = preserve_state(&mut task, &app, &spec(&["m1", "m2"]), &observed).unwrap_err();
+        assert_eq!(err, "the application status has not yet been collected from Cluster(m2)");
+        let bare = [item("m1", Health::Unhealthy)];
+        let observed = [AggregatedStatusItem { status: Some(json!({"jobStatus": {}})), ..bare[0].clone() }];
+        let mut task = task_for("m1", &app, PRODUCER_RB);
+        assert!(preserve_state(&mut task, &app, &spec(&["m1"]), &observed).unwrap_err().contains("jobID is not found"), "{task:?}");
+
+        // No rules: nothing recorded.
+        let plain = ApplicationFailoverBehavior { state_preservation: None, ..app };
+        let mut task = task_for("m1", &plain, PRODUCER_RB);
+        preserve_state(&mut task, &plain, &spec(&["m1"]), &bare).unwrap();
+        assert_eq!((task.preserved_label_state, task.clusters_before_failover), (None, None));
     }
 }

@@ -9,6 +9,10 @@
 //! targeted are deleted, except clusters a graceful eviction still keeps; a `Directly` eviction's
 //! Work is deleted first and no Work is written until it is gone.
 //!
+//! Stateful failover (the `StatefulFailoverInjection` gate): a binding moved from one cluster
+//! to one other by a `Directly` eviction gets the last task's `preservedLabelState` as labels
+//! on the replacement's manifest, while that task lasts (Karmada's `injectReservedLabelState`).
+//!
 //! Status: `status.aggregatedStatus` (one item per target or still-evicting cluster with a Work,
 //! sorted by cluster)
 //! and the `FullyApplied` condition on the binding; the template's `.status` from the
@@ -65,11 +69,13 @@ pub struct Config {
     /// How soon to look again while Works are still being deleted or a template kind is
     /// not served yet.
     pub retry: Duration,
+    /// The `StatefulFailoverInjection` gate: put a failover's preserved state on the replacement.
+    pub inject_preserved_state: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: 4, retry: Duration::from_secs(2) }
+        Config { workers: 4, retry: Duration::from_secs(2), inject_preserved_state: false }
     }
 }
 
@@ -222,6 +228,24 @@ pub fn render_manifest(
     }
     prepare_work_manifest(&mut manifest, Some(work_id));
     Ok((manifest, applied))
+}
+
+/// Karmada's `injectReservedLabelState`: the labels of the last eviction task's
+/// `preservedLabelState` go onto the manifest of `cluster` when the binding targets that one
+/// cluster only, the task purges `Directly` (or `Immediately`) and the cluster is not one the
+/// binding was on before the failover.
+pub fn inject_preserved_label_state(spec: &ResourceBindingSpec, cluster: &str, targets: usize, manifest: &mut Value) {
+    let Some(task) = spec.graceful_eviction_tasks.as_deref().and_then(<[_]>::last) else { return };
+    if targets > 1 || !purges_directly(task.purge_mode) || task.clusters_before_failover.iter().flatten().any(|c| c == cluster) {
+        return;
+    }
+    let Some(state) = task.preserved_label_state.as_ref().filter(|s| !s.is_empty()) else { return };
+    let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    if let Some(labels) = meta.entry("labels").or_insert_with(|| json!({})).as_object_mut() {
+        for (k, v) in state {
+            labels.insert(k.clone(), json!(v));
+        }
+    }
 }
 
 /// Whether dispatching to `cluster` is suspended for this binding.
@@ -539,7 +563,7 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                 continue;
             }
         };
-        let (manifest, applied) = match render_manifest(&source, b, &cluster, replicas, &cops, &ops, (&namespace, &name, &work_id)) {
+        let (mut manifest, applied) = match render_manifest(&source, b, &cluster, replicas, &cops, &ops, (&namespace, &name, &work_id)) {
             Ok(r) => r,
             Err(e) => {
                 if let RenderError::Override(err, cluster) = &e {
@@ -558,6 +582,9 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
                 continue;
             }
         };
+        if ctx.config.inject_preserved_state {
+            inject_preserved_label_state(&b.spec, cluster_name, targets.len(), &mut manifest);
+        }
         let want = desired_work(b, &namespace, &name, &work_id, manifest, &applied, cluster_name);
         if existing.as_ref().is_some_and(|have| work_matches(have, &want)) {
             continue;
@@ -858,6 +885,34 @@ mod tests {
         }));
         assert_eq!(evicting_clusters(&b.spec), ["m1", "m4"]);
         assert_eq!(directly_evicted(&b.spec), ["m2", "m3"]);
+    }
+
+    #[test]
+    fn preserved_state_goes_only_to_the_one_new_cluster_of_a_direct_purge() {
+        let spec = |mode: &str, before: Value| {
+            binding(json!({
+                "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "job"},
+                "gracefulEvictionTasks": [
+                    {"fromCluster": "m0", "purgeMode": "Directly", "reason": "TaintUntolerated", "producer": "TaintManager", "preservedLabelState": {"old": "x"}},
+                    {"fromCluster": "m1", "purgeMode": mode, "reason": "TaintUntolerated", "producer": "TaintManager",
+                     "preservedLabelState": {"example.com/job": "j-7"}, "clustersBeforeFailover": before},
+                ],
+            }))
+            .spec
+        };
+        let injected = |spec: &ResourceBindingSpec, cluster: &str, targets: usize| {
+            let mut m = json!({"metadata": {"name": "job", "labels": {"app": "job"}}});
+            inject_preserved_label_state(spec, cluster, targets, &mut m);
+            m["metadata"]["labels"].clone()
+        };
+        // The last task's state, and only it.
+        assert_eq!(injected(&spec("Directly", Value::Null), "m2", 1), json!({"app": "job", "example.com/job": "j-7"}));
+        assert_eq!(injected(&spec("Immediately", Value::Null), "m2", 1), json!({"app": "job", "example.com/job": "j-7"}));
+        // Not when the binding spans clusters, the old copy stays a while, or the cluster was there before.
+        assert_eq!(injected(&spec("Directly", Value::Null), "m2", 2), json!({"app": "job"}));
+        assert_eq!(injected(&spec("Gracefully", Value::Null), "m2", 1), json!({"app": "job"}));
+        assert_eq!(injected(&spec("Directly", json!(["m1", "m2"])), "m2", 1), json!({"app": "job"}));
+        assert_eq!(injected(&spec("Directly", json!(["m1"])), "m2", 1), json!({"app": "job", "example.com/job": "j-7"}));
     }
 
     #[test]

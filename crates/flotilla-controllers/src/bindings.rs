@@ -1,11 +1,15 @@
 //! ResourceBindings and ClusterResourceBindings as one: the watched stores of both scopes, a
 //! binding by key, a merge patch and an Event on either — for the controllers that treat both
 //! scopes alike (taint manager, application failover, graceful eviction) — and Karmada's
-//! `GracefulEvictCluster`.
+//! `GracefulEvictCluster` and `BuildPreservedLabelState`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::work::{BindingKey, ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec};
+use flotilla_api::federation::karmada::policy::StatePreservation;
+use flotilla_api::federation::karmada::work::{
+    AggregatedStatusItem, BindingKey, ClusterResourceBinding, GracefulEvictionTask, ResourceBinding, ResourceBindingSpec,
+};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
@@ -127,4 +131,28 @@ pub fn graceful_evict_cluster(spec: &ResourceBindingSpec, mut task: GracefulEvic
         tasks.push(task);
     }
     next
+}
+
+/// Karmada's `BuildPreservedLabelState` for a failover away from `cluster`: each rule's
+/// `jsonPath` (a kubectl-style template, relative to the object's status) read from the status
+/// collected from that cluster, under the rule's `aliasLabelName`. `None` when there are no
+/// rules; an error when that cluster's status is not collected yet or a path finds nothing, so
+/// the eviction waits (as Karmada's does) rather than moving without the state.
+pub fn preserved_label_state(
+    preservation: Option<&StatePreservation>,
+    observed: &[AggregatedStatusItem],
+    cluster: &str,
+) -> Result<Option<BTreeMap<String, String>>, String> {
+    let Some(rules) = preservation.map(|p| &p.rules).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    let Some(status) = observed.iter().find(|i| i.cluster_name == cluster).and_then(|i| i.status.as_ref()) else {
+        return Err(format!("the application status has not yet been collected from Cluster({cluster})"));
+    };
+    let mut state = BTreeMap::new();
+    for rule in rules {
+        let value = flotilla_api::jsonpath::template(status, &rule.json_path).map_err(|e| format!("failed to execute jsonpath {:?}: {e}", rule.json_path))?;
+        state.insert(rule.alias_label_name.clone(), value);
+    }
+    Ok(Some(state))
 }

@@ -16,8 +16,13 @@
 //! over all bindings. The scheduler then places the replicas elsewhere (its
 //! ClusterEviction filter keeps the evicted cluster out), the binding controller keeps the old
 //! cluster's Work while the task lasts, and the graceful eviction controller ends the task.
+//!
+//! With the `StatefulFailoverInjection` gate, `failover.cluster.statePreservation` is read
+//! from the status collected from the cluster being left into the task's
+//! `preservedLabelState` (the eviction waits until that status is there); the binding
+//! controller puts it on the replacement.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +36,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::binding::Binding;
-use crate::bindings::{Bindings, graceful_evict_cluster};
+use crate::bindings::{Bindings, graceful_evict_cluster, preserved_label_state};
 use flotilla_runtime::Events;
 use flotilla_runtime::{Next, WorkQueue, run_workers};
 
@@ -49,11 +54,13 @@ pub struct Config {
     /// `--resource-eviction-rate`: evictions per second at most, over all bindings (Karmada's
     /// default 0.5), so a tainted cluster is drained gradually.
     pub eviction_rate: f64,
+    /// The `StatefulFailoverInjection` gate: record `failover.cluster.statePreservation`.
+    pub preserve_state: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: 2, purge_mode: PurgeMode::Gracefully, eviction_rate: 0.5 }
+        Config { workers: 2, purge_mode: PurgeMode::Gracefully, eviction_rate: 0.5, preserve_state: false }
     }
 }
 
@@ -61,6 +68,8 @@ impl Default for Config {
 pub enum Error {
     #[error("{key}: evicting from {cluster}: {source}")]
     Evict { key: BindingKey, cluster: String, source: kube::Error },
+    #[error("{key}: preserving state for the eviction from {cluster}: {message}")]
+    PreserveState { key: BindingKey, cluster: String, message: String },
 }
 
 /// What the taints of one cluster mean for one binding's tolerations.
@@ -105,8 +114,15 @@ pub fn verdict(taints: &[Taint], tolerations: &[Toleration], now: i64, first_see
     }
 }
 
-/// The binding spec after evicting `cluster` for an untolerated taint.
-pub fn evict(spec: &ResourceBindingSpec, cluster: &str, purge_mode: PurgeMode, message: String) -> ResourceBindingSpec {
+/// The binding spec after evicting `cluster` for an untolerated taint, with the state to
+/// carry to the replacement (Karmada's taint manager records no `clustersBeforeFailover`).
+pub fn evict(
+    spec: &ResourceBindingSpec,
+    cluster: &str,
+    purge_mode: PurgeMode,
+    message: String,
+    preserved: Option<BTreeMap<String, String>>,
+) -> ResourceBindingSpec {
     graceful_evict_cluster(
         spec,
         GracefulEvictionTask {
@@ -115,6 +131,7 @@ pub fn evict(spec: &ResourceBindingSpec, cluster: &str, purge_mode: PurgeMode, m
             reason: REASON_TAINT_UNTOLERATED.into(),
             message: Some(message),
             producer: PRODUCER_TAINT_MANAGER.into(),
+            preserved_label_state: preserved,
             ..Default::default()
         },
     )
@@ -186,12 +203,18 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
             Verdict::Stay => {}
             Verdict::EvictAfter(d) => soonest = Some(soonest.map_or(d, |s| s.min(d))),
             Verdict::Evict => {
+                let behavior = b.spec.failover.as_ref().and_then(|f| f.cluster.as_ref());
+                let mode = behavior.and_then(|c| c.purge_mode).unwrap_or(ctx.config.purge_mode);
+                let preserved = match behavior.filter(|_| ctx.config.preserve_state) {
+                    None => None,
+                    Some(c) => preserved_label_state(c.state_preservation.as_ref(), b.status.aggregated_status.as_deref().unwrap_or_default(), &target.name)
+                        .map_err(|message| Error::PreserveState { key: key.clone(), cluster: target.name.clone(), message })?,
+                };
                 if let Some(wait) = ctx.rate.take(std::time::Instant::now()) {
                     return Ok(Next::After(wait));
                 }
-                let mode = b.spec.failover.as_ref().and_then(|f| f.cluster.as_ref()).and_then(|c| c.purge_mode).unwrap_or(ctx.config.purge_mode);
                 let message = format!("Evict from cluster {} as its NoExecute taints are not tolerated.", target.name);
-                let next = evict(&b.spec, &target.name, mode, message);
+                let next = evict(&b.spec, &target.name, mode, message, preserved);
                 let patch = json!({
                     "metadata": {"resourceVersion": b.meta.resource_version},
                     "spec": {"clusters": next.clusters, "gracefulEvictionTasks": next.graceful_eviction_tasks},
@@ -304,7 +327,7 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let next = evict(&spec, "m1", PurgeMode::Gracefully, "why".into());
+        let next = evict(&spec, "m1", PurgeMode::Gracefully, "why".into(), None);
         assert_eq!(next.clusters.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["m2"]);
         let task = &next.graceful_eviction_tasks.as_ref().unwrap()[0];
         assert_eq!(
@@ -312,6 +335,6 @@ mod tests {
             ("m1", Some(2), "TaintUntolerated", "TaintManager")
         );
         assert_eq!(task.purge_mode, Some(PurgeMode::Gracefully));
-        assert_eq!(evict(&next, "m1", PurgeMode::Gracefully, "again".into()).graceful_eviction_tasks.unwrap().len(), 1);
+        assert_eq!(evict(&next, "m1", PurgeMode::Gracefully, "again".into(), None).graceful_eviction_tasks.unwrap().len(), 1);
     }
 }

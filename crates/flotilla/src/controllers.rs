@@ -82,7 +82,7 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     });
     // Karmada starts it ungated; it acts only on bindings whose policy sets failover.application.
     s.add("applicationFailover", true, |cx: &Context| {
-        Box::pin(c::application_failover::run(cx.client(c::application_failover::NAME), cx.runtime.clone(), Default::default()))
+        Box::pin(c::application_failover::run(cx.client(c::application_failover::NAME), cx.runtime.clone(), cx.settings.application_failover()))
     });
     s.add("gracefulEviction", settings.graceful_eviction().is_some(), |cx: &Context| {
         Box::pin(c::graceful_eviction::run(cx.client(c::graceful_eviction::NAME), cx.runtime.clone(), cx.settings.graceful_eviction_settings()))

@@ -75,8 +75,8 @@ pub struct FederationArgs {
     /// Dependent resources (ConfigMaps, Secrets, ...) the dependencies distributor syncs at once.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_dependent_resource_syncs: u16,
-    /// Karmada's feature gates, `Name=true|false,...`, defaulting as Karmada v1.16 does:
-    /// PropagateDeps=true, GracefulEviction=true, Failover=false.
+    /// Karmada's feature gates, `Name=true|false,...`, defaulting as Karmada v1.18 does:
+    /// PropagateDeps=true, GracefulEviction=true, Failover=false, StatefulFailoverInjection=false.
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
     /// Run the NoExecute taint manager (also needs the Failover gate and
@@ -107,17 +107,20 @@ fn parse_purge_mode(text: &str) -> Result<flotilla_api::federation::karmada::pol
     }
 }
 
-/// The Karmada feature gates Flotilla implements, with v1.16's defaults.
+/// The Karmada feature gates Flotilla implements, with v1.18's defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     pub propagate_deps: bool,
     pub graceful_eviction: bool,
     pub failover: bool,
+    /// Failover `statePreservation`: state read from the old cluster's status goes into the
+    /// replacement's labels (alpha).
+    pub stateful_failover_injection: bool,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false }
+        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false, stateful_failover_injection: false }
     }
 }
 
@@ -131,7 +134,8 @@ pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
             "PropagateDeps" => gates.propagate_deps = value,
             "GracefulEviction" => gates.graceful_eviction = value,
             "Failover" => gates.failover = value,
-            other => return Err(format!("unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover)")),
+            "StatefulFailoverInjection" => gates.stateful_failover_injection = value,
+            other => return Err(format!("unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection)")),
         }
     }
     Ok(gates)
@@ -189,7 +193,15 @@ impl FederationArgs {
     }
 
     pub fn binding(&self) -> flotilla_controllers::binding::Config {
-        flotilla_controllers::binding::Config { workers: self.concurrent_resourcebinding_syncs.into(), ..Default::default() }
+        flotilla_controllers::binding::Config {
+            workers: self.concurrent_resourcebinding_syncs.into(),
+            inject_preserved_state: self.feature_gates.stateful_failover_injection,
+            ..Default::default()
+        }
+    }
+
+    pub fn application_failover(&self) -> flotilla_controllers::application_failover::Config {
+        flotilla_controllers::application_failover::Config { preserve_state: self.feature_gates.stateful_failover_injection, ..Default::default() }
     }
 
     pub fn execution(&self) -> flotilla_controllers::execution::Config {
@@ -226,6 +238,7 @@ impl FederationArgs {
         flotilla_controllers::taint_manager::Config {
             purge_mode: self.no_execute_taint_eviction_purge_mode,
             eviction_rate: self.resource_eviction_rate,
+            preserve_state: self.feature_gates.stateful_failover_injection,
             ..Default::default()
         }
     }
@@ -249,10 +262,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn feature_gates_default_as_karmada_v1_16() {
+    fn feature_gates_default_as_karmada_v1_18() {
         assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
         let g = parse_feature_gates("Failover=true, PropagateDeps=false").unwrap();
-        assert_eq!(g, FeatureGates { propagate_deps: false, graceful_eviction: true, failover: true });
+        assert_eq!(g, FeatureGates { propagate_deps: false, graceful_eviction: true, failover: true, stateful_failover_injection: false });
+        assert!(parse_feature_gates("StatefulFailoverInjection=true").unwrap().stateful_failover_injection);
         assert!(parse_feature_gates("Nope=true").unwrap_err().contains("unknown feature gate"));
         assert!(parse_feature_gates("Failover").is_err());
     }

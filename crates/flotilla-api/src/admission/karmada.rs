@@ -21,7 +21,7 @@ use crate::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, ClusterOverridePolicy, ClusterPropagationPolicy,
     FailoverBehavior, OverridePolicy, OverrideSpec, OverriderOperator, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PatchOperation,
     Placement, PreemptionBehavior, PropagationPolicy, PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingType, ResourceSelector,
-    SpreadByField, SpreadConstraint,
+    SpreadByField, SpreadConstraint, StatePreservation,
 };
 use crate::federation::karmada::taint::{ClusterTaintPolicy, ClusterTaintPolicySpec};
 use crate::federation::karmada::work::{
@@ -540,10 +540,16 @@ fn validate_spread_constraints(constraints: &[SpreadConstraint], at: &FieldPath)
 /// `ValidateFailover` with v1.15's purge modes (Graciously counts as Gracefully).
 fn validate_failover(failover: &FailoverBehavior, at: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
+    if let Some(preservation) = failover.cluster.as_ref().and_then(|c| c.state_preservation.as_ref()) {
+        errs.extend(validate_state_preservation(preservation, &at.child("cluster").child("statePreservation")));
+    }
     let Some(application) = &failover.application else {
         return errs;
     };
     let at = at.child("application");
+    if let Some(preservation) = &application.state_preservation {
+        errs.extend(validate_state_preservation(preservation, &at.child("statePreservation")));
+    }
     if application.decision_conditions.toleration_seconds.is_some_and(|s| s < 0) {
         errs.push(FieldError::invalid(at.child("decisionConditions").child("tolerationSeconds"), "must be greater than or equal to 0"));
     }
@@ -555,6 +561,17 @@ fn validate_failover(failover: &FailoverBehavior, at: &FieldPath) -> Vec<FieldEr
     }
     if application.grace_period_seconds.is_some_and(|s| s <= 0) {
         errs.push(FieldError::invalid(at.child("gracePeriodSeconds"), "must be greater than 0"));
+    }
+    errs
+}
+
+/// `validateStatePreservation`: every `aliasLabelName` is a label key.
+fn validate_state_preservation(preservation: &StatePreservation, at: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, rule) in preservation.rules.iter().enumerate() {
+        for message in label_key_errors(&rule.alias_label_name) {
+            errs.push(FieldError::invalid(at.child("rules").index(i).child("aliasLabelName"), message));
+        }
     }
     errs
 }
