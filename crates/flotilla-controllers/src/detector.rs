@@ -30,13 +30,15 @@ use flotilla_api::federation::karmada::names::binding_name;
 use flotilla_api::federation::karmada::policy::{
     ActivationPreference, CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     ClusterPropagationPolicy, ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_NAME_ANNOTATION,
-    PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PropagationPolicy, PropagationSpec, ResourceSelector,
+    PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PreemptionBehavior, PriorityClassSource, PropagationPolicy,
+    PropagationSpec, ResourceSelector, SchedulePriority,
 };
 use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, BindingSchedulePriority, BindingSuspension, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
 };
 use flotilla_api::overrides::{ImplicitPriority, selector_priority};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -93,11 +95,14 @@ pub struct Config {
     pub workers: usize,
     /// How long to wait before looking again for a kind the control plane does not serve yet.
     pub missing_kind_retry: Duration,
+    /// The `PriorityBasedScheduling` gate: a policy's `schedulePriority` resolves its
+    /// PriorityClass into the binding's `schedulePriority.priority` (the scheduler's order).
+    pub priority_based_scheduling: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: 4, missing_kind_retry: Duration::from_secs(5) }
+        Config { workers: 4, missing_kind_retry: Duration::from_secs(5), priority_based_scheduling: false }
     }
 }
 
@@ -319,7 +324,6 @@ pub fn binding_spec(template: &Value, chosen: &Chosen) -> Result<ResourceBinding
         conflict_resolution: Some(s.conflict_resolution.unwrap_or(ConflictResolution::Abort)),
         suspension: s.suspension.clone().map(|suspension| BindingSuspension { suspension, scheduling: None }),
         preserve_resources_on_deletion: s.preserve_resources_on_deletion,
-        schedule_priority: s.schedule_priority.as_ref().map(|_| BindingSchedulePriority { priority: Some(0) }),
         ..Default::default()
     })
 }
@@ -615,6 +619,19 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
             return Ok(Next::Done);
         }
     };
+    let spec = match (ctx.config.priority_based_scheduling, &chosen.spec.schedule_priority) {
+        (true, Some(wanted)) => match schedule_priority(&ctx.client, wanted).await {
+            Ok(priority) => ResourceBindingSpec { schedule_priority: Some(priority), ..spec },
+            Err(e) => {
+                // No binding until the PriorityClass exists (Karmada's BuildResourceBinding
+                // fails); the retry finds it once it is created.
+                let msg = format!("Failed to apply policy({}) for {}: {e}", chosen.display(), describe(&key));
+                ctx.events.publish_ref(&reference, true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
+                return Err(Error::Template(format!("{}: {e}", describe(&key))));
+            }
+        },
+        _ => spec,
+    };
     let replicas_interpreted = flotilla_api::interpreter::get_replicas(&template).is_ok_and(|r| r.is_some());
     let changed = ensure_binding(&ctx, &key, watched.namespaced, &obj, &chosen, spec).await?;
     ctx.user_change_done(&key, user_change);
@@ -628,6 +645,24 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         ctx.events.publish_ref(&reference, false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
     }
     Ok(Next::Done)
+}
+
+/// Karmada's priority resolution (`PriorityBasedScheduling`): a `KubePriorityClass` source
+/// gives the named PriorityClass's value; the other sources are not supported upstream either.
+async fn schedule_priority(client: &Client, wanted: &SchedulePriority) -> Result<BindingSchedulePriority, String> {
+    match wanted.priority_class_source {
+        Some(PriorityClassSource::KubePriorityClass) => {
+            let name = wanted.priority_class_name.as_deref().unwrap_or_default();
+            let api: Api<PriorityClass> = Api::all(client.clone());
+            match api.get_opt(name).await {
+                Ok(Some(pc)) => Ok(BindingSchedulePriority { priority: Some(pc.value.unwrap_or_default()) }),
+                Ok(None) => Err(format!("PriorityClass {name:?} (scheduling.k8s.io/v1) not found")),
+                Err(e) => Err(format!("reading PriorityClass {name:?}: {e}")),
+            }
+        }
+        Some(source) => Err(format!("priority class source is {source:?}, but {source:?} is not supported yet")),
+        None => Err("unsupported priority class source".into()),
+    }
 }
 
 fn is_lazy(chosen: &Chosen) -> bool {
@@ -1159,6 +1194,19 @@ mod tests {
         assert_eq!(spec.resource.uid.as_deref(), Some("u1"));
         assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
         assert_eq!(spec.conflict_resolution, Some(ConflictResolution::Abort));
+        // A policy's schedulePriority reaches the binding only through the PriorityBasedScheduling
+        // gate (its PriorityClass resolved); without it the binding has none, as in Karmada.
+        let prioritised = Chosen {
+            spec: PropagationSpec {
+                schedule_priority: Some(SchedulePriority {
+                    priority_class_source: Some(PriorityClassSource::KubePriorityClass),
+                    priority_class_name: Some("high".into()),
+                }),
+                ..Default::default()
+            },
+            ..c.clone()
+        };
+        assert_eq!(binding_spec(&t, &prioritised).unwrap().schedule_priority, None);
         assert!(is_reserved_namespace("karmada-es-m1") && is_reserved_namespace("kube-system") && !is_reserved_namespace("default"));
         // KubeFed's system namespace holds member credentials (KubeFedCluster Secrets).
         assert!(is_reserved_namespace("kube-federation-system"));

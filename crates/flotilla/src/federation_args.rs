@@ -76,7 +76,8 @@ pub struct FederationArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_dependent_resource_syncs: u16,
     /// Karmada's feature gates, `Name=true|false,...`, defaulting as Karmada v1.18 does:
-    /// PropagateDeps=true, GracefulEviction=true, Failover=false, StatefulFailoverInjection=false.
+    /// PropagateDeps=true, GracefulEviction=true, Failover=false, StatefulFailoverInjection=false,
+    /// PriorityBasedScheduling=false.
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
     /// Run the NoExecute taint manager (also needs the Failover gate and
@@ -116,11 +117,14 @@ pub struct FeatureGates {
     /// Failover `statePreservation`: state read from the old cluster's status goes into the
     /// replacement's labels (alpha).
     pub stateful_failover_injection: bool,
+    /// A policy's `schedulePriority` resolves its PriorityClass into the binding, which the
+    /// scheduler takes highest first (alpha).
+    pub priority_based_scheduling: bool,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false, stateful_failover_injection: false }
+        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false, stateful_failover_injection: false, priority_based_scheduling: false }
     }
 }
 
@@ -135,7 +139,12 @@ pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
             "GracefulEviction" => gates.graceful_eviction = value,
             "Failover" => gates.failover = value,
             "StatefulFailoverInjection" => gates.stateful_failover_injection = value,
-            other => return Err(format!("unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection)")),
+            "PriorityBasedScheduling" => gates.priority_based_scheduling = value,
+            other => {
+                return Err(format!(
+                    "unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection, PriorityBasedScheduling)"
+                ));
+            }
         }
     }
     Ok(gates)
@@ -189,7 +198,11 @@ impl FederationArgs {
     }
 
     pub fn detector(&self) -> flotilla_controllers::detector::Config {
-        flotilla_controllers::detector::Config { workers: self.concurrent_resource_template_syncs.into(), ..Default::default() }
+        flotilla_controllers::detector::Config {
+            workers: self.concurrent_resource_template_syncs.into(),
+            priority_based_scheduling: self.feature_gates.priority_based_scheduling,
+            ..Default::default()
+        }
     }
 
     pub fn binding(&self) -> flotilla_controllers::binding::Config {
@@ -265,7 +278,16 @@ mod tests {
     fn feature_gates_default_as_karmada_v1_18() {
         assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
         let g = parse_feature_gates("Failover=true, PropagateDeps=false").unwrap();
-        assert_eq!(g, FeatureGates { propagate_deps: false, graceful_eviction: true, failover: true, stateful_failover_injection: false });
+        assert_eq!(
+            g,
+            FeatureGates {
+                propagate_deps: false,
+                graceful_eviction: true,
+                failover: true,
+                stateful_failover_injection: false,
+                priority_based_scheduling: false
+            }
+        );
         assert!(parse_feature_gates("StatefulFailoverInjection=true").unwrap().stateful_failover_injection);
         assert!(parse_feature_gates("Nope=true").unwrap_err().contains("unknown feature gate"));
         assert!(parse_feature_gates("Failover").is_err());
