@@ -186,6 +186,13 @@ fn propagation_policy_validation() {
             ("spec.failover.application.gracePeriodSeconds".into(), "must be greater than 0".into()),
         ]
     );
+    // workloadAffinity's keys are label keys, and not the same for both terms.
+    let errs = spec_errors(json!({"resourceSelectors": selectors(), "placement": {"workloadAffinity": {
+        "affinity": {"groupByLabelKey": "app.group"}, "antiAffinity": {"groupByLabelKey": "app.group"}}}}));
+    assert_eq!(errs, [("spec.placement.workloadAffinity".into(), "affinity and antiAffinity must not use the same groupByLabelKey".into())]);
+    let errs = spec_errors(json!({"resourceSelectors": selectors(), "placement": {"workloadAffinity": {"antiAffinity": {"groupByLabelKey": "-bad"}}}}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, "spec.placement.workloadAffinity.antiAffinity.groupByLabelKey");
     // statePreservation's alias names are label keys, in both failover kinds.
     let errs = spec_errors(json!({"resourceSelectors": selectors(), "propagateDeps": true, "failover": {
         "cluster": {"purgeMode": "Directly", "statePreservation": {"rules": [{"aliasLabelName": "example.com/ok", "jsonPath": "{.a}"}, {"aliasLabelName": "bad key!", "jsonPath": "{.b}"}]}},

@@ -60,6 +60,7 @@ const EXPECTED: &[Expected] = &[
         &[],
     ),
     ("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy", "clustertaintpolicies", "clustertaintpolicy", "Cluster", &[], &[], false, &[]),
+    ("remedy.karmada.io", "v1alpha1", "Remedy", "remedies", "remedy", "Cluster", &[], &["karmada-io"], false, &[]),
     ("work.karmada.io", "v1alpha1", "Work", "works", "work", "Namespaced", &["wk"], &["karmada-io"], true, &["WORKLOAD-KIND", "APPLIED", "AGE"]),
     (
         "work.karmada.io",

@@ -36,6 +36,7 @@ use flotilla_api::federation::karmada::policy::{
 use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, BindingSchedulePriority, BindingSuspension, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL,
     ClusterResourceBinding, ClusterResourceBindingSpec, ObjectReference, RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec,
+    WorkloadAffinityGroups,
 };
 use flotilla_api::overrides::{ImplicitPriority, selector_priority};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -98,11 +99,14 @@ pub struct Config {
     /// The `PriorityBasedScheduling` gate: a policy's `schedulePriority` resolves its
     /// PriorityClass into the binding's `schedulePriority.priority` (the scheduler's order).
     pub priority_based_scheduling: bool,
+    /// The `WorkloadAffinity` gate: a namespaced template's binding carries the groups its
+    /// policy's `placement.workloadAffinity` names (`spec.workloadAffinityGroups`).
+    pub workload_affinity: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: 4, missing_kind_retry: Duration::from_secs(5), priority_based_scheduling: false }
+        Config { workers: 4, missing_kind_retry: Duration::from_secs(5), priority_based_scheduling: false, workload_affinity: false }
     }
 }
 
@@ -619,6 +623,10 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
             return Ok(Next::Done);
         }
     };
+    let mut spec = spec;
+    if ctx.config.workload_affinity && watched.namespaced {
+        spec.workload_affinity_groups = workload_affinity_groups(&template, &chosen.spec);
+    }
     let spec = match (ctx.config.priority_based_scheduling, &chosen.spec.schedule_priority) {
         (true, Some(wanted)) => match schedule_priority(&ctx.client, wanted).await {
             Ok(priority) => ResourceBindingSpec { schedule_priority: Some(priority), ..spec },
@@ -645,6 +653,20 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         ctx.events.publish_ref(&reference, false, REASON_APPLY_POLICY_SUCCEED, "ApplyPolicy", msg).await;
     }
     Ok(Next::Done)
+}
+
+/// Karmada's `getWorkloadAffinityGroups`: `<key>=<value>` for each term whose key the
+/// template's labels have; none when neither has.
+pub fn workload_affinity_groups(template: &Value, spec: &PropagationSpec) -> Option<WorkloadAffinityGroups> {
+    let w = spec.placement.as_ref()?.workload_affinity.as_ref()?;
+    let labels = template.pointer("/metadata/labels").and_then(Value::as_object);
+    let group = |term: &Option<flotilla_api::federation::karmada::policy::WorkloadAffinityTerm>| {
+        let key = &term.as_ref()?.group_by_label_key;
+        let value = labels?.get(key)?.as_str()?;
+        Some(format!("{key}={value}"))
+    };
+    let groups = WorkloadAffinityGroups { affinity_group: group(&w.affinity), anti_affinity_group: group(&w.anti_affinity) };
+    (groups.affinity_group.is_some() || groups.anti_affinity_group.is_some()).then_some(groups)
 }
 
 /// Karmada's priority resolution (`PriorityBasedScheduling`): a `KubePriorityClass` source
@@ -1207,6 +1229,18 @@ mod tests {
             ..c.clone()
         };
         assert_eq!(binding_spec(&t, &prioritised).unwrap().schedule_priority, None);
+
+        // WorkloadAffinity: `<key>=<value>` for each term whose key the template carries.
+        let affine: PropagationSpec = serde_json::from_value(json!({"resourceSelectors": [], "placement": {"workloadAffinity": {
+            "affinity": {"groupByLabelKey": "app.group"}, "antiAffinity": {"groupByLabelKey": "tier"}}}}))
+        .unwrap();
+        let labelled = |labels: Value| json!({"metadata": {"name": "x", "labels": labels}});
+        let groups = workload_affinity_groups(&labelled(json!({"app.group": "shop", "tier": "db"})), &affine).unwrap();
+        assert_eq!((groups.affinity_group.as_deref(), groups.anti_affinity_group.as_deref()), (Some("app.group=shop"), Some("tier=db")));
+        let groups = workload_affinity_groups(&labelled(json!({"tier": "db"})), &affine).unwrap();
+        assert_eq!((groups.affinity_group, groups.anti_affinity_group.as_deref()), (None, Some("tier=db")));
+        assert_eq!(workload_affinity_groups(&labelled(json!({"other": "x"})), &affine), None);
+        assert_eq!(workload_affinity_groups(&labelled(json!({"tier": "db"})), &PropagationSpec::default()), None);
         assert!(is_reserved_namespace("karmada-es-m1") && is_reserved_namespace("kube-system") && !is_reserved_namespace("default"));
         // KubeFed's system namespace holds member credentials (KubeFedCluster Secrets).
         assert!(is_reserved_namespace("kube-federation-system"));

@@ -22,5 +22,6 @@ pub mod kubefed_rsp;
 pub mod kubefed_sync;
 pub mod namespace_sync;
 pub mod policy_report;
+pub mod remedy;
 pub mod taint_manager;
 pub mod work_status;

@@ -262,7 +262,7 @@ fn place(
     mode: &mut Option<AssignmentMode>,
 ) -> Result<Vec<TargetCluster>, Failure> {
     let placement = binding.placement().expect("checked by schedule");
-    let ctx = FilterContext { binding, affinity };
+    let ctx = FilterContext { binding, affinity, workloads: snapshot.workloads() };
     let mut feasible: Vec<&Cluster> = Vec::new();
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for cluster in snapshot.clusters() {

@@ -1,4 +1,5 @@
-//! The clusters one scheduling pass sees: spec, status and metadata, frozen for the pass.
+//! The clusters one scheduling pass sees: spec, status and metadata, frozen for the pass —
+//! and, for the workload affinity filters, where the grouped workloads run.
 
 use std::sync::Arc;
 
@@ -8,6 +9,18 @@ use flotilla_api::federation::karmada::cluster::Cluster;
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     clusters: Vec<Arc<Cluster>>,
+    workloads: Vec<GroupedWorkload>,
+}
+
+/// A ResourceBinding in a workload affinity group, and the clusters it is scheduled to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupedWorkload {
+    pub namespace: String,
+    /// The binding's name.
+    pub name: String,
+    pub affinity_group: Option<String>,
+    pub anti_affinity_group: Option<String>,
+    pub clusters: Vec<String>,
 }
 
 impl Snapshot {
@@ -20,7 +33,18 @@ impl Snapshot {
     pub fn from_shared(clusters: impl IntoIterator<Item = Arc<Cluster>>) -> Snapshot {
         let mut clusters: Vec<Arc<Cluster>> = clusters.into_iter().collect();
         clusters.sort_by(|a, b| cluster_name(a).cmp(cluster_name(b)));
-        Snapshot { clusters }
+        Snapshot { clusters, workloads: Vec::new() }
+    }
+
+    /// The snapshot with the grouped workloads the workload affinity filters look at.
+    pub fn with_workloads(mut self, workloads: Vec<GroupedWorkload>) -> Snapshot {
+        self.workloads = workloads;
+        self
+    }
+
+    /// The grouped workloads (empty unless [`Snapshot::with_workloads`] gave some).
+    pub fn workloads(&self) -> &[GroupedWorkload] {
+        &self.workloads
     }
 
     /// Every cluster, deleting ones included, in name order.

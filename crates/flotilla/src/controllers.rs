@@ -72,6 +72,7 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add(c::cluster_taint_policy::NAME, settings.feature_gates.failover, |cx: &Context| {
         Box::pin(c::cluster_taint_policy::run(cx.client(c::cluster_taint_policy::NAME), cx.runtime.clone()))
     });
+    s.add(c::remedy::NAME, true, |cx: &Context| Box::pin(c::remedy::run(cx.client(c::remedy::COMPONENT), cx.runtime.clone())));
     s.add("detector", true, |cx: &Context| Box::pin(c::detector::run(cx.client(c::detector::NAME), cx.runtime.clone(), cx.settings.detector())));
     s.add("binding", true, |cx: &Context| Box::pin(c::binding::run(cx.client(c::binding::NAME), cx.runtime.clone(), cx.settings.binding())));
     s.add("dependenciesDistributor", settings.feature_gates.propagate_deps, |cx: &Context| {

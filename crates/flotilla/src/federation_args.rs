@@ -77,7 +77,7 @@ pub struct FederationArgs {
     pub concurrent_dependent_resource_syncs: u16,
     /// Karmada's feature gates, `Name=true|false,...`, defaulting as Karmada v1.18 does:
     /// PropagateDeps=true, GracefulEviction=true, Failover=false, StatefulFailoverInjection=false,
-    /// PriorityBasedScheduling=false.
+    /// PriorityBasedScheduling=false, WorkloadAffinity=false.
     #[arg(long, default_value = "", value_parser = parse_feature_gates)]
     pub feature_gates: FeatureGates,
     /// Run the NoExecute taint manager (also needs the Failover gate and
@@ -120,11 +120,21 @@ pub struct FeatureGates {
     /// A policy's `schedulePriority` resolves its PriorityClass into the binding, which the
     /// scheduler takes highest first (alpha).
     pub priority_based_scheduling: bool,
+    /// A policy's `placement.workloadAffinity` groups workloads by a template label, and the
+    /// scheduler co-locates or separates each group (alpha).
+    pub workload_affinity: bool,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { propagate_deps: true, graceful_eviction: true, failover: false, stateful_failover_injection: false, priority_based_scheduling: false }
+        FeatureGates {
+            propagate_deps: true,
+            graceful_eviction: true,
+            failover: false,
+            stateful_failover_injection: false,
+            priority_based_scheduling: false,
+            workload_affinity: false,
+        }
     }
 }
 
@@ -140,9 +150,10 @@ pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
             "Failover" => gates.failover = value,
             "StatefulFailoverInjection" => gates.stateful_failover_injection = value,
             "PriorityBasedScheduling" => gates.priority_based_scheduling = value,
+            "WorkloadAffinity" => gates.workload_affinity = value,
             other => {
                 return Err(format!(
-                    "unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection, PriorityBasedScheduling)"
+                    "unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection, PriorityBasedScheduling, WorkloadAffinity)"
                 ));
             }
         }
@@ -201,6 +212,7 @@ impl FederationArgs {
         flotilla_controllers::detector::Config {
             workers: self.concurrent_resource_template_syncs.into(),
             priority_based_scheduling: self.feature_gates.priority_based_scheduling,
+            workload_affinity: self.feature_gates.workload_affinity,
             ..Default::default()
         }
     }
@@ -230,7 +242,12 @@ impl FederationArgs {
     }
 
     pub fn scheduler(&self) -> flotilla_scheduler::runner::Config {
-        flotilla_scheduler::runner::Config { unschedulable_retry: self.unschedulable_retry, workers: self.concurrent_schedules.into(), ..Default::default() }
+        flotilla_scheduler::runner::Config {
+            unschedulable_retry: self.unschedulable_retry,
+            workers: self.concurrent_schedules.into(),
+            workload_affinity: self.feature_gates.workload_affinity,
+            ..Default::default()
+        }
     }
 
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
@@ -285,7 +302,8 @@ mod tests {
                 graceful_eviction: true,
                 failover: true,
                 stateful_failover_injection: false,
-                priority_based_scheduling: false
+                priority_based_scheduling: false,
+                workload_affinity: false,
             }
         );
         assert!(parse_feature_gates("StatefulFailoverInjection=true").unwrap().stateful_failover_injection);

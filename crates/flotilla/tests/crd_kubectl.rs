@@ -162,6 +162,7 @@ fn federation_manifests_apply_unchanged() {
         ("overridepolicies", "op", "policy.karmada.io/v1alpha1", "true", "OverridePolicy"),
         ("clusteroverridepolicies", "cop", "policy.karmada.io/v1alpha1", "false", "ClusterOverridePolicy"),
         ("clustertaintpolicies", "", "policy.karmada.io/v1alpha1", "false", "ClusterTaintPolicy"),
+        ("remedies", "", "remedy.karmada.io/v1alpha1", "false", "Remedy"),
         ("works", "wk", "work.karmada.io/v1alpha1", "true", "Work"),
         ("resourcebindings", "rb", "work.karmada.io/v1alpha2", "true", "ResourceBinding"),
         ("clusterresourcebindings", "crb", "work.karmada.io/v1alpha2", "false", "ClusterResourceBinding"),

@@ -125,6 +125,7 @@ fn feature_gates_are_accepted_as_the_document_says() {
             "Failover" => Some(defaults.failover),
             "StatefulFailoverInjection" => Some(defaults.stateful_failover_injection),
             "PriorityBasedScheduling" => Some(defaults.priority_based_scheduling),
+            "WorkloadAffinity" => Some(defaults.workload_affinity),
             _ => None,
         };
         assert_eq!(accepted, flotilla_default.is_some(), "{}: accepted {accepted} but the test knows no default for it", g.name);

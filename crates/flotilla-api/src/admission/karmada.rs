@@ -21,7 +21,7 @@ use crate::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, ClusterOverridePolicy, ClusterPropagationPolicy,
     FailoverBehavior, OverridePolicy, OverrideSpec, OverriderOperator, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PatchOperation,
     Placement, PreemptionBehavior, PropagationPolicy, PropagationSpec, PurgeMode, ReplicaDivisionPreference, ReplicaSchedulingType, ResourceSelector,
-    SpreadByField, SpreadConstraint, StatePreservation,
+    SpreadByField, SpreadConstraint, StatePreservation, WorkloadAffinity,
 };
 use crate::federation::karmada::taint::{ClusterTaintPolicy, ClusterTaintPolicySpec};
 use crate::federation::karmada::work::{
@@ -464,6 +464,9 @@ fn validate_placement(placement: &Placement, at: &FieldPath) -> Vec<FieldError> 
     if let Some(affinity) = &placement.cluster_affinity {
         errs.extend(validate_cluster_affinity(affinity, &at.child("clusterAffinity")));
     }
+    if let Some(w) = &placement.workload_affinity {
+        errs.extend(validate_workload_affinity(w, &at.child("workloadAffinity")));
+    }
     let mut names = BTreeSet::new();
     for (i, term) in placement.cluster_affinities.iter().flatten().enumerate() {
         let term_path = at.child("clusterAffinities").index(i);
@@ -561,6 +564,22 @@ fn validate_failover(failover: &FailoverBehavior, at: &FieldPath) -> Vec<FieldEr
     }
     if application.grace_period_seconds.is_some_and(|s| s <= 0) {
         errs.push(FieldError::invalid(at.child("gracePeriodSeconds"), "must be greater than 0"));
+    }
+    errs
+}
+
+/// `ValidateWorkloadAffinity`: label keys, and not the same key for both.
+fn validate_workload_affinity(w: &WorkloadAffinity, at: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (term, name) in [(&w.affinity, "affinity"), (&w.anti_affinity, "antiAffinity")] {
+        for message in term.iter().flat_map(|t| label_key_errors(&t.group_by_label_key)) {
+            errs.push(FieldError::invalid(at.child(name).child("groupByLabelKey"), message));
+        }
+    }
+    if let (Some(a), Some(b)) = (&w.affinity, &w.anti_affinity)
+        && a.group_by_label_key == b.group_by_label_key
+    {
+        errs.push(FieldError::invalid(at, "affinity and antiAffinity must not use the same groupByLabelKey"));
     }
     errs
 }

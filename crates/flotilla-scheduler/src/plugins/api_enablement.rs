@@ -65,7 +65,7 @@ mod tests {
             let spec: ResourceBindingSpec =
                 serde_json::from_value(serde_json::json!({"resource": {"apiVersion": api_version, "kind": kind, "name": "web"}})).unwrap();
             let view = BindingView { kind: BindingKind::ResourceBinding, namespace: Some("d"), name: "b", uid: "", spec: &spec, status: None };
-            ApiEnablement.filter(&FilterContext { binding: &view, affinity: None }, &cluster)
+            ApiEnablement.filter(&FilterContext { binding: &view, affinity: None, workloads: &[] }, &cluster)
         };
         assert_eq!(verdict("apps/v1", "Deployment"), Verdict::Pass);
         assert!(!verdict("apps/v1", "StatefulSet").is_pass());

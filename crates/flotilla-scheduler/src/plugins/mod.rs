@@ -10,6 +10,7 @@ pub mod cluster_eviction;
 pub mod cluster_locality;
 pub mod spread_constraint;
 pub mod taint_toleration;
+pub mod workload_affinity;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::policy::ClusterAffinity;
 
 use crate::binding::BindingView;
+use crate::snapshot::GroupedWorkload;
 
 /// What a filter plugin says about one cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,12 +37,14 @@ impl Verdict {
     }
 }
 
-/// What filters see: the binding, and the cluster affinity in force for this pass (the
-/// `clusterAffinity`, or the `clusterAffinities` term being tried).
+/// What filters see: the binding, the cluster affinity in force for this pass (the
+/// `clusterAffinity`, or the `clusterAffinities` term being tried), and the workloads of the
+/// snapshot's affinity groups.
 #[derive(Clone, Copy, Debug)]
 pub struct FilterContext<'a> {
     pub binding: &'a BindingView<'a>,
     pub affinity: Option<&'a ClusterAffinity>,
+    pub workloads: &'a [GroupedWorkload],
 }
 
 /// A plugin that keeps or drops clusters.
@@ -96,6 +100,11 @@ impl Registry {
     pub fn scores(&self) -> &[Arc<dyn ScorePlugin>] {
         &self.scores
     }
+}
+
+/// The in-tree plugins with the WorkloadAffinity gate's two (Karmada registers them only then).
+pub fn registry_with_workload_affinity() -> Registry {
+    registry().filter(workload_affinity::anti_affinity()).filter(workload_affinity::affinity())
 }
 
 /// Every in-tree plugin, in Karmada's order (`--plugins=*`).

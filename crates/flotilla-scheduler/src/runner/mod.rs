@@ -15,6 +15,11 @@
 //! | replicas do not fit | False / `Unschedulable` | kept | after `unschedulable_retry` |
 //! | any other error | False / `SchedulerError` | kept | with backoff |
 //!
+//! With the WorkloadAffinity gate the pass also sees where the ResourceBindings of the
+//! binding's affinity groups run: the cache, corrected by the results this runner wrote that
+//! the cache does not show yet (Karmada's assigning bindings); and bindings with groups are
+//! scheduled one at a time, so two of a group never choose at once.
+//!
 //! Only this module reads a clock or the network.
 
 pub mod decision;
@@ -22,6 +27,7 @@ pub mod metrics;
 mod watch;
 pub mod writeback;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +64,8 @@ pub struct Config {
     pub unschedulable_retry: Duration,
     /// Keep selected clusters that get no replicas (`--enable-empty-workload-propagation`).
     pub enable_empty_workload_propagation: bool,
+    /// The WorkloadAffinity gate: run the WorkloadAffinity and WorkloadAntiAffinity filters.
+    pub workload_affinity: bool,
 }
 
 impl Default for Config {
@@ -69,6 +77,7 @@ impl Default for Config {
             max_backoff: Duration::from_secs(10),
             unschedulable_retry: Duration::from_secs(5 * 60),
             enable_empty_workload_propagation: false,
+            workload_affinity: false,
         }
     }
 }
@@ -154,6 +163,11 @@ pub(crate) struct Shared {
     bindings: Store<ResourceBinding>,
     cluster_bindings: Store<ClusterResourceBinding>,
     clusters: Store<Cluster>,
+    /// Results written for grouped bindings, by (namespace, name): the resourceVersion written
+    /// and the clusters, until the cache has caught up.
+    assigned: parking_lot::Mutex<HashMap<(String, String), (u64, Vec<String>)>>,
+    /// Held while a binding with workload affinity groups is scheduled.
+    grouped: tokio::sync::Mutex<()>,
 }
 
 /// The scheduler, built from a client and a validated [`Config`].
@@ -179,12 +193,17 @@ impl Scheduler {
     pub async fn run(self, rt: Runtime) {
         let Scheduler { client, config, metrics } = self;
         let shared = Arc::new(Shared {
-            options: ScheduleOptions { enable_empty_workload_propagation: config.enable_empty_workload_propagation, ..Default::default() },
+            options: ScheduleOptions {
+                enable_empty_workload_propagation: config.enable_empty_workload_propagation,
+                registry: if config.workload_affinity { crate::plugins::registry_with_workload_affinity() } else { crate::plugins::registry() },
+            },
             writer: Writer::new(client.clone(), &config.scheduler_name),
             metrics,
             bindings: rt.informers.store::<ResourceBinding>(),
             cluster_bindings: rt.informers.store::<ClusterResourceBinding>(),
             clusters: rt.informers.store::<Cluster>(),
+            assigned: Default::default(),
+            grouped: Default::default(),
             config,
         });
         let priority = {
@@ -237,7 +256,51 @@ pub async fn run(client: kube::Client, rt: Runtime, config: Config) {
     }
 }
 
+/// A resourceVersion as a number (the store's revisions are; anything else counts as 0).
+fn revision(rv: Option<&str>) -> u64 {
+    rv.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 impl Shared {
+    /// The ResourceBindings with workload affinity groups and where they run: the cache, or the
+    /// result this runner wrote when the cache is older.
+    fn grouped_workloads(&self) -> Vec<crate::snapshot::GroupedWorkload> {
+        let mut assigned = self.assigned.lock();
+        let mut out = Vec::new();
+        for rb in self.bindings.state() {
+            let Some(groups) = &rb.spec.workload_affinity_groups else { continue };
+            let key = (rb.metadata.namespace.clone().unwrap_or_default(), rb.metadata.name.clone().unwrap_or_default());
+            let cached = revision(rb.metadata.resource_version.as_deref());
+            let mut clusters: Vec<String> = rb.spec.clusters.iter().flatten().map(|c| c.name.clone()).collect();
+            match assigned.get(&key) {
+                Some((written, mine)) if *written > cached => clusters = mine.clone(),
+                Some(_) => {
+                    assigned.remove(&key);
+                }
+                None => {}
+            }
+            out.push(crate::snapshot::GroupedWorkload {
+                namespace: key.0,
+                name: key.1,
+                affinity_group: groups.affinity_group.clone(),
+                anti_affinity_group: groups.anti_affinity_group.clone(),
+                clusters,
+            });
+        }
+        // Bindings gone from the cache are gone.
+        let live: std::collections::HashSet<(String, String)> = out.iter().map(|w| (w.namespace.clone(), w.name.clone())).collect();
+        assigned.retain(|k, _| live.contains(k));
+        out
+    }
+
+    /// Remembers a grouped binding's result until the cache shows it.
+    fn note_assigned(&self, stored: &AnyBinding, clusters: &[flotilla_api::federation::karmada::work::TargetCluster]) {
+        let meta = stored.metadata();
+        let key = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+        let names = clusters.iter().map(|c| c.name.clone()).collect();
+        self.assigned.lock().insert(key, (revision(meta.resource_version.as_deref()), names));
+    }
+
     /// The binding as the reflector has it.
     fn lookup(&self, key: &BindingKey) -> Option<AnyBinding> {
         match key.kind {
@@ -274,7 +337,15 @@ impl Shared {
         if meta.deletion_timestamp.is_some() || !is_ours(meta.labels.as_ref(), view.spec, &self.config.scheduler_name) {
             return Ok(Next::Done);
         }
-        let snapshot = Snapshot::from_shared(self.clusters.state());
+        let mut snapshot = Snapshot::from_shared(self.clusters.state());
+        let grouped = self.config.workload_affinity && view.spec.workload_affinity_groups.is_some();
+        let _one_at_a_time = if grouped {
+            let guard = self.grouped.lock().await;
+            snapshot = snapshot.with_workloads(self.grouped_workloads());
+            Some(guard)
+        } else {
+            None
+        };
         match decide(&view, meta.generation, binding.applied_placement(), &snapshot) {
             Decision::Nothing => Ok(Next::Done),
             Decision::ObserveGeneration => {
@@ -345,6 +416,9 @@ impl Shared {
         };
         let placement = placement_json.unwrap_or_default();
         let stored = self.writer.write_result(binding, &placement, &result.clusters).await.map_err(write_result)?;
+        if self.config.workload_affinity && view.spec.workload_affinity_groups.is_some() {
+            self.note_assigned(&stored, &result.clusters);
+        }
         let update = StatusUpdate {
             reason: ConditionReason::Success.as_str(),
             message: SCHEDULED_MESSAGE.to_string(),

@@ -1,9 +1,10 @@
 //! Karmada's federation kinds (target: Karmada v1.16): `cluster.karmada.io`,
-//! `policy.karmada.io` and `work.karmada.io`.
+//! `policy.karmada.io`, `remedy.karmada.io` and `work.karmada.io`.
 
 pub mod cluster;
 pub mod names;
 pub mod policy;
+pub mod remedy;
 pub mod taint;
 pub mod work;
 
@@ -20,6 +21,7 @@ pub fn crds() -> Vec<Value> {
         crd_of::<policy::OverridePolicy>(),
         crd_of::<policy::ClusterOverridePolicy>(),
         crd_of::<taint::ClusterTaintPolicy>(),
+        crd_of::<remedy::Remedy>(),
         crd_of::<work::Work>(),
         crd_of::<work::ResourceBinding>(),
         crd_of::<work::ClusterResourceBinding>(),

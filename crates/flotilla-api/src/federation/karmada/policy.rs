@@ -316,6 +316,31 @@ pub struct Placement {
     /// How replicas are scheduled; nil means Duplicated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_scheduling: Option<ReplicaSchedulingStrategy>,
+    /// Inter-workload affinity and anti-affinity (the WorkloadAffinity gate, alpha).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_affinity: Option<WorkloadAffinity>,
+}
+
+/// Hard rules between workloads: co-locate with the workloads of the same affinity group,
+/// avoid the clusters of the same anti-affinity group. Groups are per namespace; the first
+/// workload of an affinity group is placed freely.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAffinity {
+    /// Only clusters where the other workloads of the group run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<WorkloadAffinityTerm>,
+    /// No cluster where another workload of the group runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity: Option<WorkloadAffinityTerm>,
+}
+
+/// The template label whose value names the group (`<key>=<value>`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAffinityTerm {
+    /// A label key of the resource template.
+    pub group_by_label_key: String,
 }
 
 /// Selects clusters; all non-empty parts must match and `exclude` wins.

@@ -133,6 +133,21 @@ pub struct ResourceBindingSpec {
     /// Scheduling priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_priority: Option<BindingSchedulePriority>,
+    /// The workload's affinity groups, from its policy's `placement.workloadAffinity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_affinity_groups: Option<WorkloadAffinityGroups>,
+}
+
+/// The groups `<labelKey>=<value>` a workload belongs to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAffinityGroups {
+    /// Its affinity group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity_group: Option<String>,
+    /// Its anti-affinity group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_affinity_group: Option<String>,
 }
 
 /// The spec of a ClusterResourceBinding: the same ResourceBindingSpec.
