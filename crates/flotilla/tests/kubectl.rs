@@ -58,8 +58,15 @@ data:
 
 /// Follow `kubectl get -w` until a line satisfies `done`.
 fn watch_until(bin: &Path, kubeconfig: &Path, args: &[&str], trigger: impl FnOnce(), done: impl Fn(&str) -> bool) {
-    let mut child = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
+    // kubectl's stderr goes into the failure message: a watch that ended early says why there.
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -81,8 +88,9 @@ fn watch_until(bin: &Path, kubeconfig: &Path, args: &[&str], trigger: impl FnOnc
         }
     };
     let _ = child.kill();
-    let _ = child.wait();
-    assert!(ok, "kubectl {args:?} never showed the update; lines: {seen:?}");
+    let status = child.wait();
+    let errors = errors.join().unwrap_or_default();
+    assert!(ok, "kubectl {args:?} never showed the update; lines: {seen:?}; kubectl exited: {status:?}; its stderr: {errors}");
 }
 
 async fn scenario(version: &str, bin: &Path) {
