@@ -465,11 +465,32 @@ fn ensure_watch(ctx: &Arc<Context>, kind: Kind) {
 /// `status` and the fields every write moves (`resourceVersion`, `generation`, `managedFields`)
 /// — Karmada's detector drops updates that change nothing else the same way.
 fn specification_print(o: &DynamicObject) -> u64 {
+    fingerprint(o, false)
+}
+
+/// `specification_print` without what Karmada's controllers write on templates: their
+/// `.karmada.io` labels and annotations (but the user's skip-auto-propagation label).
+fn user_print(o: &DynamicObject) -> u64 {
+    fingerprint(o, true)
+}
+
+fn fingerprint(o: &DynamicObject, without_karmada_metadata: bool) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut meta = o.metadata.clone();
     meta.resource_version = None;
     meta.generation = None;
     meta.managed_fields = None;
+    if without_karmada_metadata {
+        let by_karmada = |k: &str| k.contains(".karmada.io") && k != NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL;
+        for map in [&mut meta.labels, &mut meta.annotations] {
+            if let Some(m) = map.as_mut() {
+                m.retain(|k, _| !by_karmada(k));
+            }
+            if map.as_ref().is_some_and(|m| m.is_empty()) {
+                *map = None;
+            }
+        }
+    }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     serde_json::to_string(&meta).unwrap_or_default().hash(&mut hasher);
     match o.data.as_object() {
@@ -498,21 +519,6 @@ fn is_user_change(old: Option<&DynamicObject>, new: &DynamicObject, since: Optio
             _ => true,
         },
     }
-}
-
-/// `specification_print` without what Karmada's controllers write on templates.
-fn user_print(o: &DynamicObject) -> u64 {
-    let by_karmada = |k: &str| k.contains(".karmada.io") && k != NAMESPACE_SKIP_AUTO_PROPAGATION_LABEL;
-    let mut o = o.clone();
-    for map in [&mut o.metadata.labels, &mut o.metadata.annotations] {
-        if let Some(m) = map.as_mut() {
-            m.retain(|k, _| !by_karmada(k));
-        }
-        if map.as_ref().is_some_and(|m| m.is_empty()) {
-            *map = None;
-        }
-    }
-    specification_print(&o)
 }
 
 /// The label a user puts on a namespace to keep it from being propagated (Karmada's, with the
@@ -613,7 +619,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     }
     let reference = object_reference(&obj, &watched.resource);
-    let spec = match binding_spec(&template, &chosen) {
+    let mut spec = match binding_spec(&template, &chosen) {
         Ok(s) => s,
         Err(e) => {
             // binding_spec fails only on the replica interpretation.
@@ -623,13 +629,12 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
             return Ok(Next::Done);
         }
     };
-    let mut spec = spec;
     if ctx.config.workload_affinity && watched.namespaced {
         spec.workload_affinity_groups = workload_affinity_groups(&template, &chosen.spec);
     }
-    let spec = match (ctx.config.priority_based_scheduling, &chosen.spec.schedule_priority) {
-        (true, Some(wanted)) => match schedule_priority(&ctx.client, wanted).await {
-            Ok(priority) => ResourceBindingSpec { schedule_priority: Some(priority), ..spec },
+    if let (true, Some(wanted)) = (ctx.config.priority_based_scheduling, &chosen.spec.schedule_priority) {
+        match schedule_priority(&ctx.client, wanted).await {
+            Ok(priority) => spec.schedule_priority = Some(priority),
             Err(e) => {
                 // No binding until the PriorityClass exists (Karmada's BuildResourceBinding
                 // fails); the retry finds it once it is created.
@@ -637,9 +642,8 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
                 ctx.events.publish_ref(&reference, true, REASON_APPLY_POLICY_FAILED, "ApplyPolicy", msg).await;
                 return Err(Error::Template(format!("{}: {e}", describe(&key))));
             }
-        },
-        _ => spec,
-    };
+        }
+    }
     let replicas_interpreted = flotilla_api::interpreter::get_replicas(&template).is_ok_and(|r| r.is_some());
     let changed = ensure_binding(&ctx, &key, watched.namespaced, &obj, &chosen, spec).await?;
     ctx.user_change_done(&key, user_change);

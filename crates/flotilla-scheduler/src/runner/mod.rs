@@ -266,18 +266,17 @@ impl Shared {
     /// result this runner wrote when the cache is older.
     fn grouped_workloads(&self) -> Vec<crate::snapshot::GroupedWorkload> {
         let mut assigned = self.assigned.lock();
+        // What stays remembered: results the cache does not show yet, of bindings still there.
+        let mut pending = HashMap::new();
         let mut out = Vec::new();
         for rb in self.bindings.state() {
             let Some(groups) = &rb.spec.workload_affinity_groups else { continue };
             let key = (rb.metadata.namespace.clone().unwrap_or_default(), rb.metadata.name.clone().unwrap_or_default());
             let cached = revision(rb.metadata.resource_version.as_deref());
             let mut clusters: Vec<String> = rb.spec.clusters.iter().flatten().map(|c| c.name.clone()).collect();
-            match assigned.get(&key) {
-                Some((written, mine)) if *written > cached => clusters = mine.clone(),
-                Some(_) => {
-                    assigned.remove(&key);
-                }
-                None => {}
+            if let Some((written, mine)) = assigned.remove(&key).filter(|(written, _)| *written > cached) {
+                clusters = mine.clone();
+                pending.insert(key.clone(), (written, mine));
             }
             out.push(crate::snapshot::GroupedWorkload {
                 namespace: key.0,
@@ -287,9 +286,7 @@ impl Shared {
                 clusters,
             });
         }
-        // Bindings gone from the cache are gone.
-        let live: std::collections::HashSet<(String, String)> = out.iter().map(|w| (w.namespace.clone(), w.name.clone())).collect();
-        assigned.retain(|k, _| live.contains(k));
+        *assigned = pending;
         out
     }
 
