@@ -134,7 +134,7 @@ rust_fast_tests() {
     FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
       cargo test --locked -p flotilla-store --lib --test memory --test btree --test embedded --test durability
 }
-testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...); }
+testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...) && (cd testenv/kubefed-versions && go test -count=1 ./...); }
 # Fuzzing: the committed corpus replayed deterministically, then a short exploration.
 #
 # The fuzz build (other compiler flags, its own target directory: minutes from cold) starts in

@@ -17,13 +17,19 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin_dir="${TESTENV_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/testenv/bin}"
 k8s_version="v1.37.2"
 
-all_targets=(etcd kube-apiserver kube-controller-manager kube-scheduler testenv)
+all_targets=(etcd kube-apiserver kube-controller-manager kube-scheduler testenv kubefed-versions)
 declare -A pkg=(
   [etcd]="go.etcd.io/etcd/server/v3"
   [kube-apiserver]="k8s.io/kubernetes/cmd/kube-apiserver"
   [kube-controller-manager]="k8s.io/kubernetes/cmd/kube-controller-manager"
   [kube-scheduler]="k8s.io/kubernetes/cmd/kube-scheduler"
   [testenv]="./cmd/testenv"
+  [kubefed-versions]="."
+)
+# Targets built from their own Go module (a subdirectory of testenv/): KubeFed v0.10.0 pins
+# Kubernetes libraries far older than testenv's, so its version tool cannot share testenv's go.mod.
+declare -A module_dir=(
+  [kubefed-versions]="kubefed-versions"
 )
 
 # /version of the Kubernetes binaries reports what a release build would.
@@ -63,9 +69,10 @@ for t in "${targets[@]}"; do
   if [[ "$t" == kube-* ]]; then flags=(-ldflags "$k8s_ldflags"); fi
   cmd=(nice -n 5 go build "${flags[@]}" -o "$bin_dir/$t" "${pkg[$t]}")
   start=$(date +%s.%N)
-  if ! (cd "$here" && "${cmd[@]}") >"$log" 2>&1; then
+  dir="$here/${module_dir[$t]:-}"
+  if ! (cd "$dir" && "${cmd[@]}") >"$log" 2>&1; then
     echo "build.sh: FAILED building $t after $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')s" >&2
-    echo "build.sh: command (in $here): ${cmd[*]}" >&2
+    echo "build.sh: command (in $dir): ${cmd[*]}" >&2
     echo "----- output -----" >&2
     cat "$log" >&2
     echo "------------------" >&2

@@ -1004,6 +1004,7 @@ mod tests {
                 identifier: ResourceIdentifier { ordinal: 0, version: "v1".into(), kind: "ConfigMap".into(), name: "c".into(), ..Default::default() },
                 status: Some(json!({"replicas": 1})),
                 health: Some(Health::Healthy),
+                version: None,
             }]),
         });
         let item = status_item("m1", &w);

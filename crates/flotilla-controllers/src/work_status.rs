@@ -277,7 +277,8 @@ pub fn manifest_status(ordinal: usize, r: &ObjectRef, observed: &Value) -> (Mani
         namespace: Some(observed.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string()),
         name: r.name.clone(),
     };
-    (ManifestStatus { identifier, status, health: Some(interpret_health(observed)) }, error)
+    let version = flotilla_api::federation::kubefed::version::object_version(observed);
+    (ManifestStatus { identifier, status, health: Some(interpret_health(observed)), version }, error)
 }
 
 /// The new `manifestStatuses`: `fresh` entries, plus the `current` entries of manifests that could

@@ -420,7 +420,7 @@ async fn discover(
     let discovery = Discovery::new(ctx.client.clone()).run().await?;
     let mut started = 0;
     for group in discovery.groups() {
-        for (ar, caps) in group.recommended_resources() {
+        for (ar, caps) in served_resources(group) {
             ctx.kinds.lock().insert((ar.group.clone(), ar.kind.clone()), (Arc::new(ar.clone()), caps.scope.clone()));
             if !collectable(&ar, &caps) || !watched.insert((ar.group.clone(), ar.plural.clone())) {
                 continue;
@@ -430,6 +430,24 @@ async fn discover(
         }
     }
     Ok(started)
+}
+
+/// Every resource of a group once, at the group's preferred version when that version serves it,
+/// else at the first version that does (as client-go's `ServerPreferredResources`): a kind
+/// served only at a version other than the preferred one is still collected.
+fn served_resources(group: &kube::discovery::ApiGroup) -> Vec<(ApiResource, kube::discovery::ApiCapabilities)> {
+    let preferred = group.preferred_version_or_latest().to_string();
+    let versions = std::iter::once(preferred.clone()).chain(group.versions().filter(|v| *v != preferred).map(str::to_string));
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for v in versions {
+        for (ar, caps) in group.versioned_resources(&v) {
+            if seen.insert(ar.plural.clone()) {
+                out.push((ar, caps));
+            }
+        }
+    }
+    out
 }
 
 /// Run the collector on `rt`'s informers until it shuts down.

@@ -56,13 +56,18 @@ pub fn binary() -> PathBuf {
     if let Ok(p) = std::env::var("TESTENV_BIN") {
         return PathBuf::from(p);
     }
+    tool("testenv")
+}
+
+/// A binary `testenv/build.sh` builds (`kubefed-versions`, ...), in `$TESTENV_BIN_DIR`.
+pub fn tool(name: &str) -> PathBuf {
     let bin_dir = std::env::var("TESTENV_BIN_DIR").map(PathBuf::from).unwrap_or_else(|_| {
         std::env::var("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"))
             .join("flotilla/testenv/bin")
     });
-    bin_dir.join("testenv")
+    bin_dir.join(name)
 }
 
 fn read_ready(dir: &Path) -> Vec<Member> {

@@ -92,7 +92,7 @@ async fn a_real_cluster_collects_the_same_way() {
     let group = format!("g{}.gc.example.com", std::process::id());
     scenario(&kubeconfig, &ns, &group).await;
     kubectl(&kubeconfig, &["delete", "namespace", &ns, "--wait=false"]);
-    kubectl(&kubeconfig, &["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
+    kubectl(&kubeconfig, &["delete", "crd", &format!("widgets.{group}"), &format!("gadgets.{group}"), "--wait=false"]);
 }
 
 async fn scenario(kubeconfig: &std::path::Path, ns: &str, group: &str) {
@@ -188,6 +188,35 @@ async fn scenario(kubeconfig: &std::path::Path, ns: &str, group: &str) {
         match widgets.get_opt("w1").await.unwrap() {
             None => Ok(()),
             Some(w) => Err(format!("{:?}", w.metadata)),
+        }
+    })
+    .await;
+
+    // A kind served only at a version that is not its group's preferred one (the group prefers
+    // v1, which Gadget lacks): collected all the same.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
+    let gadget_ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &gadget_ar);
+    let owner = config_map(&cms, "gadget-owner", vec![], &[]).await;
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{group}/v1alpha1"), "kind": "Gadget",
+        "metadata": {"name": "g1", "ownerReferences": [owner_ref(&owner, false)]}
+    }))
+    .unwrap();
+    eventually("the Gadget created", || async { gadgets.create(&PostParams::default(), &gadget).await.map(|_| ()).map_err(|e| e.to_string()) }).await;
+    kubectl(kubeconfig, &["-n", ns, "delete", "configmap", "gadget-owner"]);
+    eventually("the Gadget collected", || async {
+        match gadgets.get_opt("g1").await.unwrap() {
+            None => Ok(()),
+            Some(g) => Err(format!("{:?}", g.metadata)),
         }
     })
     .await;

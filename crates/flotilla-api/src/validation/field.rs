@@ -170,13 +170,16 @@ fn write_go_json(v: &Value, out: &mut String) {
     }
 }
 
-/// A JSON string with Go's HTML-safe escaping.
+/// A JSON string with Go's HTML-safe escaping (`encoding/json` since Go 1.22: `\b` and `\f`
+/// by name, other control characters as `\u00XX`).
 pub(crate) fn write_go_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),

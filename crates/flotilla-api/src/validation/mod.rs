@@ -15,7 +15,7 @@
 mod apps;
 mod batch;
 mod core;
-mod field;
+pub(crate) mod field;
 pub mod names;
 mod object;
 mod pod;

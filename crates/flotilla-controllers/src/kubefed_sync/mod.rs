@@ -33,6 +33,7 @@ use flotilla_api::federation::karmada::work::{
 use flotilla_api::federation::kubefed::core::{FederatedTypeConfig, PropagationMode, ResourceScope};
 use flotilla_api::federation::kubefed::render::{self, ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 use flotilla_api::federation::kubefed::types::FederatedSpec;
+use flotilla_api::federation::kubefed::version::{self, ClusterObjectVersion, PropagatedVersionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
@@ -117,6 +118,8 @@ struct Context {
     informers: flotilla_runtime::Informers,
     /// The unknown cluster names last reported per federated object.
     unknown: Mutex<HashMap<FedKey, Vec<String>>>,
+    /// The (Cluster)PropagatedVersion status last written (or read) per federated object.
+    versions: Mutex<HashMap<FedKey, PropagatedVersionStatus>>,
 }
 
 fn api_err(key: &FedKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -348,6 +351,7 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
     // Gone or going: the garbage collector deletes the binding through its owner reference.
     let Some(obj) = t.store.get(&oref).filter(|o| o.metadata.deletion_timestamp.is_none()) else {
         ctx.unknown.lock().remove(&key);
+        ctx.versions.lock().remove(&key);
         return Ok(Next::Done);
     };
     let fed = serde_json::to_value(&*obj).unwrap_or_default();
@@ -443,6 +447,7 @@ async fn write_status(
     let mut out: Vec<(String, Option<&'static str>)> = Vec::new();
     let mut pending = false;
     let mut events: Vec<(bool, &'static str, String)> = Vec::new();
+    let mut cluster_versions: Vec<ClusterObjectVersion> = Vec::new();
     for c in &clusters {
         let name = c.name_any();
         let w = ctx.works.get(&ObjectRef::new(&work).within(&execution_space(&name)));
@@ -456,6 +461,11 @@ async fn write_status(
         }
         let override_error = render::member_object(fed, spec, &t.target, &name).err();
         let (state, message) = work_state(w.as_deref(), generation);
+        if state == WorkState::Applied
+            && let Some(v) = w.as_deref().and_then(member_version)
+        {
+            cluster_versions.push(ClusterObjectVersion { cluster_name: name.clone(), version: v });
+        }
         let was_ok = previous.get(&name).is_some_and(Option::is_none);
         let facts = ClusterFacts { name: name.clone(), ready: is_cluster_ready(c), override_error: override_error.is_some(), work: state, was_ok };
         let status = match render::cluster_outcome(&facts) {
@@ -486,6 +496,10 @@ async fn write_status(
     }
     if pending {
         return Ok(Next::After(ctx.config.pending_recheck));
+    }
+    // As KubeFed's: a failure to record versions is no failure to propagate.
+    if let Err(e) = write_versions(ctx, key, t, obj, fed, cluster_versions).await {
+        tracing::warn!(controller = NAME, federated = ?key, error = %e, "recording the propagated versions failed");
     }
     let ok = out.iter().all(|(_, s)| s.is_none());
     let reason = (!ok).then_some(render::REASON_CHECK_CLUSTERS);
@@ -528,6 +542,89 @@ async fn write_status(
         ctx.events.publish_ref(fed_ref, warning, reason, "Propagate", msg).await;
     }
     Ok(Next::Done)
+}
+
+/// The member object's version its Work reports (the work-status controller records it).
+fn member_version(w: &Work) -> Option<String> {
+    w.status.as_ref()?.manifest_statuses.as_ref()?.iter().find(|m| m.identifier.ordinal == 0)?.version.clone()
+}
+
+/// Keep the federated object's (Cluster)PropagatedVersion as KubeFed's version manager keeps it:
+/// named `<lower-case target kind>-<name>`, owned by the federated object (the garbage collector
+/// takes it with it), its status the template and override digests and the version of each
+/// selected cluster's copy, sorted by cluster. Written only when that changes.
+async fn write_versions(
+    ctx: &Context,
+    key: &FedKey,
+    t: &FedType,
+    obj: &DynamicObject,
+    fed: &Value,
+    mut clusters: Vec<ClusterObjectVersion>,
+) -> Result<(), Error> {
+    let (template_version, overrides_version) = match (version::template_version(fed), version::overrides_version(fed)) {
+        (Ok(t), Ok(o)) => (t, o),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(controller = NAME, federated = ?key, error = %e, "no propagated version: the versions cannot be computed");
+            return Ok(());
+        }
+    };
+    clusters.sort();
+    let want = PropagatedVersionStatus { template_version, overrides_version, cluster_versions: clusters };
+    if ctx.versions.lock().get(key) == Some(&want) {
+        return Ok(());
+    }
+    let (kind, plural) = version::version_kind(key.namespace.is_some());
+    let ar = ApiResource {
+        group: flotilla_api::federation::kubefed::core::GROUP.into(),
+        version: version::VERSION.into(),
+        api_version: version::API_VERSION.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<DynamicObject> = match &key.namespace {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
+        None => Api::all_with(ctx.client.clone(), &ar),
+    };
+    let name = version::propagated_version_name(&t.target.kind, &key.name);
+    let uid = obj.metadata.uid.clone().unwrap_or_default();
+    let existing = api.get_opt(&name).await.map_err(api_err(key, "reading the propagated version"))?;
+    let existing = match existing {
+        // A leftover of an earlier object of the same name: replaced.
+        Some(e) if !e.metadata.owner_references.iter().flatten().any(|o| o.uid == uid) => {
+            api.delete(&name, &Default::default()).await.map_err(api_err(key, "deleting a stale propagated version"))?;
+            None
+        }
+        e => e,
+    };
+    let have: Option<PropagatedVersionStatus> = existing.as_ref().and_then(|e| serde_json::from_value(e.data.get("status")?.clone()).ok());
+    if have.as_ref() != Some(&want) {
+        if existing.is_none() {
+            let mut pv = DynamicObject::new(&name, &ar);
+            pv.metadata.namespace = key.namespace.clone();
+            // KubeFed's owner reference: neither controller nor blocking.
+            pv.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: t.federated.api_version.clone(),
+                kind: t.federated.kind.clone(),
+                name: key.name.clone(),
+                uid,
+                ..Default::default()
+            }]);
+            match api.create(&PostParams::default(), &pv).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(api_err(key, "creating the propagated version")(e)),
+            }
+        }
+        let clusters = if want.cluster_versions.is_empty() { Value::Null } else { json!(want.cluster_versions) };
+        let patch = json!({"status": {
+            "templateVersion": want.template_version,
+            "overridesVersion": want.overrides_version,
+            "clusterVersions": clusters,
+        }});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(key, "writing the propagated version"))?;
+    }
+    ctx.versions.lock().insert(key.clone(), want);
+    Ok(())
 }
 
 /// Run the KubeFed sync controller until its watches end.
@@ -577,6 +674,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         clusters,
         informers: rt.informers.clone(),
         unknown: Mutex::new(HashMap::new()),
+        versions: Mutex::new(HashMap::new()),
     });
     *everything.lock() = Some(ctx.clone());
     let c = ctx.clone();

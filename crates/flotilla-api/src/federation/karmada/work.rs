@@ -438,6 +438,11 @@ pub struct ManifestStatus {
     /// Health of the member object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<ResourceHealth>,
+    /// Flotilla's addition (Karmada has no such field): the member object's version as KubeFed
+    /// records it, `gen:<generation>` or `rv:<resourceVersion>` for kinds without a
+    /// generation. KubeFed's PropagatedVersions are written from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Identity of a manifest.

@@ -1,5 +1,5 @@
 //! KubeFed's federation kinds (target: KubeFed v0.10.0): `core.kubefed.io`,
-//! `scheduling.kubefed.io`, and the generated `types.kubefed.io` `Federated<Kind>` types.
+//! `scheduling.kubefed.io`, the `core.kubefed.io/v1alpha1` propagated versions, and the generated `types.kubefed.io` `Federated<Kind>` types.
 //!
 //! `multiclusterdns.kubefed.io` is not here: KubeFed removed it in v0.7.0.
 
@@ -9,6 +9,7 @@ pub mod install;
 pub mod render;
 pub mod scheduling;
 pub mod types;
+pub mod version;
 
 use serde_json::Value;
 
@@ -23,6 +24,9 @@ pub fn crds() -> Vec<Value> {
         crd_of::<core::FederatedTypeConfig>(),
         crd_of::<scheduling::ReplicaSchedulingPreference>(),
     ]
+    .into_iter()
+    .chain(version::crds())
+    .collect()
 }
 
 /// The types `kubefedctl` enables by default (KubeFed v0.10.0's default FederatedTypeConfigs):
