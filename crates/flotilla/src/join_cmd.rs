@@ -154,11 +154,34 @@ pub async fn join(args: JoinArgs) -> anyhow::Result<()> {
         token_wait: Duration::from_secs(args.token_wait_seconds),
         token_lifetime: Duration::from_secs(args.token_lifetime_seconds),
     };
+    refuse_the_control_plane(&member, &control_plane, &args.name).await?;
     println!("joining {} ({})", args.name, endpoint.server);
     let creds = join::prepare_member(&member, &opts, &mut |line| println!("  {line}")).await?;
     join::register(&control_plane, &opts, &endpoint, &creds).await?;
     println!("  control plane: Secrets karmada-cluster/{0} and karmada-cluster/{0}-impersonator, Cluster {0} written", args.name);
     println!("cluster {} joined; watch it become Ready with: kubectl get clusters", args.name);
+    Ok(())
+}
+
+/// The control plane is never its own member (ADR 0025): its API holds the templates and
+/// federated objects, and a member copy written into it would be one of them. Both sides are
+/// identified as Karmada identifies clusters, by the UID of their `kube-system` namespace.
+async fn refuse_the_control_plane(member: &kube::Client, control_plane: &kube::Client, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let uid = |c: &kube::Client| {
+        let api: kube::Api<Namespace> = kube::Api::all(c.clone());
+        async move { api.get_opt("kube-system").await.ok().flatten().and_then(|n| n.metadata.uid) }
+    };
+    if let (Some(m), Some(cp)) = (uid(member).await, uid(control_plane).await)
+        && m == cp
+    {
+        anyhow::bail!(
+            "refusing to join {name}: its kubeconfig reaches the control plane itself (namespace kube-system has uid {m} on both). \
+             Flotilla's control plane cannot be its own member: every object in its API is a template or a federated object, so a \
+             member copy written there would be propagated again. Join the clusters that run workloads instead; KubeFed's \
+             `kubefedctl join host --host-cluster-context host` has no counterpart (docs/adr/0025-control-plane-is-not-a-member.md)"
+        );
+    }
     Ok(())
 }
 

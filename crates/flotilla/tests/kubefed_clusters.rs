@@ -107,3 +107,21 @@ fn joined_clusters_are_kubefed_clusters_and_kubefed_clusters_join() {
     }
     drop(cp);
 }
+
+/// KubeFed's host joins itself; Flotilla's control plane cannot be its own member (ADR 0025):
+/// `flotilla join` refuses, says why and what to do, and registers nothing.
+#[test]
+fn the_control_plane_is_refused_as_its_own_member() {
+    let cp = Flotilla::start();
+    let kc = cp.kubeconfig.to_str().unwrap().to_string();
+    let (ok, out) = flotilla_cmd(&["join", "host", "--kubeconfig", &kc, "--control-plane-kubeconfig", &kc]);
+    assert!(!ok, "joining the control plane to itself succeeded:\n{out}");
+    assert!(out.contains("refusing to join host: its kubeconfig reaches the control plane itself"), "{out}");
+    assert!(out.contains("0025-control-plane-is-not-a-member.md"), "{out}");
+    let clusters = get_json(&cp.kubeconfig, &["get", "clusters"]).unwrap();
+    assert_eq!(clusters["items"], serde_json::json!([]), "a Cluster was registered");
+    let sas = get_json(&cp.kubeconfig, &["get", "serviceaccounts", "-A", "-o", "json"]).unwrap();
+    let ours: Vec<&Value> = sas["items"].as_array().unwrap().iter().filter(|s| s["metadata"]["name"].as_str().unwrap_or("").contains("karmada")).collect();
+    assert!(ours.is_empty(), "join wrote member credentials into the control plane: {ours:?}");
+    drop(cp);
+}
