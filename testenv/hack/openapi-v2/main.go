@@ -17,8 +17,8 @@ import (
 	"reflect"
 
 	openapi_v2 "github.com/google/gnostic-models/openapiv2"
-	"google.golang.org/protobuf/proto"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
 	kubeproto "k8s.io/kube-openapi/pkg/util/proto"
 )
 

@@ -169,13 +169,22 @@ func Tagged(tags ...string) []int {
 
 // KillTagged SIGKILLs every process carrying the tags and waits up to timeout for them to
 // disappear. It returns the pids that were still alive at the end.
+//
+// A process in the middle of exec shows an empty environment for a moment, so one empty
+// scan is not proof: the sweep ends after two empty scans in a row.
 func KillTagged(timeout time.Duration, tags ...string) []int {
 	deadline := time.Now().Add(timeout)
+	empty := 0
 	for {
 		pids := Tagged(tags...)
 		if len(pids) == 0 {
-			return nil
+			if empty++; empty >= 2 {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
+		empty = 0
 		if time.Now().After(deadline) {
 			return pids
 		}

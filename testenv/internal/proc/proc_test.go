@@ -27,7 +27,16 @@ func TestTaggedFindsChildrenAndKillTaggedEndsThem(t *testing.T) {
 	}
 	go cmd.Wait()
 	ref, _ := RefOf(cmd.Process.Pid)
-	if got := Tagged(tag); !slices.Equal(got, []int{cmd.Process.Pid}) {
+	// Start returns once the child's exec has begun, but the kernel fills in the new
+	// program's environment a moment later (after close-on-exec fds close and the vfork
+	// parent is released), so /proc/PID/environ may still read empty: poll for it.
+	var got []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got = Tagged(tag); len(got) > 0 {
+			break
+		}
+	}
+	if !slices.Equal(got, []int{cmd.Process.Pid}) {
 		t.Fatalf("Tagged = %v, want [%d]", got, cmd.Process.Pid)
 	}
 	if left := KillTagged(5*time.Second, tag); len(left) > 0 {
