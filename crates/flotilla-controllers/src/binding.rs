@@ -1005,6 +1005,7 @@ mod tests {
                 status: Some(json!({"replicas": 1})),
                 health: Some(Health::Healthy),
                 version: None,
+                remote_status: None,
             }]),
         });
         let item = status_item("m1", &w);

@@ -278,7 +278,14 @@ pub fn manifest_status(ordinal: usize, r: &ObjectRef, observed: &Value) -> (Mani
         name: r.name.clone(),
     };
     let version = flotilla_api::federation::kubefed::version::object_version(observed);
-    (ManifestStatus { identifier, status, health: Some(interpret_health(observed)), version }, error)
+    let remote_status = kubefed_managed(observed).then(|| observed.get("status").filter(|s| !s.is_null()).cloned()).flatten();
+    (ManifestStatus { identifier, status, health: Some(interpret_health(observed)), version, remote_status }, error)
+}
+
+/// Whether KubeFed's API manages the member object (`kubefed.io/managed=true`): its whole
+/// status is then kept for KubeFed's `remoteStatus`.
+fn kubefed_managed(observed: &Value) -> bool {
+    observed.pointer("/metadata/labels").and_then(|l| l.get(flotilla_api::federation::kubefed::types::MANAGED_LABEL)).and_then(Value::as_str) == Some("true")
 }
 
 /// The new `manifestStatuses`: `fresh` entries, plus the `current` entries of manifests that could
@@ -664,6 +671,18 @@ mod tests {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop"}});
         let (s, _) = manifest_status(0, &ObjectRef::of(&cm).unwrap(), &cm);
         assert_eq!((s.status, s.health, s.identifier.group.as_deref()), (None, Some(ResourceHealth::Healthy), Some("")));
+    }
+
+    #[test]
+    fn the_whole_status_is_kept_only_for_kubefeds_objects() {
+        let mut obj = deployment(2);
+        let r = ObjectRef::of(&obj).unwrap();
+        assert_eq!(manifest_status(0, &r, &obj).0.remote_status, None, "a Karmada object keeps the reflected status only");
+        obj["metadata"]["labels"] = json!({"kubefed.io/managed": "true"});
+        let remote = manifest_status(0, &r, &obj).0.remote_status.expect("KubeFed's object keeps its status");
+        assert_eq!(remote, obj["status"], "the whole status, conditions included");
+        obj["metadata"]["labels"] = json!({"kubefed.io/managed": "false"});
+        assert_eq!(manifest_status(0, &r, &obj).0.remote_status, None);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!   `preserve` it strips Karmada's labels and annotations instead and leaves the object running.
 
 use flotilla_api::federation::karmada::work as keys;
+use flotilla_api::federation::kubefed::types::MANAGED_LABEL as KUBEFED_MANAGED_LABEL;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use kube::core::{DynamicObject, GroupVersionKind};
 use serde_json::{Map, Value};
@@ -146,7 +147,11 @@ fn classify(cluster: &str, r: &ObjectRef, verb: &str, e: kube::Error) -> ApplyEr
     match e {
         kube::Error::Api(s) if s.code == 401 => ApplyError::Unauthorized { cluster: cluster.into(), message: s.message },
         kube::Error::Api(s) if s.code == 403 => {
-            let (v, resource) = forbidden_parts(&s.message).unwrap_or_else(|| (verb.to_string(), r.gvk.kind.to_lowercase()));
+            // Not an RBAC denial (the escalation check, a webhook): the kind and its group.
+            let (v, resource) = forbidden_parts(&s.message).unwrap_or_else(|| {
+                let kind = r.gvk.kind.to_lowercase();
+                (verb.to_string(), if r.gvk.group.is_empty() { kind } else { format!("{kind}.{}", r.gvk.group) })
+            });
             ApplyError::Forbidden { cluster: cluster.into(), verb: v, resource, message: s.message }
         }
         kube::Error::Api(s) => {
@@ -343,7 +348,9 @@ pub const KARMADA_ANNOTATIONS: &[&str] = &[
     keys::CONFLICT_RESOLUTION_ANNOTATION,
 ];
 
-/// A merge patch removing Karmada's labels and annotations from `observed`.
+/// A merge patch removing Karmada's labels and annotations from `observed`, and KubeFed's
+/// `kubefed.io/managed=true` as KubeFed's sync controller removes it from an object it stops
+/// managing (an opt-out `false` is the user's and stays).
 fn release_patch(observed: &Value) -> Value {
     let mut labels = Map::new();
     let mut annotations = Map::new();
@@ -351,13 +358,22 @@ fn release_patch(observed: &Value) -> Value {
         for k in KARMADA_LABELS.iter().filter(|k| l.contains_key(**k)) {
             labels.insert((*k).to_string(), Value::Null);
         }
+        if l.get(KUBEFED_MANAGED_LABEL).and_then(Value::as_str) == Some("true") {
+            labels.insert(KUBEFED_MANAGED_LABEL.to_string(), Value::Null);
+        }
     }
     if let Some(a) = observed.pointer("/metadata/annotations").and_then(Value::as_object) {
         for k in KARMADA_ANNOTATIONS.iter().filter(|k| a.contains_key(**k)) {
             annotations.insert((*k).to_string(), Value::Null);
         }
     }
-    serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}})
+    let mut patch = serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
+    // Only the object as observed: should another Work take it over meanwhile (its labels are
+    // the same keys), the patch conflicts and the next look finds it no longer ours.
+    if let Some(rv) = observed.pointer("/metadata/resourceVersion") {
+        patch["metadata"]["resourceVersion"] = rv.clone();
+    }
+    patch
 }
 
 /// True when the object carries `karmada.io/managed=true`.
@@ -509,6 +525,15 @@ mod tests {
             release_patch(&observed),
             json!({"metadata": {"labels": {"karmada.io/managed": null, "work.karmada.io/permanent-id": null}, "annotations": {"work.karmada.io/name": null}}})
         );
+    }
+
+    #[test]
+    fn release_patch_removes_kubefeds_managed_label_but_not_an_opt_out() {
+        let managed = json!({"metadata": {"labels": {"karmada.io/managed": "true", "kubefed.io/managed": "true"}}});
+        assert_eq!(release_patch(&managed)["metadata"]["labels"], json!({"karmada.io/managed": null, "kubefed.io/managed": null}));
+        let opted_out = json!({"metadata": {"labels": {"karmada.io/managed": "true", "kubefed.io/managed": "false"}, "resourceVersion": "7"}});
+        assert_eq!(release_patch(&opted_out)["metadata"]["labels"], json!({"karmada.io/managed": null}));
+        assert_eq!(release_patch(&opted_out)["metadata"]["resourceVersion"], "7", "the patch holds only for the object as observed");
     }
 
     #[test]

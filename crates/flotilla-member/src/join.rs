@@ -126,6 +126,8 @@ pub fn default_role_covers(group: &str, resource: &str) -> bool {
     !WITHHELD_GROUPS.contains(&group) && !READ_ONLY_KINDS.iter().any(|(g, rs)| *g == group && rs.contains(&resource))
 }
 
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
 /// What to run to give the member identity of `cluster` the right to `verb` `resource`
 /// (`plural.group`, or `plural` for the core group), as a Work's failure names it.
 pub fn grant_hint(cluster: &str, resource: &str) -> String {
@@ -133,6 +135,11 @@ pub fn grant_hint(cluster: &str, resource: &str) -> String {
     let base = format!("flotilla join {cluster} --kubeconfig <the member's admin kubeconfig> --update");
     if plural.contains('/') && !plural.ends_with("/status") {
         format!("{base} --access full")
+    } else if group == RBAC_GROUP {
+        // The member's escalation check: an identity may grant only the rights it holds.
+        format!(
+            "{base} --access full (an RBAC object may grant only what its creator holds, so --allow-kinds {resource} is enough only for rules within the member identity's own rights)"
+        )
     } else if default_role_covers(group, plural.trim_end_matches("/status")) {
         format!("{base} (the role is derived from what the member served at join; --update derives it again)")
     } else {
@@ -747,7 +754,11 @@ mod tests {
 
     #[test]
     fn a_refused_right_names_the_command_that_grants_it() {
-        assert!(grant_hint("m1", "roles.rbac.authorization.k8s.io").ends_with("--update --access full (or --allow-kinds roles.rbac.authorization.k8s.io)"));
+        assert!(grant_hint("m1", "roles.rbac.authorization.k8s.io").contains("--update --access full (an RBAC object may grant only what its creator holds"));
+        assert!(
+            grant_hint("m1", "validatingwebhookconfigurations.admissionregistration.k8s.io")
+                .ends_with("--access full (or --allow-kinds validatingwebhookconfigurations.admissionregistration.k8s.io)")
+        );
         assert!(grant_hint("m1", "widgets.example.com").contains("flotilla join m1 --kubeconfig <the member's admin kubeconfig> --update (the role"));
         assert!(grant_hint("m1", "pods/exec").ends_with("--access full"));
         assert!(grant_hint("m1", "nodes").ends_with("--allow-kinds nodes)"));

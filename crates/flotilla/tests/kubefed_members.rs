@@ -70,6 +70,7 @@ fn a_replica_scheduling_preference_on_real_members() {
     let (a, b) = (&members[0].0, &members[1].0);
     let ns = unique("rsp");
     kubectl(&kubectl_bin(), &kc, &["create", "namespace", &ns]);
+    support::federate_namespace(&kc, &ns);
     let template = "    spec:\n      replicas: 1\n      selector: {matchLabels: {app: web}}\n      template:\n        metadata: {labels: {app: web}}\n        spec:\n          containers: [{name: web, image: nginx}]\n";
     apply_yaml(
         &kc,
@@ -136,6 +137,7 @@ fn an_enabled_crd_kind_unknown_to_flotilla_reaches_real_members() {
 
     let ns = unique("mesh");
     kubectl(&k, &kc, &["create", "namespace", &ns]);
+    support::federate_namespace(&kc, &ns);
     let (a, b) = (&members[0].0, &members[1].0);
     apply_yaml(
         &kc,

@@ -82,6 +82,7 @@ fn bad_input_is_each_reported_and_nothing_else_stalls() {
     }
     let ns = "mixed";
     kubectl(&k, &kc, &["create", "namespace", ns]);
+    support::federate_namespace(&kc, ns);
     let both = json!({"clusters": [{"name": "member1"}, {"name": "member2"}]});
     let (m1, m2) = (member(&cp, "member1"), member(&cp, "member2"));
 
@@ -205,6 +206,7 @@ fn a_stopped_real_member_is_reported_with_kubefeds_reason() {
     assert!(ok, "join failed:\n{out}");
     wait_cluster_ready(&kc, "edge1", "True");
     kubectl(&kubectl_bin(), &kc, &["create", "namespace", "outage"]);
+    support::federate_namespace(&kc, "outage");
     apply_yaml(&kc, &federated_configmap("outage", "cfg", "v", json!({"clusters": [{"name": "edge1"}]}), json!([])));
     status_of(&kc, "outage", "federatedconfigmap/cfg", json!([{"name": "edge1"}]), "True");
     assert_eq!(wait_for("cfg in the member", LONG, || configmap_value(&member_kc, "outage", "cfg")), "v");

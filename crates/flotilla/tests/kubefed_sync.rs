@@ -87,7 +87,8 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     // named as Karmada names a template's Works, apart from a plain Deployment's of that name.
     let fd = get_json(&kc, &["-n", NS, "get", "federateddeployment", "test-deployment"]).unwrap();
     let rbs = get_json(&kc, &["-n", NS, "get", "resourcebindings"]).unwrap();
-    let rbs = rbs["items"].as_array().unwrap();
+    // (The FederatedNamespace has its own.)
+    let rbs: Vec<&Value> = rbs["items"].as_array().unwrap().iter().filter(|b| b["spec"]["resource"]["kind"] == "FederatedDeployment").collect();
     assert_eq!(rbs.len(), 1, "{rbs:?}");
     let rb = &rbs[0];
     assert_eq!(rb["metadata"]["name"], "test-deployment-federateddeployment");
@@ -162,7 +163,8 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     });
     wait_for("the binding gone", LONG, || {
         let rbs = get_json(&kc, &["-n", NS, "get", "resourcebindings"])?;
-        if rbs["items"].as_array().is_some_and(Vec::is_empty) { Ok(()) } else { Err(rbs["items"].to_string()) }
+        let left: Vec<&Value> = rbs["items"].as_array().into_iter().flatten().filter(|b| b["spec"]["resource"]["kind"] != "FederatedNamespace").collect();
+        if left.is_empty() { Ok(()) } else { Err(format!("{left:?}")) }
     });
 
     // `clusterSelector: {}` selects every cluster; `kubefed.io/orphan: "true"` keeps member
@@ -189,6 +191,9 @@ fn the_documented_federated_deployment_propagates_with_its_overrides() {
     for m in ["member1", "member2"] {
         let cm = get_json(&member(&cp, m), &["-n", NS, "get", "configmap", "keep"]).unwrap();
         assert_eq!(cm["data"]["a"], "b", "{m} keeps the orphaned object");
+        // Released as KubeFed releases it: no longer labelled managed, by KubeFed or Karmada.
+        let labels = &cm["metadata"]["labels"];
+        assert!(labels.get("kubefed.io/managed").is_none() && labels.get("karmada.io/managed").is_none(), "{m}: {labels}");
     }
     drop(cp);
 }
@@ -205,6 +210,7 @@ fn an_unready_member_is_reported_and_does_not_hold_a_deletion() {
         cluster_ready(&kc, name, "True");
     }
     kubectl(&k, &kc, &["create", "namespace", "shop"]);
+    support::federate_namespace(&kc, "shop");
     apply_yaml(
         &kc,
         "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata:\n  name: cfg\n  namespace: shop\nspec:\n  template:\n    data: {k: v}\n  placement:\n    clusters: [{name: member1}, {name: member2}]\n",
@@ -325,6 +331,7 @@ fn a_member_object_labelled_managed_false_is_never_touched() {
         cluster_ready(&kc, name, "True");
     }
     kubectl(&k, &kc, &["create", "namespace", "own"]);
+    support::federate_namespace(&kc, "own");
     let m1 = member(&cp, "member1");
     wait_for("namespace own in member1", LONG, || get_json(&m1, &["get", "namespace", "own"]));
     apply_yaml(&m1, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: own\n  labels: {kubefed.io/managed: \"false\"}\ndata: {k: mine}\n");

@@ -10,13 +10,12 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Flotilla, apply_yaml, get_json, gone, has_condition, kubectl, kubectl_bin, wait_cluster_ready, wait_for};
+use support::{Flotilla, apply_yaml, get_json, gone, has_condition, kubectl, kubectl_bin, kubefed_versions, member_version, wait_for};
 
 const LONG: Duration = Duration::from_secs(180);
 
@@ -70,30 +69,6 @@ fn types() -> Vec<(&'static str, &'static str, Value, &'static str, Value, Value
     ]
 }
 
-/// What KubeFed's code computes for `fed`: (templateVersion, overridesVersion).
-fn kubefed_versions(fed: &Value) -> (String, String) {
-    let tool = flotilla_testenv::tool("kubefed-versions");
-    let mut child = Command::new(&tool)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e} (built by testenv/build.sh)", tool.display()));
-    child.stdin.take().unwrap().write_all(fed.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "kubefed-versions: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    (v[0]["templateVersion"].as_str().unwrap().to_string(), v[0]["overridesVersion"].as_str().unwrap().to_string())
-}
-
-/// The version KubeFed records for a member object.
-fn member_version(obj: &Value) -> String {
-    match obj["metadata"]["generation"].as_i64() {
-        Some(g) if g != 0 => format!("gen:{g}"),
-        _ => format!("rv:{}", obj["metadata"]["resourceVersion"].as_str().unwrap()),
-    }
-}
-
 fn target_kind(federated_kind: &str) -> &str {
     federated_kind.trim_start_matches("Federated")
 }
@@ -129,14 +104,10 @@ fn propagated_versions_follow_every_default_namespaced_type() {
     let cp = Flotilla::start();
     let kc = cp.kubeconfig.clone();
     let k = kubectl_bin();
-    let members: Vec<(&str, PathBuf)> = ["member1", "member2"].iter().map(|m| (*m, env.member(m).kubeconfig.clone())).collect();
-    for (name, mk) in &members {
-        let (ok, out) = support::flotilla_cmd(&["join", name, "--kubeconfig", mk.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
-        assert!(ok, "join {name} failed:\n{out}");
-        wait_cluster_ready(&kc, name, "True");
-    }
+    let members = support::join_members(&env, &kc, &["member1", "member2"]);
     let ns = support::unique("kubefed-versions");
     kubectl(&k, &kc, &["create", "namespace", &ns]);
+    support::federate_namespace(&kc, &ns);
 
     let both = || json!({"clusters": [{"name": "member1"}, {"name": "member2"}]});
     for (kind, _, template, path, value, _) in types() {

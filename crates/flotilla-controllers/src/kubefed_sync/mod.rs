@@ -14,6 +14,14 @@
 //! KubeFed says nothing about the others, Flotilla adds a Warning `UnknownClusters` naming
 //! them (an Event only: `status` keeps KubeFed's schema and lists joined clusters only).
 //!
+//! KubeFed's namespace rule, while a FederatedTypeConfig of core/v1 Namespace is enabled: a
+//! namespaced federated object reaches only the clusters its namespace's FederatedNamespace
+//! places the namespace in (the two placements intersected), none without one
+//! (`NamespaceNotFederated`). A FederatedNamespace takes its namespace out of Karmada's
+//! namespace auto-propagation (the skip label on the control plane's namespace; ADR 0026). With
+//! KubeFed's `RawResourceStatusCollection` gate and the FTC's `statusCollection: Enabled`, each
+//! cluster's `remoteStatus` is its member object's status as the Work records it.
+//!
 //! Deletion: the federated object carries no finalizer of ours. The garbage collector deletes
 //! the binding through its owner reference; the binding's finalizer holds until its Works are
 //! gone, and each Work until its member object is deleted (or released, under
@@ -30,7 +38,10 @@ use flotilla_api::federation::karmada::work::{
     BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_FINALIZER, CLUSTER_RESOURCE_BINDING_PERMANENT_ID_LABEL, ClusterResourceBinding,
     RESOURCE_BINDING_PERMANENT_ID_LABEL, ResourceBinding, ResourceBindingSpec, TEMPLATE_GENERATION_ANNOTATION, Work, binding_of_work,
 };
-use flotilla_api::federation::kubefed::core::{FederatedTypeConfig, PropagationMode, ResourceScope};
+use flotilla_api::federation::kubefed::core::{
+    ConfigurationMode, DEFAULT_SYSTEM_NAMESPACE, FederatedTypeConfig, KubeFedConfig, PropagationMode, ResourceScope, StatusCollectionMode,
+};
+use flotilla_api::federation::kubefed::install::KUBEFED_CONFIG_NAME;
 use flotilla_api::federation::kubefed::render::{self, ClusterFacts, MANAGED_BY, MANAGED_BY_LABEL, Outcome, Selection, Target, WorkState};
 use flotilla_api::federation::kubefed::types::FederatedSpec;
 use flotilla_api::federation::kubefed::version::{self, ClusterObjectVersion, PropagatedVersionStatus};
@@ -42,10 +53,14 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use crate::namespace_sync::SKIP_AUTO_PROPAGATION_LABEL;
 use flotilla_runtime::{Events, condition_status};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
+use k8s_openapi::api::core::v1::Namespace;
 
 pub const NAME: &str = MANAGED_BY;
+/// KubeFed's feature gate for `status.clusters[].remoteStatus`.
+pub const RAW_RESOURCE_STATUS_COLLECTION: &str = "RawResourceStatusCollection";
 
 /// KubeFed's Event reasons on federated objects.
 pub const REASON_CREATE_IN_CLUSTER: &str = "CreateInCluster";
@@ -56,6 +71,8 @@ pub const REASON_UPDATE_IN_CLUSTER_FAILED: &str = "UpdateInClusterFailed";
 /// Flotilla's Warning (KubeFed says nothing): the placement names clusters that are not
 /// joined. They are ignored as KubeFed ignores them; the Event names them, once per change.
 pub const REASON_UNKNOWN_CLUSTERS: &str = "UnknownClusters";
+/// KubeFed's Warning: a FederatedNamespace not named as its namespace is not propagated.
+pub const REASON_INVALID_NAME: &str = "InvalidName";
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -84,6 +101,9 @@ struct FedType {
     federated: ApiResource,
     target: Target,
     store: Store<DynamicObject>,
+    /// The FTC's `statusCollection: Enabled`: with KubeFed's `RawResourceStatusCollection`
+    /// gate on, each cluster's `remoteStatus` is the member object's status.
+    collect_status: std::sync::atomic::AtomicBool,
     /// Whether this type is still synced: the shared watch of its federated kind outlives it
     /// (another FTC may name the same kind), so its trigger stops queueing once this is false.
     live: Arc<std::sync::atomic::AtomicBool>,
@@ -115,11 +135,27 @@ struct Context {
     crbs: Store<ClusterResourceBinding>,
     works: Store<Work>,
     clusters: Store<Cluster>,
+    /// The KubeFedConfig `kube-federation-system/kubefed` (its feature gates).
+    configs: Store<KubeFedConfig>,
     informers: flotilla_runtime::Informers,
     /// The unknown cluster names last reported per federated object.
     unknown: Mutex<HashMap<FedKey, Vec<String>>>,
     /// The (Cluster)PropagatedVersion status last written (or read) per federated object.
     versions: Mutex<HashMap<FedKey, PropagatedVersionStatus>>,
+    /// FederatedNamespaces already warned about a name that is not their namespace's.
+    invalid_names: Mutex<std::collections::HashSet<FedKey>>,
+}
+
+/// KubeFed's namespace rule for a namespaced federated object.
+#[derive(Clone, Debug, PartialEq)]
+enum NamespaceRule {
+    /// No FederatedNamespace type is synced: the object's own placement decides.
+    Off,
+    /// The type is enabled but its objects are not listed yet: look again shortly.
+    NotReady,
+    /// The object reaches only where its namespace's FederatedNamespace places the namespace
+    /// (`None`: there is no FederatedNamespace, so nowhere).
+    Within(Option<Selection>),
 }
 
 fn api_err(key: &FedKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -168,29 +204,82 @@ impl Context {
     /// Start, restart or stop the watch of an FTC's federated type.
     fn sync_type(self: &Arc<Self>, ftc: &FederatedTypeConfig, deleted: bool) {
         let name = ftc.name_any();
-        // FederatedNamespace is not synced (yet): namespace auto-propagation already writes a
-        // Work for every namespace in every member, and a second Work of the same Namespace
-        // would fight it. Its placement and intersection semantics come with their own slice.
         let namespaces = is_namespace_target(&ftc.spec.target_type);
-        if namespaces {
-            tracing::debug!(controller = NAME, ftc = %name, "namespaces reach members through namespace auto-propagation; not synced");
-        }
-        let wanted = !deleted && !namespaces && ftc.metadata.deletion_timestamp.is_none() && ftc.spec.propagation == PropagationMode::Enabled;
+        let wanted = !deleted && ftc.metadata.deletion_timestamp.is_none() && ftc.spec.propagation == PropagationMode::Enabled;
         let spec = (ftc.spec.target_type.clone(), ftc.spec.federated_type.clone());
+        let collect_status = ftc.spec.status_collection == Some(StatusCollectionMode::Enabled);
         let mut types = self.types.lock();
-        if wanted && types.get(&name).is_some_and(|t| t.spec == spec) {
+        if wanted && let Some(t) = types.get(&name).filter(|t| t.spec == spec).cloned() {
+            drop(types);
+            if t.collect_status.swap(collect_status, std::sync::atomic::Ordering::SeqCst) != collect_status {
+                // Same watch, other status: every object of the type writes its status again.
+                self.requeue_type(&name, &t);
+            }
             return;
         }
         types.remove(&name);
+        drop(types);
+        // Started unlocked: subscribing replays the cache into handlers that read the types.
         if wanted {
-            types.insert(name.clone(), self.start_type(&name, spec));
+            let t = self.start_type(&name, spec, collect_status);
+            self.types.lock().insert(name.clone(), t);
         }
+        if namespaces {
+            // KubeFed's namespace rule starts or stops: every namespaced object places again.
+            for k in self.all_keys() {
+                self.queue.add(k);
+            }
+        }
+    }
+
+    /// Queue every namespaced federated object in `ns` (its FederatedNamespace changed).
+    fn requeue_namespace(&self, ns: &str) {
+        for k in self.all_keys() {
+            if k.namespace.as_deref() == Some(ns) {
+                self.queue.add(k);
+            }
+        }
+    }
+
+    /// KubeFed's namespace rule for an object in `ns`: in force while a FederatedTypeConfig of
+    /// core/v1 Namespace is enabled.
+    async fn namespace_rule(&self, ns: &str) -> NamespaceRule {
+        self.informers.synced::<FederatedTypeConfig>().await;
+        let ftcs = self.informers.store::<FederatedTypeConfig>().state();
+        let enabled = ftcs
+            .iter()
+            .find(|f| is_namespace_target(&f.spec.target_type) && f.metadata.deletion_timestamp.is_none() && f.spec.propagation == PropagationMode::Enabled);
+        let Some(ftc) = enabled else { return NamespaceRule::Off };
+        let Some(t) = self.types.lock().get(&ftc.name_any()).cloned() else { return NamespaceRule::NotReady };
+        self.informers.dynamic_synced(&t.federated).await;
+        let Some(fedns) = t.store.get(&ObjectRef::new_with(ns, t.federated.clone()).within(ns)) else { return NamespaceRule::Within(None) };
+        let placement = serde_json::to_value(&*fedns).ok().and_then(|v| render::federated_spec(&v).ok()).and_then(|s| s.placement);
+        NamespaceRule::Within(Some(render::selection(placement.as_ref())))
+    }
+
+    /// Queue every object of one federated type.
+    fn requeue_type(&self, ftc: &str, t: &FedType) {
+        for o in t.store.state() {
+            self.queue.add(FedKey { ftc: ftc.to_string(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
+        }
+    }
+
+    /// KubeFed's `RawResourceStatusCollection` gate in the KubeFedConfig (off without one, as
+    /// KubeFed's default).
+    fn raw_status_collection(&self) -> bool {
+        let config = self.configs.get(&ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE));
+        config
+            .and_then(|c| c.spec.feature_gates.clone())
+            .into_iter()
+            .flatten()
+            .any(|g| g.name == RAW_RESOURCE_STATUS_COLLECTION && g.configuration == ConfigurationMode::Enabled)
     }
 
     fn start_type(
         self: &Arc<Self>,
         ftc: &str,
         spec: (flotilla_api::federation::kubefed::core::ApiResource, flotilla_api::federation::kubefed::core::ApiResource),
+        collect_status: bool,
     ) -> Arc<FedType> {
         let federated = kube_resource(&spec.1);
         let target_ar = kube_resource(&spec.0);
@@ -200,12 +289,18 @@ impl Context {
         let ftc_name = ftc.to_string();
         let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let alive = live.clone();
+        let namespaces = is_namespace_target(&spec.0);
+        let weak = Arc::downgrade(self);
         self.informers.subscribe_dynamic(&federated, move |_, o, _deleted| {
             if alive.load(std::sync::atomic::Ordering::SeqCst) {
                 queue.add(FedKey { ftc: ftc_name.clone(), namespace: o.metadata.namespace.clone(), name: o.name_any() });
+                // A FederatedNamespace places everything in its namespace.
+                if namespaces && let (Some(ctx), Some(ns)) = (weak.upgrade(), o.metadata.namespace.as_deref()) {
+                    ctx.requeue_namespace(ns);
+                }
             }
         });
-        Arc::new(FedType { spec, federated, target, store, live })
+        Arc::new(FedType { spec, federated, target, store, collect_status: collect_status.into(), live })
     }
 }
 
@@ -352,6 +447,7 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let Some(obj) = t.store.get(&oref).filter(|o| o.metadata.deletion_timestamp.is_none()) else {
         ctx.unknown.lock().remove(&key);
         ctx.versions.lock().remove(&key);
+        ctx.invalid_names.lock().remove(&key);
         return Ok(Next::Done);
     };
     let fed = serde_json::to_value(&*obj).unwrap_or_default();
@@ -372,7 +468,19 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
             ctx.events.publish_ref(&fed_ref, true, reason, "Propagate", msg).await;
         }
     }
-    let bspec = match render::binding_spec(&fed, &spec, &t.target) {
+    if is_namespace_target(&t.spec.0) && !admit_federated_namespace(&ctx, &key, &fed_ref).await? {
+        return Ok(Next::Done);
+    }
+    let rule = match (&key.namespace, t.target.namespaced) {
+        (Some(ns), true) => ctx.namespace_rule(ns).await,
+        _ => NamespaceRule::Off,
+    };
+    let (within, not_federated) = match rule {
+        NamespaceRule::NotReady => return Ok(Next::After(Duration::from_secs(1))),
+        NamespaceRule::Off => (None, false),
+        NamespaceRule::Within(s) => (Some(s.clone().unwrap_or(Selection::None)), s.is_none()),
+    };
+    let bspec = match render::binding_spec(&fed, &spec, &t.target, within.as_ref()) {
         Ok(b) => b,
         Err(e) => {
             ctx.events.publish_ref(&fed_ref, true, "ComputeResourceFailed", "Propagate", e).await;
@@ -387,7 +495,47 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
         r => r?,
     };
     warn_unknown_clusters(&ctx, &key, &spec, &fed_ref).await;
-    write_status(&ctx, &key, &t, &obj, &fed, &spec, &fed_ref, generation).await
+    let placed = Placed { within: within.as_ref(), not_federated };
+    write_status(&ctx, &key, &t, &obj, &fed, &spec, &fed_ref, generation, placed).await
+}
+
+/// What KubeFed's namespace rule adds to an object's placement.
+struct Placed<'a> {
+    /// The FederatedNamespace's selection the placement is intersected with.
+    within: Option<&'a Selection>,
+    /// No FederatedNamespace: nothing is placed, and the condition says why.
+    not_federated: bool,
+}
+
+/// A FederatedNamespace's own checks, as KubeFed's: the KubeFed system namespace is never
+/// federated, a FederatedNamespace must be named as its namespace (a Warning `InvalidName`
+/// otherwise, once), and the namespace must still exist on the control plane. Once federated,
+/// the namespace leaves Karmada's namespace auto-propagation (its skip label is set on the
+/// control plane's namespace): it reaches the members its FederatedNamespace places it in, and
+/// no others, also after the FederatedNamespace is gone.
+async fn admit_federated_namespace(ctx: &Context, key: &FedKey, fed_ref: &k8s_openapi::api::core::v1::ObjectReference) -> Result<bool, Error> {
+    let Some(ns) = key.namespace.as_deref() else { return Ok(false) };
+    if ns == DEFAULT_SYSTEM_NAMESPACE {
+        return Ok(false);
+    }
+    if key.name != ns {
+        if ctx.invalid_names.lock().insert(key.clone()) {
+            let msg = "The name of a federated namespace must match the name of its containing namespace.";
+            ctx.events.publish_ref(fed_ref, true, REASON_INVALID_NAME, "Propagate", msg.to_string()).await;
+        }
+        return Ok(false);
+    }
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let Some(host) = api.get_opt(ns).await.map_err(api_err(key, "reading the namespace"))? else { return Ok(false) };
+    if host.metadata.deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    if host.labels().get(SKIP_AUTO_PROPAGATION_LABEL).map(String::as_str) != Some("true") {
+        let patch = json!({"metadata": {"labels": {SKIP_AUTO_PROPAGATION_LABEL: "true"}}});
+        api.patch(ns, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_err(key, "taking the namespace out of auto-propagation"))?;
+        tracing::info!(controller = NAME, namespace = ns, "federated: the namespace follows its FederatedNamespace, not namespace auto-propagation");
+    }
+    Ok(true)
 }
 
 /// A Warning Event naming the placement's clusters that are not joined, when that set changes.
@@ -426,8 +574,13 @@ async fn write_status(
     spec: &FederatedSpec,
     fed_ref: &k8s_openapi::api::core::v1::ObjectReference,
     generation: i64,
+    placed: Placed<'_>,
 ) -> Result<Next, Error> {
-    let selection: Selection = render::selection(spec.placement.as_ref());
+    let own = render::selection(spec.placement.as_ref());
+    let selection: Selection = match placed.within {
+        Some(w) => render::intersection(own, w.clone()),
+        None => own,
+    };
     let previous: BTreeMap<String, Option<String>> = fed
         .pointer("/status/clusters")
         .and_then(Value::as_array)
@@ -435,6 +588,14 @@ async fn write_status(
         .flatten()
         .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.get("status").and_then(Value::as_str).map(str::to_string))))
         .collect();
+    let previous_remote: BTreeMap<String, Value> = fed
+        .pointer("/status/clusters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.get("remoteStatus").filter(|s| !s.is_null())?.clone())))
+        .collect();
+    let collect = t.collect_status.load(std::sync::atomic::Ordering::SeqCst) && ctx.raw_status_collection();
     let observed = fed.pointer("/status/observedGeneration").and_then(Value::as_i64);
     let work = work_name(&t.federated.kind, &key.name, key.namespace.as_deref());
     let mut clusters: Vec<Arc<Cluster>> = ctx.clusters.state().into_iter().filter(|c| c.metadata.deletion_timestamp.is_none()).collect();
@@ -448,9 +609,14 @@ async fn write_status(
     let mut pending = false;
     let mut events: Vec<(bool, &'static str, String)> = Vec::new();
     let mut cluster_versions: Vec<ClusterObjectVersion> = Vec::new();
+    // KubeFed's remoteStatus: the member object's status, as its Work last recorded it.
+    let mut remote: BTreeMap<String, Value> = BTreeMap::new();
     for c in &clusters {
         let name = c.name_any();
         let w = ctx.works.get(&ObjectRef::new(&work).within(&execution_space(&name)));
+        if collect && let Some(s) = w.as_deref().and_then(member_remote_status) {
+            remote.insert(name.clone(), s);
+        }
         if !render::selects(&selection, c) {
             if w.is_some() {
                 out.push((name, Some(render::cluster_status::WAITING_FOR_REMOVAL)));
@@ -501,14 +667,27 @@ async fn write_status(
     if let Err(e) = write_versions(ctx, key, t, obj, fed, cluster_versions).await {
         tracing::warn!(controller = NAME, federated = ?key, error = %e, "recording the propagated versions failed");
     }
-    let ok = out.iter().all(|(_, s)| s.is_none());
-    let reason = (!ok).then_some(render::REASON_CHECK_CLUSTERS);
+    // As KubeFed's: with status collection, a cluster whose object has no status yet is not done.
+    let ok = out.iter().all(|(n, s)| s.is_none() && (!collect || remote.contains_key(n)));
+    // One reason at a time, as KubeFed's: a namespace not federated only when nothing else is.
+    let reason = if !ok {
+        Some(render::REASON_CHECK_CLUSTERS)
+    } else if placed.not_federated {
+        Some(render::REASON_NAMESPACE_NOT_FEDERATED)
+    } else {
+        None
+    };
     let old_cond = fed.pointer("/status/conditions").and_then(Value::as_array).and_then(|cs| cs.iter().find(|c| c["type"] == "Propagation")).cloned();
     let old_status = old_cond.as_ref().and_then(|c| c["status"].as_str()).map(str::to_string);
     let old_reason = old_cond.as_ref().and_then(|c| c.get("reason")).and_then(Value::as_str).filter(|r| !r.is_empty()).map(str::to_string);
-    let want_status = if ok { "True" } else { "False" };
+    let want_status = if reason.is_none() { "True" } else { "False" };
     let new_clusters: BTreeMap<String, Option<String>> = out.iter().map(|(n, s)| (n.clone(), s.map(str::to_string))).collect();
-    let same = observed == Some(generation) && previous == new_clusters && old_status.as_deref() == Some(want_status) && old_reason.as_deref() == reason;
+    remote.retain(|n, _| new_clusters.contains_key(n));
+    let same = observed == Some(generation)
+        && previous == new_clusters
+        && previous_remote == remote
+        && old_status.as_deref() == Some(want_status)
+        && old_reason.as_deref() == reason;
     if !same {
         let now = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string();
         let transition = match &old_cond {
@@ -521,7 +700,21 @@ async fn write_status(
         if let Some(r) = reason {
             cond["reason"] = json!(r);
         }
-        let clusters: Vec<Value> = out.iter().map(|(n, s)| if let Some(s) = s { json!({"name": n, "status": s}) } else { json!({"name": n}) }).collect();
+        let clusters: Vec<Value> = out
+            .iter()
+            .map(|(n, s)| {
+                let mut c = json!({"name": n});
+                if let Some(s) = s {
+                    c["status"] = json!(s);
+                }
+                if let Some(r) = remote.get(n) {
+                    c["remoteStatus"] = r.clone();
+                }
+                c
+            })
+            .collect();
+        // As KubeFed's (`omitempty`): no clusters, no field.
+        let clusters = if clusters.is_empty() { Value::Null } else { json!(clusters) };
         let patch = json!({
             "metadata": {"resourceVersion": obj.metadata.resource_version},
             "status": {"observedGeneration": generation, "conditions": [cond], "clusters": clusters},
@@ -542,6 +735,11 @@ async fn write_status(
         ctx.events.publish_ref(fed_ref, warning, reason, "Propagate", msg).await;
     }
     Ok(Next::Done)
+}
+
+/// The member object's whole status its Work reports (recorded for KubeFed's objects only).
+fn member_remote_status(w: &Work) -> Option<Value> {
+    w.status.as_ref()?.manifest_statuses.as_ref()?.iter().find(|m| m.identifier.ordinal == 0)?.remote_status.clone()
 }
 
 /// The member object's version its Work reports (the work-status controller records it).
@@ -662,6 +860,18 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             }
         }
     });
+    let e = everything.clone();
+    let (configs, config_task) = rt.informers.watch::<KubeFedConfig>(move |c: &KubeFedConfig, _| {
+        // The gates decide what every federated object's status holds.
+        if c.name_any() == KUBEFED_CONFIG_NAME
+            && c.metadata.namespace.as_deref() == Some(DEFAULT_SYSTEM_NAMESPACE)
+            && let Some(ctx) = e.lock().clone()
+        {
+            for k in ctx.all_keys() {
+                ctx.queue.add(k);
+            }
+        }
+    });
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client: client.clone(),
@@ -672,9 +882,11 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         crbs,
         works,
         clusters,
+        configs,
         informers: rt.informers.clone(),
         unknown: Mutex::new(HashMap::new()),
         versions: Mutex::new(HashMap::new()),
+        invalid_names: Mutex::new(Default::default()),
     });
     *everything.lock() = Some(ctx.clone());
     let c = ctx.clone();
@@ -686,6 +898,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         _ = crb_task => tracing::warn!(controller = NAME, "cluster binding watch ended"),
         _ = work_task => tracing::warn!(controller = NAME, "work watch ended"),
         _ = cluster_task => tracing::warn!(controller = NAME, "cluster watch ended"),
+        _ = config_task => tracing::warn!(controller = NAME, "KubeFedConfig watch ended"),
         _ = workers => {},
     }
     everything.lock().take();
@@ -736,10 +949,10 @@ mod tests {
     }
 
     #[test]
-    fn only_the_namespace_target_is_left_to_auto_propagation() {
+    fn only_the_namespace_target_carries_the_namespace_rule() {
         use flotilla_api::federation::kubefed::default_target_types;
-        let skipped: Vec<String> = default_target_types().iter().filter(|t| is_namespace_target(t)).map(|t| t.plural_name.clone()).collect();
-        assert_eq!(skipped, ["namespaces"]);
+        let ruling: Vec<String> = default_target_types().iter().filter(|t| is_namespace_target(t)).map(|t| t.plural_name.clone()).collect();
+        assert_eq!(ruling, ["namespaces"]);
     }
 
     #[test]

@@ -361,3 +361,51 @@ pub fn gone(kubeconfig: &Path, args: &[&str]) -> Result<(), String> {
 pub fn manifest_dir() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from)
 }
+
+/// What KubeFed's code computes for `fed`: (templateVersion, overridesVersion).
+pub fn kubefed_versions(fed: &serde_json::Value) -> (String, String) {
+    let tool = flotilla_testenv::tool("kubefed-versions");
+    let mut child = std::process::Command::new(&tool)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e} (built by testenv/build.sh)", tool.display()));
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), fed.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kubefed-versions: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v[0]["templateVersion"].as_str().unwrap().to_string(), v[0]["overridesVersion"].as_str().unwrap().to_string())
+}
+
+/// The version KubeFed records for a member object.
+pub fn member_version(obj: &serde_json::Value) -> String {
+    match obj["metadata"]["generation"].as_i64() {
+        Some(g) if g != 0 => format!("gen:{g}"),
+        _ => format!("rv:{}", obj["metadata"]["resourceVersion"].as_str().unwrap()),
+    }
+}
+
+/// KubeFed's FederatedNamespace for `ns`, placing the namespace in every cluster
+/// (`clusterSelector: {}`): without one, a namespaced federated object in `ns` reaches no
+/// cluster (`NamespaceNotFederated`).
+pub fn federate_namespace(kubeconfig: &Path, ns: &str) {
+    apply_yaml(
+        kubeconfig,
+        &format!(
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedNamespace\nmetadata: {{name: {ns}, namespace: {ns}}}\nspec:\n  placement:\n    clusterSelector: {{}}\n"
+        ),
+    );
+}
+
+/// Join testenv's members `names` to the control plane at `kubeconfig` under their own names
+/// (the default join) and wait until each is Ready; returns each name with its kubeconfig.
+pub fn join_members(env: &flotilla_testenv::TestEnv, kubeconfig: &Path, names: &[&'static str]) -> Vec<(&'static str, PathBuf)> {
+    let members: Vec<(&str, PathBuf)> = names.iter().map(|m| (*m, env.member(m).kubeconfig.clone())).collect();
+    for (name, mk) in &members {
+        let (ok, out) = flotilla_cmd(&["join", name, "--kubeconfig", mk.to_str().unwrap(), "--control-plane-kubeconfig", kubeconfig.to_str().unwrap()]);
+        assert!(ok, "join {name} failed:\n{out}");
+        wait_cluster_ready(kubeconfig, name, "True");
+    }
+    members
+}

@@ -443,6 +443,12 @@ pub struct ManifestStatus {
     /// generation. KubeFed's PropagatedVersions are written from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Flotilla's addition (Karmada has no such field): the member object's whole `status`,
+    /// recorded only for objects KubeFed's API manages (labelled `kubefed.io/managed=true`);
+    /// KubeFed's `status.clusters[].remoteStatus` is written from it.
+    #[serde(default, rename = "remoteStatus", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub remote_status: Option<Value>,
 }
 
 /// Identity of a manifest.

@@ -91,6 +91,46 @@ pub enum Selection {
     None,
     Named(Vec<String>),
     Selector(MetaLabelSelector),
+    /// The named clusters that also match the selector (an [`intersection`]).
+    Both(Vec<String>, MetaLabelSelector),
+}
+
+/// The clusters both selections select: KubeFed's rule that a namespaced federated object
+/// reaches only the clusters its FederatedNamespace places the namespace in.
+pub fn intersection(a: Selection, b: Selection) -> Selection {
+    let parts = |s: Selection| match s {
+        Selection::None => None,
+        Selection::Named(n) => Some((Some(n), None)),
+        Selection::Selector(sel) => Some((None, Some(sel))),
+        Selection::Both(n, sel) => Some((Some(n), Some(sel))),
+    };
+    let (Some((names_a, sel_a)), Some((names_b, sel_b))) = (parts(a), parts(b)) else { return Selection::None };
+    let names = match (names_a, names_b) {
+        (Some(a), Some(b)) => Some(a.into_iter().filter(|n| b.contains(n)).collect::<Vec<_>>()),
+        (a, b) => a.or(b),
+    };
+    let selector = match (sel_a, sel_b) {
+        (Some(a), Some(b)) => Some(both_selectors(a, b)),
+        (a, b) => a.or(b),
+    };
+    match (names, selector) {
+        (Some(n), _) if n.is_empty() => Selection::None,
+        (Some(n), Some(sel)) => Selection::Both(n, sel),
+        (Some(n), None) => Selection::Named(n),
+        (None, Some(sel)) => Selection::Selector(sel),
+        (None, None) => Selection::None,
+    }
+}
+
+/// One selector requiring what both require: `a`'s labels, and every expression of both with
+/// `b`'s labels as `In` expressions (so two values for one key match nothing, as they should).
+fn both_selectors(a: MetaLabelSelector, b: MetaLabelSelector) -> MetaLabelSelector {
+    let mut expressions = a.match_expressions.unwrap_or_default();
+    expressions.extend(b.match_expressions.unwrap_or_default());
+    for (key, value) in b.match_labels.unwrap_or_default() {
+        expressions.push(LabelSelectorRequirement { key, operator: "In".into(), values: Some(vec![value]) });
+    }
+    MetaLabelSelector { match_labels: a.match_labels, match_expressions: (!expressions.is_empty()).then_some(expressions) }
 }
 
 pub fn selection(placement: Option<&FederatedPlacement>) -> Selection {
@@ -111,9 +151,15 @@ pub fn selection(placement: Option<&FederatedPlacement>) -> Selection {
 /// The empty placement is a selector no cluster satisfies, because an affinity without
 /// restrictions means "every cluster" to Karmada.
 pub fn cluster_affinity(placement: Option<&FederatedPlacement>) -> ClusterAffinity {
-    match selection(placement) {
+    affinity(selection(placement))
+}
+
+/// The Karmada cluster affinity of a selection (every field of an affinity has to hold).
+pub fn affinity(selection: Selection) -> ClusterAffinity {
+    match selection {
         Selection::Named(names) => ClusterAffinity { cluster_names: Some(names), ..Default::default() },
         Selection::Selector(selector) => ClusterAffinity { label_selector: Some(selector), ..Default::default() },
+        Selection::Both(names, selector) => ClusterAffinity { cluster_names: Some(names), label_selector: Some(selector), ..Default::default() },
         Selection::None => {
             let req = |operator: &str| LabelSelectorRequirement { key: NO_CLUSTER_KEY.into(), operator: operator.into(), values: None };
             ClusterAffinity {
@@ -127,7 +173,7 @@ pub fn cluster_affinity(placement: Option<&FederatedPlacement>) -> ClusterAffini
 /// The names a placement lists that are not among `known` (in the placement's order).
 pub fn unknown_clusters(selection: &Selection, known: &[String]) -> Vec<String> {
     match selection {
-        Selection::Named(names) => names.iter().filter(|n| !known.contains(n)).cloned().collect(),
+        Selection::Named(names) | Selection::Both(names, _) => names.iter().filter(|n| !known.contains(n)).cloned().collect(),
         Selection::None | Selection::Selector(_) => Vec::new(),
     }
 }
@@ -138,11 +184,14 @@ pub fn selects(selection: &Selection, cluster: &Cluster) -> bool {
     match selection {
         Selection::None => false,
         Selection::Named(names) => names.iter().any(|n| n == name),
-        Selection::Selector(selector) => {
-            let parsed = serde_json::to_value(selector).ok().and_then(|v| LabelSelector::from_json(&v).ok());
-            parsed.is_some_and(|s| s.matches(cluster.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
-        }
+        Selection::Selector(selector) => selector_matches(selector, cluster),
+        Selection::Both(names, selector) => names.iter().any(|n| n == name) && selector_matches(selector, cluster),
     }
+}
+
+fn selector_matches(selector: &MetaLabelSelector, cluster: &Cluster) -> bool {
+    let parsed = serde_json::to_value(selector).ok().and_then(|v| LabelSelector::from_json(&v).ok());
+    parsed.is_some_and(|s| s.matches(cluster.metadata.labels.as_ref().unwrap_or(&BTreeMap::new())))
 }
 
 /// KubeFed's whole-set checks: a cluster named twice, or a path twice for one cluster,
@@ -280,8 +329,9 @@ pub fn member_object_for_binding(binding: &ObjectMeta, federated: &Value, cluste
 /// The binding spec of a federated object: the object itself as the resource, its placement
 /// as the cluster affinity, every selected cluster getting the whole template (Duplicated),
 /// KubeFed's adoption of existing member objects as Overwrite, and the orphaning annotation as
-/// Karmada's preserve-on-deletion.
-pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target) -> Result<ResourceBindingSpec, String> {
+/// Karmada's preserve-on-deletion. `namespace`: the selection of the object's FederatedNamespace
+/// when KubeFed's namespace rule applies (the placement is then intersected with it).
+pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target, namespace: Option<&Selection>) -> Result<ResourceBindingSpec, String> {
     let s = |p: &str| federated.pointer(p).and_then(Value::as_str).map(str::to_string);
     let base = base_object(federated, spec, target).map_err(|e| e.to_string())?;
     let replicas = crate::interpreter::get_replicas(&base).map_err(|e| e.to_string())?;
@@ -300,7 +350,10 @@ pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target) ->
         replicas: replicas.as_ref().map(|r| r.replicas).filter(|r| *r > 0),
         replica_requirements: replicas.and_then(|r| r.requirements),
         placement: Some(Placement {
-            cluster_affinity: Some(cluster_affinity(spec.placement.as_ref())),
+            cluster_affinity: Some(match namespace {
+                Some(ns) => affinity(intersection(selection(spec.placement.as_ref()), ns.clone())),
+                None => cluster_affinity(spec.placement.as_ref()),
+            }),
             replica_scheduling: Some(ReplicaSchedulingStrategy { replica_scheduling_type: Some(ReplicaSchedulingType::Duplicated), ..Default::default() }),
             ..Default::default()
         }),
@@ -324,6 +377,8 @@ pub mod cluster_status {
 /// Aggregate reasons of the `Propagation` condition.
 pub const REASON_CHECK_CLUSTERS: &str = "CheckClusters";
 pub const REASON_COMPUTE_PLACEMENT_FAILED: &str = "ComputePlacementFailed";
+/// The object's namespace has no FederatedNamespace, so the object is placed nowhere.
+pub const REASON_NAMESPACE_NOT_FEDERATED: &str = "NamespaceNotFederated";
 
 /// What one selected cluster's Work says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -557,7 +612,7 @@ mod tests {
     fn the_binding_spec_points_at_the_federated_object() {
         let mut fd = federated();
         let spec = federated_spec(&fd).unwrap();
-        let b = binding_spec(&fd, &spec, &deployment_target()).unwrap();
+        let b = binding_spec(&fd, &spec, &deployment_target(), None).unwrap();
         assert_eq!(
             (b.resource.api_version.as_str(), b.resource.kind.as_str(), b.resource.name.as_str()),
             ("types.kubefed.io/v1beta1", "FederatedDeployment", "test-deployment")
@@ -570,7 +625,34 @@ mod tests {
         assert_eq!(b.conflict_resolution, Some(ConflictResolution::Overwrite));
         assert_eq!(b.preserve_resources_on_deletion, None);
         fd["metadata"]["annotations"] = json!({ORPHAN_ANNOTATION: "true"});
-        assert_eq!(binding_spec(&fd, &spec, &deployment_target()).unwrap().preserve_resources_on_deletion, Some(true));
+        assert_eq!(binding_spec(&fd, &spec, &deployment_target(), None).unwrap().preserve_resources_on_deletion, Some(true));
+    }
+
+    #[test]
+    fn a_namespaced_object_reaches_only_where_its_namespace_is_placed() {
+        let a = cluster("a", &[("tier", "edge")]);
+        let b = cluster("b", &[("tier", "core")]);
+        let c = cluster("c", &[("tier", "edge")]);
+        let named = |n: &[&str]| Selection::Named(n.iter().map(|s| s.to_string()).collect());
+        let sel = |k: &str, v: &str| {
+            Selection::Selector(MetaLabelSelector { match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])), match_expressions: None })
+        };
+        let picks = |s: &Selection| -> Vec<&str> { [&a, &b, &c].into_iter().filter(|x| selects(s, x)).map(|x| x.metadata.name.as_deref().unwrap()).collect() };
+        let everything = Selection::Selector(MetaLabelSelector::default());
+        assert_eq!(picks(&intersection(named(&["a", "b"]), named(&["b", "c"]))), ["b"]);
+        assert_eq!(intersection(named(&["a"]), named(&["c"])), Selection::None, "disjoint names select nothing");
+        assert_eq!(picks(&intersection(named(&["a", "b"]), sel("tier", "edge"))), ["a"]);
+        assert_eq!(picks(&intersection(sel("tier", "edge"), named(&["b", "c"]))), ["c"]);
+        assert_eq!(picks(&intersection(everything.clone(), sel("tier", "core"))), ["b"]);
+        assert!(picks(&intersection(sel("tier", "edge"), sel("tier", "core"))).is_empty(), "two values for one key match nothing");
+        assert_eq!(intersection(named(&["a"]), Selection::None), Selection::None, "a namespace not federated places nothing");
+        // The binding's affinity says the same to the scheduler.
+        let fd = federated();
+        let spec = federated_spec(&fd).unwrap();
+        let within = sel("tier", "edge");
+        let affinity = binding_spec(&fd, &spec, &deployment_target(), Some(&within)).unwrap().placement.unwrap().cluster_affinity.unwrap();
+        assert_eq!(affinity.cluster_names, Some(vec!["member2".into(), "member1".into()]));
+        assert!(affinity.label_selector.is_some());
     }
 
     #[test]
