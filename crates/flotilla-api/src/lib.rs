@@ -13,6 +13,7 @@
 //! or a clock.
 
 pub mod admission;
+pub mod bootstrap_token;
 pub mod defaults;
 pub mod federation;
 pub mod interpreter;

@@ -497,7 +497,12 @@ impl Authorizer for Rbac {
 
     fn authorize(&self, who: &Identity, what: &Attributes) -> Decision {
         if who.is_anonymous() {
-            return Decision::Deny("anonymous requests are not allowed".into());
+            // Anonymous callers reach the authorizer only for token discovery (the
+            // authorization filter's one object): only bindings naming them grant it.
+            return match self.by_bindings(who, what) {
+                Decision::Deny(_) => Decision::Deny("anonymous requests are not allowed".into()),
+                allowed => allowed,
+            };
         }
         if who.groups.iter().any(|g| g == "system:masters") {
             // kube-apiserver's privileged-group authorizer gives no reason.
@@ -515,6 +520,13 @@ impl Authorizer for Rbac {
         {
             return Decision::Allow("RBAC: allowed by ClusterRoleBinding to ClusterRole system:service-account-issuer-discovery".into());
         }
+        self.by_bindings(who, what)
+    }
+}
+
+impl Rbac {
+    /// What the stored (Cluster)RoleBindings naming `who` allow.
+    fn by_bindings(&self, who: &Identity, what: &Attributes) -> Decision {
         let idx = self.index.read().clone();
         for b in &idx.cluster_bindings {
             if b.subjects.iter().any(|s| s.matches(who, &b.namespace)) && self.rules_for(&idx, b).iter().any(|r| r.allows(what)) {
@@ -530,9 +542,7 @@ impl Authorizer for Rbac {
         }
         Decision::Deny(String::new())
     }
-}
 
-impl Rbac {
     /// Every rule `who` holds in `namespace` (empty: the cluster scope) as RBAC's rule resolver
     /// gathers them: the bootstrap rules every authenticated user has, the ClusterRoleBindings
     /// naming `who` and, in a namespace, its RoleBindings naming `who`.

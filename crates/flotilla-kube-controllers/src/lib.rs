@@ -1,8 +1,9 @@
 //! kube-controller-manager's controllers that Flotilla runs on its own API server — what a real
 //! cluster's controller manager does and Flotilla's API server needs too: [`namespace`]
 //! (namespace lifecycle: empty a deleted namespace, then finalize it), [`garbage_collector`]
-//! (owner references: background, foreground and orphan deletion) and
-//! [`clusterrole_aggregation`] (aggregated ClusterRoles). They know only core Kubernetes kinds,
+//! (owner references: background, foreground and orphan deletion),
+//! [`clusterrole_aggregation`] (aggregated ClusterRoles) and [`bootstrap_tokens`] (the
+//! bootstrap signer of `kube-public/cluster-info` and the token cleaner). They know only core Kubernetes kinds,
 //! never a federation kind, so the simulated member clusters (`flotilla-sim`) and the
 //! conformance target use them without the federation controllers.
 //!
@@ -10,6 +11,7 @@
 //! `flotilla-controllers` they use only its plumbing (`queue`, `util`), until that moves to
 //! `flotilla-runtime` (ADR 0022; `tests/crate_edges.rs` holds the edges).
 
+pub mod bootstrap_tokens;
 pub mod clusterrole_aggregation;
 pub mod garbage_collector;
 pub mod namespace;

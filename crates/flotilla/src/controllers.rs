@@ -63,6 +63,12 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
                 cx.runtime.clone(),
             ))
         });
+        s.add(flotilla_kube_controllers::bootstrap_tokens::SIGNER, true, |cx: &Context| {
+            Box::pin(flotilla_kube_controllers::bootstrap_tokens::run_signer(cx.client("system:controller:bootstrap-signer"), cx.runtime.clone()))
+        });
+        s.add(flotilla_kube_controllers::bootstrap_tokens::CLEANER, true, |cx: &Context| {
+            Box::pin(flotilla_kube_controllers::bootstrap_tokens::run_cleaner(cx.client("system:controller:token-cleaner"), cx.runtime.clone()))
+        });
     }
     s.add("cluster", true, |cx: &Context| Box::pin(c::cluster::run(cx.client(c::cluster::NAME), cx.runtime.clone(), Default::default())));
     s.add("clusterStatus", true, |cx: &Context| {

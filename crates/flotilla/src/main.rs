@@ -10,6 +10,7 @@ mod get_cmd;
 mod join_cmd;
 mod member_cmd;
 mod store_cmd;
+mod token_cmd;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -57,6 +58,10 @@ enum Command {
     Join(join_cmd::JoinArgs),
     /// Remove a member cluster. Its workloads keep running unless --delete-workloads.
     Unjoin(join_cmd::UnjoinArgs),
+    /// Bootstrap tokens for pull registration, as `kubeadm token` and `karmadactl token` keep
+    /// them (`kube-system/bootstrap-token-<id>`; `kube-public/cluster-info` is signed with each).
+    #[command(subcommand)]
+    Token(token_cmd::TokenCommand),
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
@@ -104,6 +109,7 @@ fn main() -> std::process::ExitCode {
             Command::Controllers(args) => controllers_cmd::run(args).await,
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
+            Command::Token(cmd) => token_cmd::run(cmd).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds { kubefed_objects: false } => {

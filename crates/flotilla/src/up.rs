@@ -213,6 +213,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let server_url = format!("https://{advertise}");
     let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
     pki::write_kubeconfig(&kubeconfig_path, &pki::kubeconfig("flotilla", &server_url, &bundle.ca.cert_pem, &bundle.admin))?;
+    let seeder = flotilla::controllers::client(&api, "system:flotilla:cluster-info");
+    flotilla::control_plane::seed_cluster_info(&seeder, &server_url, &bundle.ca.cert_pem).await?;
     let rev = store.current_revision().await?;
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());

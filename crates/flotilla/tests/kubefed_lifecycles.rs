@@ -315,16 +315,32 @@ fn a_federated_namespace_places_its_namespace_and_everything_in_it() {
             if have == (json!("True"), Value::Null, clusters.clone()) { Ok(f) } else { Err(format!("{have:?}")) }
         })
     };
-    let f = fed_ns_is(json!([{"name": "member1"}]));
+    fed_ns_is(json!([{"name": "member1"}]));
     let cp_ns = get_json(&kc, &["get", "namespace", &ns]).unwrap();
     assert_eq!(cp_ns["metadata"]["labels"]["namespace.karmada.io/skip-auto-propagation"], "true", "out of auto-propagation");
-    wait_for("the FederatedNamespace's PropagatedVersion", LONG, || {
-        let pv = get_json(&kc, &["-n", &ns, "get", "propagatedversions", &format!("namespace-{ns}")])?;
-        let (template, overrides) = kubefed_versions(&f);
-        let want = json!({"templateVersion": template, "overridesVersion": overrides,
-            "clusterVersions": [{"clusterName": "member1", "version": member_version(&member_ns(m1)?)}]});
-        if pv["status"] == want { Ok(()) } else { Err(format!("{} vs KubeFed's {want}", pv["status"])) }
+    let version_is_kubefeds = || {
+        wait_for("the FederatedNamespace's PropagatedVersion", LONG, || {
+            let f = get_json(&kc, &["-n", &ns, "get", "federatednamespace", &ns])?;
+            let pv = get_json(&kc, &["-n", &ns, "get", "propagatedversions", &format!("namespace-{ns}")])?;
+            let (template, overrides) = kubefed_versions(&f);
+            let want = json!({"templateVersion": template, "overridesVersion": overrides,
+                "clusterVersions": [{"clusterName": "member1", "version": member_version(&member_ns(m1)?)}]});
+            if pv["status"] == want { Ok(want) } else { Err(format!("{} vs KubeFed's {want}", pv["status"])) }
+        })
+    };
+    let first = version_is_kubefeds();
+
+    // Template and overrides change: member1's namespace follows, both digests move.
+    let body = json!({"spec": {"template": {"metadata": {"labels": {"team": "c"}}},
+        "overrides": [{"clusterName": "member1", "clusterOverrides": [{"path": "/metadata/labels/team", "value": "d"}]}]}});
+    kubectl(&k, &kc, &["-n", &ns, "patch", "federatednamespace", &ns, "--type", "merge", "-p", &body.to_string()]);
+    wait_for("member1's namespace updated", LONG, || {
+        let n = member_ns(m1)?;
+        if n["metadata"]["labels"]["team"] == "d" { Ok(()) } else { Err(n["metadata"]["labels"].to_string()) }
     });
+    let second = version_is_kubefeds();
+    assert_ne!(second["templateVersion"], first["templateVersion"]);
+    assert_ne!(second["overridesVersion"], first["overridesVersion"]);
     // The federated object in it now reaches member1 only.
     cfg_is("True", Value::Null, json!([{"name": "member1"}]));
     assert_eq!(get_json(m1, &["-n", &ns, "get", "configmap", "cfg"]).unwrap()["data"]["k"], "v");
@@ -344,7 +360,7 @@ fn a_federated_namespace_places_its_namespace_and_everything_in_it() {
     wait_for("member2's namespace federated", LONG, || {
         let n = member_ns(m2)?;
         let l = &n["metadata"]["labels"];
-        if l["kubefed.io/managed"] == "true" && l["team"] == "a" { Ok(()) } else { Err(l.to_string()) }
+        if l["kubefed.io/managed"] == "true" && l["team"] == "c" { Ok(()) } else { Err(l.to_string()) }
     });
     wait_for("the object in member2", LONG, || get_json(m2, &["-n", &ns, "get", "configmap", "cfg"]));
 

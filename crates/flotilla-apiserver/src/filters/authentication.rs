@@ -1,6 +1,6 @@
 //! Authentication: an [`Identity`] the caller set (in-process clients), else the TLS client
 //! certificate, else a bearer token (the token file, service account Secrets' tokens, then
-//! TokenRequest JWTs); with none, anonymous. A credential that authenticates no one is refused
+//! bootstrap tokens and TokenRequest JWTs); with none, anonymous. A credential that authenticates no one is refused
 //! everywhere, health included: only a request with no credential at all is anonymous.
 
 use std::sync::Arc;
@@ -20,7 +20,10 @@ pub(super) async fn authenticate(State(inner): State<Arc<ApiState>>, mut req: Re
     if identity.is_anonymous()
         && let Some(token) = bearer_token(&req).map(String::from)
     {
-        identity = identify_service_account(&inner, &token).await.unwrap_or(identity);
+        identity = match identify_bootstrap_token(&inner, &token).await {
+            Some(id) => id,
+            None => identify_service_account(&inner, &token).await.unwrap_or(identity),
+        };
         if identity.is_anonymous() {
             return ApiError::unauthorized().into_response();
         }
@@ -56,6 +59,27 @@ fn bearer_token(req: &Request<Body>) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim)
+}
+
+/// The bootstrap token's user (`system:bootstrap:<id>`) and groups, as kube-apiserver's bootstrap
+/// token authenticator finds them in `kube-system/bootstrap-token-<id>`: the token matches, its
+/// usages include authentication, and it is neither expired nor being deleted.
+async fn identify_bootstrap_token(inner: &ApiState, token: &str) -> Option<Identity> {
+    use flotilla_api::bootstrap_token as bt;
+    let presented = bt::Token::parse(token)?;
+    let key = format!("/registry/core/secrets/{}/{}", bt::NAMESPACE, presented.secret_name());
+    let kv = inner.store.get(&bytes::Bytes::from(key)).await.ok()??;
+    let secret: serde_json::Value = serde_json::from_slice(&kv.value).ok()?;
+    let stored = match bt::parse_secret(&secret) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(token_id = %presented.id, error = %e, "bootstrap token Secret refused");
+            return None;
+        }
+    };
+    let (user, groups) = stored.authenticate(&presented, jiff::Timestamp::now())?;
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    Some(Identity::user(&user, &groups))
 }
 
 /// The service account a TokenRequest token (a JWT) stands for, if it is one and still valid.

@@ -1,5 +1,7 @@
-//! Authorization: anonymous callers reach only the health and version endpoints (401
-//! elsewhere); everyone else is asked of the authorizer (403 with RBAC's words when denied).
+//! Authorization: anonymous callers reach only the health and version endpoints, and the
+//! authorizer decides their GET of `kube-public/cluster-info` (token discovery, as
+//! kube-apiserver's anonymous endpoint restriction is configured for kubeadm) — 401 elsewhere;
+//! everyone else is asked of the authorizer (403 with RBAC's words when denied).
 
 use std::sync::Arc;
 
@@ -16,9 +18,13 @@ use crate::state::ApiState;
 
 const ANONYMOUS_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
+/// The one object anonymous callers may ask for: token discovery's ConfigMap.
+const ANONYMOUS_OBJECT: &str = "/api/v1/namespaces/kube-public/configmaps/cluster-info";
+
 pub(super) async fn authorize(State(inner): State<Arc<ApiState>>, req: Request<Body>, next: Next) -> Response {
     let (info, identity) = super::info_of(&req);
-    if identity.is_anonymous() {
+    let discovery = req.method() == axum::http::Method::GET && req.uri().path() == ANONYMOUS_OBJECT;
+    if identity.is_anonymous() && !discovery {
         let open =
             matches!(&info.route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));
         if !open {
