@@ -101,7 +101,8 @@ pub enum Deleted {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error(
-        "the {kind} {object} already exists in the cluster {cluster} and the work.karmada.io/conflict-resolution strategy value is empty, Karmada will not manage this resource"
+        "the {kind} {object} already exists in the cluster {cluster} and the work.karmada.io/conflict-resolution strategy value is empty, {}",
+        NOT_MANAGED_CONFLICT
     )]
     Conflict { cluster: String, kind: String, object: String },
     #[error("the {kind} {object} in the cluster {cluster} {}: it is not touched", EXPLICITLY_UNMANAGED)]
@@ -377,6 +378,9 @@ fn release_patch(observed: &Value) -> Value {
 }
 
 /// True when the object carries `karmada.io/managed=true`.
+/// How an [`ApplyError::Conflict`] message ends (Karmada's words): a Work's `Applied` message
+/// carries it, for KubeFed's `AlreadyExists` status.
+pub const NOT_MANAGED_CONFLICT: &str = "Karmada will not manage this resource";
 /// How an [`ApplyError::ExplicitlyUnmanaged`] message says why (a Work's `Applied` message
 /// carries it, for KubeFed's `ManagedLabelFalse` status).
 pub const EXPLICITLY_UNMANAGED: &str = "is labelled kubefed.io/managed=false";

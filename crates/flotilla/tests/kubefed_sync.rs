@@ -357,3 +357,63 @@ fn a_member_object_labelled_managed_false_is_never_touched() {
     assert_eq!(cm1["data"]["k"], "mine", "member1's own object stays");
     drop(cp);
 }
+
+/// With the KubeFedConfig's `syncController.adoptResources: Disabled`, a member object that
+/// already exists is left alone and reported `AlreadyExists` (with KubeFed's Warning); once
+/// adoption is enabled again it is taken over.
+#[test]
+fn existing_member_objects_are_adopted_only_while_adoption_is_on() {
+    let cp = Flotilla::start_with(&["--demo", "2"]);
+    let kc = cp.kubeconfig.clone();
+    let k = kubectl_bin();
+    for name in ["member1", "member2"] {
+        cluster_ready(&kc, name, "True");
+    }
+    let adoption = |mode: &str| {
+        let body = json!({"spec": {"syncController": {"adoptResources": mode}}});
+        kubectl(&k, &kc, &["-n", "kube-federation-system", "patch", "kubefedconfig", "kubefed", "--type", "merge", "-p", &body.to_string()]);
+    };
+    adoption("Disabled");
+    kubectl(&k, &kc, &["create", "namespace", "pre"]);
+    support::federate_namespace(&kc, "pre");
+    let m1 = member(&cp, "member1");
+    wait_for("namespace pre in member1", LONG, || get_json(&m1, &["get", "namespace", "pre"]));
+    apply_yaml(&m1, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: pre\ndata: {k: mine}\n");
+    apply_yaml(
+        &kc,
+        "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata:\n  name: cfg\n  namespace: pre\nspec:\n  template:\n    data: {k: federated}\n  placement:\n    clusters: [{name: member1}, {name: member2}]\n",
+    );
+    wait_for("member1 reported AlreadyExists", LONG, || {
+        let o = get_json(&kc, &["-n", "pre", "get", "federatedconfigmap", "cfg"])?;
+        let want = json!([{"name": "member1", "status": "AlreadyExists"}, {"name": "member2"}]);
+        if o["status"]["clusters"] == want && has_condition(&o, "Propagation", "False") { Ok(()) } else { Err(o["status"].to_string()) }
+    });
+    let cm1 = get_json(&m1, &["-n", "pre", "get", "configmap", "cfg"]).unwrap();
+    assert_eq!(cm1["data"]["k"], "mine", "not adopted");
+    assert!(cm1["metadata"]["labels"].get("kubefed.io/managed").is_none(), "{}", cm1["metadata"]);
+    wait_for("KubeFed's Warning", LONG, || {
+        let events = get_json(&kc, &["-n", "pre", "get", "events"])?;
+        let found = events["items"].as_array().into_iter().flatten().any(|e| {
+            e["reason"] == "CreateInClusterFailed"
+                && e["message"].as_str().is_some_and(|m| m.contains("member1") && m.contains("Resource pre-exist in cluster"))
+        });
+        if found { Ok(()) } else { Err("no CreateInClusterFailed yet".into()) }
+    });
+
+    // Adoption on: the existing object is taken over.
+    adoption("Enabled");
+    wait_for("member1's object adopted", LONG, || {
+        let cm = get_json(&m1, &["-n", "pre", "get", "configmap", "cfg"])?;
+        if cm["data"]["k"] == "federated" && cm["metadata"]["labels"]["kubefed.io/managed"] == "true" { Ok(()) } else { Err(cm.to_string()) }
+    });
+    status_of_all(&kc, "pre", json!([{"name": "member1"}, {"name": "member2"}]));
+    drop(cp);
+}
+
+/// Wait until the FederatedConfigMap `cfg` in `ns` reports `clusters` and propagated.
+fn status_of_all(kc: &Path, ns: &str, clusters: Value) {
+    wait_for(&format!("cfg propagated to {clusters}"), LONG, || {
+        let o = get_json(kc, &["-n", ns, "get", "federatedconfigmap", "cfg"])?;
+        if o["status"]["clusters"] == clusters && has_condition(&o, "Propagation", "True") { Ok(()) } else { Err(o["status"].to_string()) }
+    });
+}

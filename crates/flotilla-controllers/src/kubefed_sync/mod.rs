@@ -264,6 +264,13 @@ impl Context {
         }
     }
 
+    /// KubeFed's `syncController.adoptResources` in the KubeFedConfig (on without one, as
+    /// KubeFed's default): whether an existing member object is taken over.
+    fn adopt_resources(&self) -> bool {
+        let config = self.configs.get(&ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE));
+        config.and_then(|c| c.spec.sync_controller.as_ref()?.adopt_resources) != Some(ConfigurationMode::Disabled)
+    }
+
     /// KubeFed's `RawResourceStatusCollection` gate in the KubeFedConfig (off without one, as
     /// KubeFed's default).
     fn raw_status_collection(&self) -> bool {
@@ -432,6 +439,7 @@ fn work_state(work: Option<&Work>, generation: i64) -> (WorkState, String) {
     match condition_status(w.status.as_ref().and_then(|s| s.conditions.as_deref()), "Applied") {
         Some(c) if c.status == "True" => (WorkState::Applied, String::new()),
         Some(c) if c.message.contains(flotilla_member::apply::EXPLICITLY_UNMANAGED) => (WorkState::Unmanaged, c.message.clone()),
+        Some(c) if c.message.contains(flotilla_member::apply::NOT_MANAGED_CONFLICT) => (WorkState::AlreadyExists, c.message.clone()),
         Some(c) => (WorkState::Failed, c.message.clone()),
         None => (WorkState::Pending, String::new()),
     }
@@ -480,7 +488,7 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
         NamespaceRule::Off => (None, false),
         NamespaceRule::Within(s) => (Some(s.clone().unwrap_or(Selection::None)), s.is_none()),
     };
-    let bspec = match render::binding_spec(&fed, &spec, &t.target, within.as_ref()) {
+    let bspec = match render::binding_spec(&fed, &spec, &t.target, within.as_ref(), ctx.adopt_resources()) {
         Ok(b) => b,
         Err(e) => {
             ctx.events.publish_ref(&fed_ref, true, "ComputeResourceFailed", "Propagate", e).await;
@@ -652,6 +660,12 @@ async fn write_status(
                     events.push((true, REASON_CREATE_IN_CLUSTER_FAILED, format!("Failed to create {target_display} in cluster \"{name}\": {message}")))
                 }
                 (Some(s), _) if s == render::cluster_status::MANAGED_LABEL_FALSE => events.push((true, s, format!("Cluster \"{name}\": {message}"))),
+                // KubeFed's words, when adoption is off.
+                (Some(s), _) if s == render::cluster_status::ALREADY_EXISTS => events.push((
+                    true,
+                    REASON_CREATE_IN_CLUSTER_FAILED,
+                    format!("Failed to create {target_display} in cluster \"{name}\": Resource pre-exist in cluster"),
+                )),
                 (Some(s), _) if s == render::cluster_status::UPDATE_FAILED => {
                     events.push((true, REASON_UPDATE_IN_CLUSTER_FAILED, format!("Failed to update {target_display} in cluster \"{name}\": {message}")))
                 }

@@ -328,10 +328,17 @@ pub fn member_object_for_binding(binding: &ObjectMeta, federated: &Value, cluste
 
 /// The binding spec of a federated object: the object itself as the resource, its placement
 /// as the cluster affinity, every selected cluster getting the whole template (Duplicated),
-/// KubeFed's adoption of existing member objects as Overwrite, and the orphaning annotation as
+/// KubeFed's adoption of existing member objects as Overwrite (Abort with `adopt` off: the
+/// KubeFedConfig's `syncController.adoptResources: Disabled`), and the orphaning annotation as
 /// Karmada's preserve-on-deletion. `namespace`: the selection of the object's FederatedNamespace
 /// when KubeFed's namespace rule applies (the placement is then intersected with it).
-pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target, namespace: Option<&Selection>) -> Result<ResourceBindingSpec, String> {
+pub fn binding_spec(
+    federated: &Value,
+    spec: &FederatedSpec,
+    target: &Target,
+    namespace: Option<&Selection>,
+    adopt: bool,
+) -> Result<ResourceBindingSpec, String> {
     let s = |p: &str| federated.pointer(p).and_then(Value::as_str).map(str::to_string);
     let base = base_object(federated, spec, target).map_err(|e| e.to_string())?;
     let replicas = crate::interpreter::get_replicas(&base).map_err(|e| e.to_string())?;
@@ -358,7 +365,7 @@ pub fn binding_spec(federated: &Value, spec: &FederatedSpec, target: &Target, na
             ..Default::default()
         }),
         scheduler_name: Some(DEFAULT_SCHEDULER_NAME.into()),
-        conflict_resolution: Some(ConflictResolution::Overwrite),
+        conflict_resolution: Some(if adopt { ConflictResolution::Overwrite } else { ConflictResolution::Abort }),
         preserve_resources_on_deletion: orphan.then_some(true),
         ..Default::default()
     })
@@ -372,6 +379,7 @@ pub mod cluster_status {
     pub const UPDATE_FAILED: &str = "UpdateFailed";
     pub const WAITING_FOR_REMOVAL: &str = "WaitingForRemoval";
     pub const MANAGED_LABEL_FALSE: &str = "ManagedLabelFalse";
+    pub const ALREADY_EXISTS: &str = "AlreadyExists";
 }
 
 /// Aggregate reasons of the `Propagation` condition.
@@ -389,6 +397,9 @@ pub enum WorkState {
     Failed,
     /// The member object is labelled `kubefed.io/managed=false`: left alone.
     Unmanaged,
+    /// A member object of that name existed and adoption is off (KubeFedConfig
+    /// `syncController.adoptResources: Disabled`): left alone.
+    AlreadyExists,
 }
 
 /// One selected cluster, as the status needs it.
@@ -426,6 +437,7 @@ pub fn cluster_outcome(f: &ClusterFacts) -> Outcome {
         WorkState::Failed if f.was_ok => Outcome::Status(cluster_status::UPDATE_FAILED),
         WorkState::Failed => Outcome::Status(cluster_status::CREATION_FAILED),
         WorkState::Unmanaged => Outcome::Status(cluster_status::MANAGED_LABEL_FALSE),
+        WorkState::AlreadyExists => Outcome::Status(cluster_status::ALREADY_EXISTS),
         WorkState::Pending => Outcome::Pending,
     }
 }
@@ -612,7 +624,7 @@ mod tests {
     fn the_binding_spec_points_at_the_federated_object() {
         let mut fd = federated();
         let spec = federated_spec(&fd).unwrap();
-        let b = binding_spec(&fd, &spec, &deployment_target(), None).unwrap();
+        let b = binding_spec(&fd, &spec, &deployment_target(), None, true).unwrap();
         assert_eq!(
             (b.resource.api_version.as_str(), b.resource.kind.as_str(), b.resource.name.as_str()),
             ("types.kubefed.io/v1beta1", "FederatedDeployment", "test-deployment")
@@ -623,9 +635,11 @@ mod tests {
         assert_eq!(p.cluster_affinity.unwrap().cluster_names, Some(vec!["member2".into(), "member1".into()]));
         assert_eq!(p.replica_scheduling.unwrap().replica_scheduling_type, Some(ReplicaSchedulingType::Duplicated));
         assert_eq!(b.conflict_resolution, Some(ConflictResolution::Overwrite));
+        let no_adoption = binding_spec(&fd, &spec, &deployment_target(), None, false).unwrap();
+        assert_eq!(no_adoption.conflict_resolution, Some(ConflictResolution::Abort), "adoptResources: Disabled");
         assert_eq!(b.preserve_resources_on_deletion, None);
         fd["metadata"]["annotations"] = json!({ORPHAN_ANNOTATION: "true"});
-        assert_eq!(binding_spec(&fd, &spec, &deployment_target(), None).unwrap().preserve_resources_on_deletion, Some(true));
+        assert_eq!(binding_spec(&fd, &spec, &deployment_target(), None, true).unwrap().preserve_resources_on_deletion, Some(true));
     }
 
     #[test]
@@ -650,7 +664,7 @@ mod tests {
         let fd = federated();
         let spec = federated_spec(&fd).unwrap();
         let within = sel("tier", "edge");
-        let affinity = binding_spec(&fd, &spec, &deployment_target(), Some(&within)).unwrap().placement.unwrap().cluster_affinity.unwrap();
+        let affinity = binding_spec(&fd, &spec, &deployment_target(), Some(&within), true).unwrap().placement.unwrap().cluster_affinity.unwrap();
         assert_eq!(affinity.cluster_names, Some(vec!["member2".into(), "member1".into()]));
         assert!(affinity.label_selector.is_some());
     }
@@ -676,5 +690,6 @@ mod tests {
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Failed, true)), Outcome::Status(cluster_status::UPDATE_FAILED));
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Pending, true)), Outcome::Pending);
         assert_eq!(cluster_outcome(&f(true, false, WorkState::Unmanaged, true)), Outcome::Status(cluster_status::MANAGED_LABEL_FALSE));
+        assert_eq!(cluster_outcome(&f(true, false, WorkState::AlreadyExists, false)), Outcome::Status(cluster_status::ALREADY_EXISTS));
     }
 }
