@@ -278,14 +278,8 @@ pub fn manifest_status(ordinal: usize, r: &ObjectRef, observed: &Value) -> (Mani
         name: r.name.clone(),
     };
     let version = flotilla_api::federation::kubefed::version::object_version(observed);
-    let remote_status = kubefed_managed(observed).then(|| observed.get("status").filter(|s| !s.is_null()).cloned()).flatten();
+    let remote_status = flotilla_member::apply::is_kubefed_managed(observed).then(|| observed.get("status").filter(|s| !s.is_null()).cloned()).flatten();
     (ManifestStatus { identifier, status, health: Some(interpret_health(observed)), version, remote_status }, error)
-}
-
-/// Whether KubeFed's API manages the member object (`kubefed.io/managed=true`): its whole
-/// status is then kept for KubeFed's `remoteStatus`.
-fn kubefed_managed(observed: &Value) -> bool {
-    observed.pointer("/metadata/labels").and_then(|l| l.get(flotilla_api::federation::kubefed::types::MANAGED_LABEL)).and_then(Value::as_str) == Some("true")
 }
 
 /// The new `manifestStatuses`: `fresh` entries, plus the `current` entries of manifests that could

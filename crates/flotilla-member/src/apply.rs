@@ -359,7 +359,7 @@ fn release_patch(observed: &Value) -> Value {
         for k in KARMADA_LABELS.iter().filter(|k| l.contains_key(**k)) {
             labels.insert((*k).to_string(), Value::Null);
         }
-        if l.get(KUBEFED_MANAGED_LABEL).and_then(Value::as_str) == Some("true") {
+        if is_kubefed_managed(observed) {
             labels.insert(KUBEFED_MANAGED_LABEL.to_string(), Value::Null);
         }
     }
@@ -390,6 +390,11 @@ const KUBEFED_MANAGED_POINTER: &str = "/metadata/labels/kubefed.io~1managed";
 /// KubeFed's opt-out: the member object is labelled `kubefed.io/managed=false`.
 pub fn is_explicitly_unmanaged(obj: &Value) -> bool {
     obj.pointer(KUBEFED_MANAGED_POINTER).and_then(Value::as_str) == Some("false")
+}
+
+/// KubeFed's API manages the object: it is labelled `kubefed.io/managed=true`.
+pub fn is_kubefed_managed(obj: &Value) -> bool {
+    obj.pointer(KUBEFED_MANAGED_POINTER).and_then(Value::as_str) == Some("true")
 }
 
 pub fn is_managed(obj: &Value) -> bool {

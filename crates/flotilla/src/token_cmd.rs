@@ -69,14 +69,6 @@ pub fn parse_ttl(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-fn valid_cluster_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 48
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
 /// What `create` writes for `token`.
 pub fn token_secret(
     token: &Token,
@@ -88,8 +80,9 @@ pub fn token_secret(
     let mut extra_groups = vec![bt::KARMADA_GROUP.to_string()];
     let mut labels = BTreeMap::new();
     if let Some(c) = cluster {
-        if !valid_cluster_name(c) {
-            bail!("--cluster-name {c:?}: a cluster name is a DNS label of at most 48 characters ([a-z0-9-])");
+        let errors = flotilla_api::admission::karmada::cluster_name_errors(c);
+        if !errors.is_empty() {
+            bail!("--cluster-name {c:?}: a cluster name is a DNS label of at most 48 characters ([a-z0-9-]): {}", errors.join("; "));
         }
         extra_groups.push(format!("{CLUSTER_GROUP_PREFIX}{c}"));
         labels.insert(CLUSTER_NAME_LABEL.to_string(), c.to_string());

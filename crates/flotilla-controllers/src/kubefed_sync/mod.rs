@@ -137,6 +137,8 @@ struct Context {
     clusters: Store<Cluster>,
     /// The KubeFedConfig `kube-federation-system/kubefed` (its feature gates).
     configs: Store<KubeFedConfig>,
+    /// The control plane's namespaces (a FederatedNamespace's own).
+    namespaces: Store<Namespace>,
     informers: flotilla_runtime::Informers,
     /// The unknown cluster names last reported per federated object.
     unknown: Mutex<HashMap<FedKey, Vec<String>>>,
@@ -264,22 +266,23 @@ impl Context {
         }
     }
 
+    /// The KubeFedConfig `kube-federation-system/kubefed`, as cached.
+    fn kubefed_config(&self) -> Option<Arc<KubeFedConfig>> {
+        self.configs.get(&ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE))
+    }
+
     /// KubeFed's `syncController.adoptResources` in the KubeFedConfig (on without one, as
     /// KubeFed's default): whether an existing member object is taken over.
     fn adopt_resources(&self) -> bool {
-        let config = self.configs.get(&ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE));
-        config.and_then(|c| c.spec.sync_controller.as_ref()?.adopt_resources) != Some(ConfigurationMode::Disabled)
+        self.kubefed_config().and_then(|c| c.spec.sync_controller.as_ref()?.adopt_resources) != Some(ConfigurationMode::Disabled)
     }
 
     /// KubeFed's `RawResourceStatusCollection` gate in the KubeFedConfig (off without one, as
     /// KubeFed's default).
     fn raw_status_collection(&self) -> bool {
-        let config = self.configs.get(&ObjectRef::new(KUBEFED_CONFIG_NAME).within(DEFAULT_SYSTEM_NAMESPACE));
-        config
-            .and_then(|c| c.spec.feature_gates.clone())
-            .into_iter()
-            .flatten()
-            .any(|g| g.name == RAW_RESOURCE_STATUS_COLLECTION && g.configuration == ConfigurationMode::Enabled)
+        let config = self.kubefed_config();
+        let gates = config.as_ref().and_then(|c| c.spec.feature_gates.as_deref()).unwrap_or_default();
+        gates.iter().any(|g| g.name == RAW_RESOURCE_STATUS_COLLECTION && g.configuration == ConfigurationMode::Enabled)
     }
 
     fn start_type(
@@ -486,7 +489,10 @@ async fn reconcile(key: FedKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let (within, not_federated) = match rule {
         NamespaceRule::NotReady => return Ok(Next::After(Duration::from_secs(1))),
         NamespaceRule::Off => (None, false),
-        NamespaceRule::Within(s) => (Some(s.clone().unwrap_or(Selection::None)), s.is_none()),
+        NamespaceRule::Within(s) => {
+            let not_federated = s.is_none();
+            (Some(s.unwrap_or(Selection::None)), not_federated)
+        }
     };
     let bspec = match render::binding_spec(&fed, &spec, &t.target, within.as_ref(), ctx.adopt_resources()) {
         Ok(b) => b,
@@ -534,7 +540,15 @@ async fn admit_federated_namespace(ctx: &Context, key: &FedKey, fed_ref: &k8s_op
         return Ok(false);
     }
     let api: Api<Namespace> = Api::all(ctx.client.clone());
-    let Some(host) = api.get_opt(ns).await.map_err(api_err(key, "reading the namespace"))? else { return Ok(false) };
+    // From the cache; one the cache has not seen yet (just created) is confirmed with the API
+    // server, so a new FederatedNamespace is never dropped for a lagging watch.
+    let host = match ctx.namespaces.get(&ObjectRef::new(ns)) {
+        Some(n) => n,
+        None => match api.get_opt(ns).await.map_err(api_err(key, "reading the namespace"))? {
+            Some(n) => Arc::new(n),
+            None => return Ok(false),
+        },
+    };
     if host.metadata.deletion_timestamp.is_some() {
         return Ok(false);
     }
@@ -589,20 +603,16 @@ async fn write_status(
         Some(w) => render::intersection(own, w.clone()),
         None => own,
     };
-    let previous: BTreeMap<String, Option<String>> = fed
-        .pointer("/status/clusters")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.get("status").and_then(Value::as_str).map(str::to_string))))
-        .collect();
-    let previous_remote: BTreeMap<String, Value> = fed
-        .pointer("/status/clusters")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.get("remoteStatus").filter(|s| !s.is_null())?.clone())))
-        .collect();
+    // The status as last written: each cluster's status and remote status.
+    let mut previous: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut previous_remote: BTreeMap<String, Value> = BTreeMap::new();
+    for c in fed.pointer("/status/clusters").and_then(Value::as_array).into_iter().flatten() {
+        let Some(name) = c.get("name").and_then(Value::as_str) else { continue };
+        previous.insert(name.to_string(), c.get("status").and_then(Value::as_str).map(str::to_string));
+        if let Some(r) = c.get("remoteStatus").filter(|s| !s.is_null()) {
+            previous_remote.insert(name.to_string(), r.clone());
+        }
+    }
     let collect = t.collect_status.load(std::sync::atomic::Ordering::SeqCst) && ctx.raw_status_collection();
     let observed = fed.pointer("/status/observedGeneration").and_then(Value::as_i64);
     let work = work_name(&t.federated.kind, &key.name, key.namespace.as_deref());
@@ -897,6 +907,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         works,
         clusters,
         configs,
+        namespaces: rt.informers.store::<Namespace>(),
         informers: rt.informers.clone(),
         unknown: Mutex::new(HashMap::new()),
         versions: Mutex::new(HashMap::new()),
