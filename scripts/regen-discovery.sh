@@ -15,7 +15,7 @@ k() { /usr/lib/google-cloud-sdk/bin/kubectl.1.33 --kubeconfig "$kc" "$@"; }
 gvs=(api/v1 apis/apps/v1 apis/batch/v1 apis/networking.k8s.io/v1 apis/autoscaling/v2 apis/autoscaling/v1
      apis/policy/v1 apis/rbac.authorization.k8s.io/v1 apis/coordination.k8s.io/v1 apis/events.k8s.io/v1
      apis/discovery.k8s.io/v1 apis/scheduling.k8s.io/v1 apis/authorization.k8s.io/v1
-     apis/authentication.k8s.io/v1 apis/apiextensions.k8s.io/v1)
+     apis/authentication.k8s.io/v1 apis/apiextensions.k8s.io/v1 apis/certificates.k8s.io/v1)
 {
   echo '{'
   first=1

@@ -25,6 +25,13 @@ pub const USER_PREFIX: &str = "system:bootstrap:";
 pub const DEFAULT_GROUP: &str = "system:bootstrappers";
 /// Karmada's extra group on the tokens `karmadactl token create` makes.
 pub const KARMADA_GROUP: &str = "system:bootstrappers:karmada:default-cluster-token";
+/// Flotilla's extra group binding a token to one cluster name (`flotilla token create --cluster-name`).
+pub const CLUSTER_GROUP_PREFIX: &str = "system:bootstrappers:flotilla:cluster:";
+
+/// The cluster a bootstrap caller's groups bind it to (Flotilla's extra group), if any.
+pub fn bound_cluster(groups: &[String]) -> Option<&str> {
+    groups.iter().find_map(|g| g.strip_prefix(CLUSTER_GROUP_PREFIX))
+}
 /// The ConfigMap of token discovery.
 pub const CLUSTER_INFO_NAMESPACE: &str = "kube-public";
 pub const CLUSTER_INFO: &str = "cluster-info";

@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod bootstrap_token;
+pub mod certificates;
 pub mod defaults;
 pub mod federation;
 pub mod interpreter;

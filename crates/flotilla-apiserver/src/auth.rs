@@ -192,6 +192,36 @@ pub fn validate_access_review(body: &Value) -> Result<(), crate::error::ApiError
     ))
 }
 
+/// Answer a SubjectAccessReview: the decision for the user, groups, uid and extra its spec
+/// names (at least a user or a group).
+pub fn subject_access_review(authz: &dyn Authorizer, body: &Value) -> Result<Value, crate::error::ApiError> {
+    validate_access_review(body)?;
+    let spec = body.get("spec").cloned().unwrap_or(json!({}));
+    let user = spec.get("user").and_then(Value::as_str).unwrap_or("").to_string();
+    let groups: Vec<String> =
+        spec.get("groups").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default();
+    if user.is_empty() && groups.is_empty() {
+        return Err(crate::error::ApiError::invalid(
+            "authorization.k8s.io",
+            "",
+            "",
+            vec![crate::error::Cause::new("FieldValueInvalid", "spec.user", "Invalid value: \"\": at least one of user or group must be specified")],
+        ));
+    }
+    let extra: BTreeMap<String, Vec<String>> = spec.get("extra").cloned().and_then(|e| serde_json::from_value(e).ok()).unwrap_or_default();
+    let who = Identity { user, uid: spec.get("uid").and_then(Value::as_str).unwrap_or("").to_string(), groups, extra };
+    let mut out = self_subject_access_review(authz, &who, body);
+    out["kind"] = json!("SubjectAccessReview");
+    // kube-apiserver answers a plain denial (no rule said no) without `denied`.
+    if let Some(st) = out.get_mut("status").and_then(Value::as_object_mut) {
+        st.remove("denied");
+        if st.get("reason").and_then(Value::as_str).is_some_and(str::is_empty) {
+            st.remove("reason");
+        }
+    }
+    Ok(out)
+}
+
 /// Answer a SelfSubjectAccessReview body with the decision for its spec.
 pub fn self_subject_access_review(authz: &dyn Authorizer, who: &Identity, body: &Value) -> Value {
     let spec = body.get("spec").cloned().unwrap_or(json!({}));

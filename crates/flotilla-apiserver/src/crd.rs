@@ -409,6 +409,7 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
             verbs: ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"].iter().map(|x| x.to_string()).collect(),
             status: v.pointer("/subresources/status").is_some(),
             finalize: false,
+            approval: false,
             scale,
             generation: true,
             returns_deleted: false,

@@ -52,6 +52,7 @@ fn virtual_resources(group: &str, version: &str) -> Vec<Value> {
         ("authorization.k8s.io", "v1") => vec![
             json!({"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": false, "kind": "SelfSubjectAccessReview", "verbs": ["create"]}),
             json!({"name": "selfsubjectrulesreviews", "singularName": "selfsubjectrulesreview", "namespaced": false, "kind": "SelfSubjectRulesReview", "verbs": ["create"]}),
+            json!({"name": "subjectaccessreviews", "singularName": "subjectaccessreview", "namespaced": false, "kind": "SubjectAccessReview", "verbs": ["create"]}),
         ],
         ("authentication.k8s.io", "v1") => vec![
             json!({"name": "selfsubjectreviews", "singularName": "selfsubjectreview", "namespaced": false, "kind": "SelfSubjectReview", "verbs": ["create"]}),
@@ -92,6 +93,9 @@ fn resource_entries(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -> V
     let mut out = vec![main];
     if r.finalize {
         out.push(json!({"name": format!("{}/finalize", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["update"]}));
+    }
+    if r.approval {
+        out.push(json!({"name": format!("{}/approval", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
     }
     if r.status {
         out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get", "patch", "update"]}));
@@ -166,6 +170,9 @@ fn aggregated_resource(r: &ResourceInfo, connects: &[Arc<ConnectSubresource>]) -
     let mut subs = Vec::new();
     if r.finalize {
         subs.push(json!({"subresource": "finalize", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["update"]}));
+    }
+    if r.approval {
+        subs.push(json!({"subresource": "approval", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["get", "patch", "update"]}));
     }
     if r.status {
         subs.push(json!({"subresource": "status", "responseKind": response_kind(r, &r.group, &r.version, &r.kind), "verbs": ["get", "patch", "update"]}));

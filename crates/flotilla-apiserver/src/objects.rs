@@ -619,7 +619,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
             m.insert("generation".into(), json!(1));
         }
     }
-    strategy.prepare_for_create(info, &mut obj);
+    strategy.prepare_for_create(ctx, &mut obj);
     let generate = meta::meta_str(&obj, "name").is_none_or(str::is_empty) && meta::meta_str(&obj, "generateName").is_some_and(|s| !s.is_empty());
     if generate {
         let base: String = meta::meta_str(&obj, "generateName").unwrap_or("").chars().take(58).collect();
@@ -640,6 +640,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
         causes.extend(admission_chain::validate(info, &obj, None, &ctx.inner.config.admission));
     }
     check(info, &name, causes)?;
+    strategy.admit_validated(ctx, &obj, None, None)?;
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
     }
@@ -651,6 +652,9 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
             set_managed_fields(&mut obj, &entries);
         }
         (None, None) => ctx.record_ownership(None, &mut obj, incoming)?,
+    }
+    if !strategy.tracks_managed_fields() {
+        strip_managed_fields(&mut obj);
     }
     if dry_run {
         // A dry run still meets the name taken (generated names are not checked: a real
@@ -729,6 +733,7 @@ async fn prepare_update(
     let old_meta = meta::meta(old).cloned().unwrap_or_default();
     let mut obj = match sub {
         Some("status") => strategy.prepare_for_status_update(old, &new),
+        Some("approval") => strategy.prepare_for_approval_update(old, &new),
         // `/finalize` (served where the resource says so: namespaces) changes only spec.finalizers.
         Some("finalize") => {
             let mut o = old.clone();
@@ -794,9 +799,13 @@ async fn prepare_update(
         causes.extend(admission_chain::validate(info, &obj, Some(old), &ctx.inner.config.admission));
     }
     check(info, &name, causes)?;
+    strategy.admit_validated(ctx, &obj, Some(old), sub)?;
     match owned {
         Some(entries) => set_managed_fields(&mut obj, &entries),
         None => ctx.record_ownership(Some(old), &mut obj, incoming)?,
+    }
+    if !strategy.tracks_managed_fields() {
+        strip_managed_fields(&mut obj);
     }
     let mut cmp_old = old.clone();
     let mut cmp_new = obj.clone();

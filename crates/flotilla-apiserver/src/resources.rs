@@ -80,6 +80,8 @@ pub struct ResourceInfo {
     pub status: bool,
     /// A `/finalize` subresource (PUT) that writes only `spec.finalizers` (namespaces).
     pub finalize: bool,
+    /// An `/approval` subresource that writes only the conditions (CertificateSigningRequests).
+    pub approval: bool,
     pub scale: Option<ScaleSpec>,
     /// `metadata.generation` is kept (1 on create, +1 on desired-state change).
     pub generation: bool,
@@ -142,6 +144,7 @@ where
         verbs: ALL_VERBS.iter().map(|s| s.to_string()).collect(),
         status: false,
         finalize: false,
+        approval: false,
         scale: None,
         generation: false,
         returns_deleted: false,
@@ -166,6 +169,10 @@ impl Row {
     }
     fn finalize(mut self) -> Self {
         self.0.finalize = true;
+        self
+    }
+    fn approval(mut self) -> Self {
+        self.0.approval = true;
         self
     }
     fn scale(mut self) -> Self {
@@ -220,6 +227,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         builtin::<apps::v1::ControllerRevision>(),
         builtin::<batch::v1::Job>().all().status().generation(),
         builtin::<batch::v1::CronJob>().short(&["cj"]).all().status().generation(),
+        builtin::<certificates::v1::CertificateSigningRequest>().short(&["csr"]).status().approval(),
         builtin::<networking::v1::Ingress>().short(&["ing"]).status().generation(),
         builtin::<networking::v1::IngressClass>().generation(),
         builtin::<networking::v1::NetworkPolicy>().short(&["netpol"]).generation(),
@@ -272,6 +280,7 @@ const BUILTIN_GROUP_ORDER: &[&str] = &[
     "authorization.k8s.io",
     "autoscaling",
     "batch",
+    "certificates.k8s.io",
     "networking.k8s.io",
     "policy",
     "rbac.authorization.k8s.io",
@@ -513,6 +522,7 @@ mod tests {
             assert_eq!(sub("status"), r.status, "{} /status", r.plural);
             assert_eq!(sub("scale"), r.scale.is_some(), "{} /scale", r.plural);
             assert_eq!(sub("finalize"), r.finalize, "{} /finalize", r.plural);
+            assert_eq!(sub("approval"), r.approval, "{} /approval", r.plural);
         }
     }
 }

@@ -276,6 +276,7 @@ async fn resource(inner: Arc<ApiState>, identity: Identity, p: ResourcePath, que
     match sub {
         None => {}
         Some("status") if info.status => {}
+        Some("approval") if info.approval => {}
         Some("scale") if info.scale.is_some() => {}
         Some("finalize") if info.finalize && verb == "update" => {}
         Some(_) => return Err(ApiError::no_route()),
@@ -310,6 +311,14 @@ async fn virtual_resource(inner: &ApiState, identity: Identity, p: &ResourcePath
             crate::auth::validate_access_review(&body)?;
             let mut out = crate::auth::self_subject_access_review(inner.authz.as_ref(), &identity, &body);
             // The request's spec is owned by its writer, as on any create.
+            let managed = crate::objects::created_managed_fields(query, Some(&user_agent), &p.group, &p.version, v.kind(), &body);
+            if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
+                meta.insert("managedFields".into(), m);
+            }
+            out
+        }
+        Virtual::SubjectAccessReview => {
+            let mut out = crate::auth::subject_access_review(inner.authz.as_ref(), &body)?;
             let managed = crate::objects::created_managed_fields(query, Some(&user_agent), &p.group, &p.version, v.kind(), &body);
             if let (Some(m), Some(meta)) = (managed, out.get_mut("metadata").and_then(Value::as_object_mut)) {
                 meta.insert("managedFields".into(), m);

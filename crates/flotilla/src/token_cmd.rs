@@ -17,7 +17,7 @@ use crate::join_cmd::ControlPlane;
 /// The label naming the cluster a token was made for.
 pub const CLUSTER_NAME_LABEL: &str = "flotilla.io/cluster-name";
 /// The extra group prefix binding a token to one cluster name.
-pub const CLUSTER_GROUP_PREFIX: &str = "system:bootstrappers:flotilla:cluster:";
+pub use flotilla_api::bootstrap_token::CLUSTER_GROUP_PREFIX;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TokenCommand {

@@ -193,7 +193,8 @@ pub struct Writer<'a> {
 pub fn reset_fields(subresource: &str, has_status: bool, object: &Value) -> FieldSet {
     let mut set = FieldSet::default();
     match subresource {
-        "status" => {
+        // `/approval` (CertificateSigningRequests) writes conditions only: status as ownership goes.
+        "status" | "approval" => {
             for k in object.as_object().into_iter().flat_map(|m| m.keys()) {
                 if k != "metadata" && k != "status" {
                     set.child_mut(PathElement::Field(k.clone())).set_member();

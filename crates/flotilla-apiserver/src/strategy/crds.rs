@@ -13,7 +13,7 @@ pub(super) struct CustomResourceDefinitions;
 
 #[async_trait]
 impl Strategy for CustomResourceDefinitions {
-    fn prepare_for_create(&self, _info: &ResourceInfo, obj: &mut Value) {
+    fn prepare_for_create(&self, _ctx: &RequestScope, obj: &mut Value) {
         crate::crd::default_crd(obj);
         crate::crd::initial_status(obj);
     }

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::Strategy;
 use crate::error::{ApiResult, Cause};
 use crate::resources::{Codec, ResourceInfo};
+use crate::scope::RequestScope;
 
 pub(super) struct CustomResources;
 
@@ -16,8 +17,8 @@ impl Strategy for CustomResources {
     }
 
     /// With a status subresource, a create sets no status.
-    fn prepare_for_create(&self, info: &ResourceInfo, obj: &mut Value) {
-        if info.status
+    fn prepare_for_create(&self, ctx: &RequestScope, obj: &mut Value) {
+        if ctx.info.status
             && let Some(o) = obj.as_object_mut()
         {
             o.remove("status");

@@ -22,6 +22,7 @@ use crate::meta::{self, NameRule};
 use crate::resources::ResourceInfo;
 use crate::scope::RequestScope;
 
+mod certificates;
 mod crds;
 mod custom;
 mod daemonsets;
@@ -53,8 +54,9 @@ pub(crate) trait Strategy: Send + Sync {
     }
 
     /// `PrepareForCreate`: after decode and before the server-owned metadata is judged (a
-    /// CRD's defaults and initial status; a custom resource's status reset).
-    fn prepare_for_create(&self, _info: &ResourceInfo, _obj: &mut Value) {}
+    /// CRD's defaults and initial status; a custom resource's status reset; a
+    /// CertificateSigningRequest's requester).
+    fn prepare_for_create(&self, _ctx: &RequestScope, _obj: &mut Value) {}
 
     /// Defaults that need the created object's name, namespace, uid and creation time.
     fn default_on_create(&self, info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
@@ -65,6 +67,12 @@ pub(crate) trait Strategy: Send + Sync {
     /// ownership is of the request as sent, as kube-apiserver records it before its strategy).
     fn owns_create_defaults(&self) -> bool {
         false
+    }
+
+    /// Whether writes record `metadata.managedFields` (kube-apiserver keeps none for
+    /// CertificateSigningRequests).
+    fn tracks_managed_fields(&self) -> bool {
+        true
     }
 
     /// `PrepareForUpdate` of the main resource: `obj` is the request's object, `old` the
@@ -85,6 +93,12 @@ pub(crate) trait Strategy: Send + Sync {
             m.remove("status");
         }
         o
+    }
+
+    /// What an `/approval` write may change (served where the resource says so:
+    /// CertificateSigningRequests).
+    fn prepare_for_approval_update(&self, old: &Value, _new: &Value) -> Value {
+        old.clone()
     }
 
     /// Defaults for an update or a patch result.
@@ -117,6 +131,12 @@ pub(crate) trait Strategy: Send + Sync {
             (None, _) => validation::validate(&info.group, &info.kind, obj),
         };
         errs.into_iter().map(|e| Cause::new(e.reason.as_str(), e.field, e.message)).collect()
+    }
+
+    /// Validating admission of the kind's own, after validation, for every create and update
+    /// including subresources (`sub`): kube-apiserver's certificate plugins.
+    fn admit_validated(&self, _ctx: &RequestScope, _obj: &Value, _old: Option<&Value>, _sub: Option<&str>) -> ApiResult<()> {
+        Ok(())
     }
 
     /// The last step of a create that will be stored (not a dry run): what the server fills in
@@ -192,6 +212,7 @@ const BUILTIN: &[(&str, &str, &dyn Strategy)] = &[
     ("apps", "daemonsets", &daemonsets::DaemonSets),
     ("apps", "replicasets", &replicasets::ReplicaSets),
     ("batch", "jobs", &jobs::Jobs),
+    ("certificates.k8s.io", "certificatesigningrequests", &certificates::CertificateSigningRequests),
     ("rbac.authorization.k8s.io", "roles", &rbac::Roles),
     ("rbac.authorization.k8s.io", "clusterroles", &rbac::ClusterRoles),
     ("rbac.authorization.k8s.io", "rolebindings", &rbac::RoleBindings),

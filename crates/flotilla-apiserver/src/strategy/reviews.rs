@@ -9,6 +9,7 @@ use crate::request::ResourcePath;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Virtual {
     SelfSubjectAccessReview,
+    SubjectAccessReview,
     SelfSubjectRulesReview,
     SelfSubjectReview,
     /// `POST serviceaccounts/{name}/token`.
@@ -20,6 +21,7 @@ impl Virtual {
     pub(crate) fn kind(self) -> &'static str {
         match self {
             Virtual::SelfSubjectAccessReview => "SelfSubjectAccessReview",
+            Virtual::SubjectAccessReview => "SubjectAccessReview",
             Virtual::SelfSubjectRulesReview => "SelfSubjectRulesReview",
             Virtual::SelfSubjectReview => "SelfSubjectReview",
             Virtual::TokenRequest => "TokenRequest",
@@ -34,6 +36,7 @@ pub(crate) fn virtual_resource(p: &ResourcePath, method: &Method) -> Option<Virt
     }
     match (p.group.as_str(), p.resource.as_str(), p.subresource.as_deref()) {
         ("authorization.k8s.io", "selfsubjectaccessreviews", _) => Some(Virtual::SelfSubjectAccessReview),
+        ("authorization.k8s.io", "subjectaccessreviews", _) => Some(Virtual::SubjectAccessReview),
         ("authorization.k8s.io", "selfsubjectrulesreviews", _) => Some(Virtual::SelfSubjectRulesReview),
         ("authentication.k8s.io", "selfsubjectreviews", _) => Some(Virtual::SelfSubjectReview),
         ("", "serviceaccounts", Some("token")) => Some(Virtual::TokenRequest),
