@@ -4,7 +4,10 @@
 //! their aggregation rules, `system:discovery`, `system:basic-user`, the controllers' roles…,
 //! recorded by `scripts/regen-bootstrap-rbac.sh` into `flotilla-api/data/bootstrap-rbac.json`)
 //! and Karmada's `karmada-view` and `karmada-edit` (aggregated into `view` and `edit`, as
-//! Karmada's installers create them; `flotilla-api/data/karmada-rbac.json`).
+//! Karmada's installers create them; `flotilla-api/data/karmada-rbac.json`) and what pull
+//! registration needs of Karmada's bootstrap-token configuration (the bootstrap token's
+//! `system:node-bootstrapper` binding and the agent CSR auto-approval roles;
+//! `flotilla-api/data/karmada-bootstrap-rbac.json`).
 //!
 //! Each object is created when missing. One that exists is left alone when its
 //! `rbac.authorization.kubernetes.io/autoupdate` annotation is `false`; otherwise what the
@@ -22,6 +25,7 @@ use crate::state::ApiState;
 
 const KUBERNETES: &str = include_str!("../../flotilla-api/data/bootstrap-rbac.json");
 const KARMADA: &str = include_str!("../../flotilla-api/data/karmada-rbac.json");
+const KARMADA_BOOTSTRAP: &str = include_str!("../../flotilla-api/data/karmada-bootstrap-rbac.json");
 const GROUP: &str = "rbac.authorization.k8s.io";
 const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 
@@ -32,6 +36,7 @@ pub(crate) fn policy() -> Vec<Value> {
     };
     let mut all = items(KUBERNETES);
     all.extend(items(KARMADA));
+    all.extend(items(KARMADA_BOOTSTRAP));
     all
 }
 

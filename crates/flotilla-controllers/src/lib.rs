@@ -6,6 +6,7 @@
 //! all-in-one binary over the API server's router in-process, elsewhere over HTTPS — never the
 //! store.
 
+pub mod agent_csr_approving;
 pub mod application_failover;
 pub mod binding;
 pub mod bindings;

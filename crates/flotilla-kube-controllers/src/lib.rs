@@ -2,8 +2,9 @@
 //! cluster's controller manager does and Flotilla's API server needs too: [`namespace`]
 //! (namespace lifecycle: empty a deleted namespace, then finalize it), [`garbage_collector`]
 //! (owner references: background, foreground and orphan deletion),
-//! [`clusterrole_aggregation`] (aggregated ClusterRoles) and [`bootstrap_tokens`] (the
-//! bootstrap signer of `kube-public/cluster-info` and the token cleaner). They know only core Kubernetes kinds,
+//! [`clusterrole_aggregation`] (aggregated ClusterRoles), [`bootstrap_tokens`] (the
+//! bootstrap signer of `kube-public/cluster-info` and the token cleaner) and [`csr_signing`]
+//! (client certificates for approved CertificateSigningRequests). They know only core Kubernetes kinds,
 //! never a federation kind, so the simulated member clusters (`flotilla-sim`) and the
 //! conformance target use them without the federation controllers.
 //!
@@ -13,5 +14,6 @@
 
 pub mod bootstrap_tokens;
 pub mod clusterrole_aggregation;
+pub mod csr_signing;
 pub mod garbage_collector;
 pub mod namespace;

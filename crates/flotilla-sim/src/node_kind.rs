@@ -35,6 +35,7 @@ fn node_info() -> ResourceInfo {
         verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"].iter().map(|s| s.to_string()).collect(),
         status: true,
         finalize: false,
+        approval: false,
         scale: None,
         generation: false,
         returns_deleted: false,

@@ -756,7 +756,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     // The control plane as `flotilla up` runs it: the embedded (redb) store, durable.
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(EmbeddedConfig::new(dir.path().join("store.redb"))).await?);
     let (api, _) = flotilla::control_plane::start(store.clone(), Default::default()).await?;
-    let controllers = flotilla::controllers::start(&api, &federation)?;
+    let controllers = flotilla::controllers::start(&api, &federation, None)?;
     let cp = flotilla::controllers::client(&api, "bench");
 
     let phase = Phase::start();

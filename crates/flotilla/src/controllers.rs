@@ -26,6 +26,8 @@ pub struct Context {
     pub members: Arc<flotilla_member::access::Clients>,
     /// The shared informers and the shutdown signal.
     pub runtime: Runtime,
+    /// The CA `csrsigning` issues client certificates from (`flotilla up`: the control plane's).
+    pub signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>,
 }
 
 impl Context {
@@ -69,7 +71,12 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
         s.add(flotilla_kube_controllers::bootstrap_tokens::CLEANER, true, |cx: &Context| {
             Box::pin(flotilla_kube_controllers::bootstrap_tokens::run_cleaner(cx.client("system:controller:token-cleaner"), cx.runtime.clone()))
         });
+        s.add(flotilla_kube_controllers::csr_signing::NAME, true, |cx: &Context| match cx.signing.clone() {
+            Some(ca) => Box::pin(flotilla_kube_controllers::csr_signing::run(cx.client("system:controller:certificate-controller"), cx.runtime.clone(), ca)),
+            None => Box::pin(async { tracing::warn!("csrsigning: no signing CA given; certificate requests stay unsigned") }),
+        });
     }
+    s.add("agentcsrapproving", true, |cx: &Context| Box::pin(c::agent_csr_approving::run(cx.client(c::agent_csr_approving::NAME), cx.runtime.clone())));
     s.add("cluster", true, |cx: &Context| Box::pin(c::cluster::run(cx.client(c::cluster::NAME), cx.runtime.clone(), Default::default())));
     s.add("clusterStatus", true, |cx: &Context| {
         Box::pin(c::cluster_status::run(cx.client(c::cluster_status::NAME), cx.runtime.clone(), cx.settings.cluster_status(), cx.members.clone()))
@@ -143,12 +150,17 @@ impl Drop for Running {
 
 /// The controllers `settings.controllers` selects from `scope`'s set, started on `client`'s
 /// clients (the shared watches as the component `informers`).
-pub fn start_selected(settings: &FederationArgs, scope: Scope, client: Arc<dyn Fn(&str) -> kube::Client + Send + Sync>) -> Result<Running, SelectError> {
+pub fn start_selected(
+    settings: &FederationArgs,
+    scope: Scope,
+    client: Arc<dyn Fn(&str) -> kube::Client + Send + Sync>,
+    signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>,
+) -> Result<Running, SelectError> {
     flotilla_apiserver::metrics::add_source(flotilla_runtime::metrics::render);
     let all = set(settings, scope);
     let chosen = all.select(&settings.controllers)?;
     let runtime = Runtime::new(client("informers"));
-    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime: runtime.clone() };
+    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime: runtime.clone(), signing };
     let mut tasks = JoinSet::new();
     let mut names = Vec::new();
     for entry in chosen {
@@ -158,10 +170,11 @@ pub fn start_selected(settings: &FederationArgs, scope: Scope, client: Arc<dyn F
     Ok(Running { tasks, names, runtime })
 }
 
-/// Everything `settings` selects, on in-process clients of `api` (`system:flotilla:<name>`).
-pub fn start(api: &ApiServer, settings: &FederationArgs) -> Result<Running, SelectError> {
+/// Everything `settings` selects, on in-process clients of `api` (`system:flotilla:<name>`),
+/// `csrsigning` issuing from `signing` (none: requests stay unsigned).
+pub fn start(api: &ApiServer, settings: &FederationArgs, signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>) -> Result<Running, SelectError> {
     let api = api.clone();
-    start_selected(settings, Scope::All, Arc::new(move |name: &str| client(&api, &format!("system:flotilla:{name}"))))
+    start_selected(settings, Scope::All, Arc::new(move |name: &str| client(&api, &format!("system:flotilla:{name}"))), signing)
 }
 
 /// `controllers: a, b, c` and, when any is off, `(off: x, y)`.

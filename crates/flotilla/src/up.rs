@@ -219,7 +219,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
-    let controllers = flotilla::controllers::start(&api, &args.federation)?;
+    let signing = flotilla_kube_controllers::csr_signing::SigningCa {
+        cert_pem: bundle.ca.cert_pem.clone(),
+        key_pem: bundle.ca.key_pem(),
+        max_duration: flotilla_kube_controllers::csr_signing::DEFAULT_DURATION,
+    };
+    let controllers = flotilla::controllers::start(&api, &args.federation, Some(signing))?;
     println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {

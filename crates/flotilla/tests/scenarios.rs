@@ -31,7 +31,7 @@ impl flotilla_testkit::Platform for Flotilla {
 
     fn start_controllers(&self, api: &ApiServer, flags: &[String]) -> anyhow::Result<Self::Controllers> {
         let args = Flags::try_parse_from(std::iter::once("flotilla-up".to_string()).chain(flags.iter().cloned()))?;
-        Ok(flotilla::controllers::start(api, &args.federation)?)
+        Ok(flotilla::controllers::start(api, &args.federation, None)?)
     }
 
     async fn join(&self, member: &MemberConfig, kubeconfig: &Path, cp: &kube::Client) -> anyhow::Result<()> {
