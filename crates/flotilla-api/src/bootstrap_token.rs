@@ -276,9 +276,111 @@ pub fn signed_cluster_info(current: &BTreeMap<String, String>, tokens: &[TokenSe
     (want != *current).then_some(want)
 }
 
+/// A CA's public key pin as kubeadm and `karmadactl register` take it
+/// (`--discovery-token-ca-cert-hash`): `sha256:` and the hex SHA-256 of the certificate's
+/// DER SubjectPublicKeyInfo.
+pub fn ca_cert_hash(ca_pem: &str) -> Result<String, String> {
+    let (_, block) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes()).map_err(|e| format!("not a PEM certificate: {e}"))?;
+    let cert = block.parse_x509().map_err(|e| format!("not a certificate: {e}"))?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Ok(format!("sha256:{}", digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()))
+}
+
+/// What token discovery reads from `cluster-info`'s kubeconfig: the first cluster's server and
+/// CA (PEM).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub server: String,
+    pub ca_pem: String,
+}
+
+/// The server and CA of `cluster-info`'s kubeconfig.
+pub fn cluster_info_endpoint(kubeconfig: &str) -> Result<Endpoint, String> {
+    let doc: serde_json::Value = serde_saphyr::from_str(kubeconfig).map_err(|e| format!("cluster-info's kubeconfig does not parse: {e}"))?;
+    let cluster = doc.pointer("/clusters/0/cluster").ok_or("cluster-info's kubeconfig names no cluster")?;
+    let server = cluster.get("server").and_then(serde_json::Value::as_str).ok_or("cluster-info's kubeconfig has no server")?.to_string();
+    let ca =
+        cluster.get("certificate-authority-data").and_then(serde_json::Value::as_str).ok_or("cluster-info's kubeconfig has no certificate-authority-data")?;
+    let ca =
+        base64::engine::general_purpose::STANDARD.decode(ca.trim()).map_err(|e| format!("cluster-info's certificate-authority-data is not base64: {e}"))?;
+    let ca_pem = String::from_utf8(ca).map_err(|_| "cluster-info's certificate-authority-data is not PEM".to_string())?;
+    Ok(Endpoint { server, ca_pem })
+}
+
+/// Token discovery's checks on `cluster-info`'s data, as kubeadm makes them: the token signed
+/// its kubeconfig, and the CA in it is one of `pins` (none: only when the caller skips CA
+/// verification on purpose). The endpoint it names, trusted.
+pub fn verify_cluster_info(data: &BTreeMap<String, String>, token: &Token, pins: &[String], skip_ca_verification: bool) -> Result<Endpoint, String> {
+    let kubeconfig = data.get(KUBECONFIG_KEY).ok_or("the cluster-info ConfigMap holds no kubeconfig")?;
+    let Some(signature) = data.get(&format!("{JWS_PREFIX}{}", token.id)) else {
+        return Err(format!(
+            "token id {:?} is invalid for this cluster or it has expired (cluster-info carries no signature for it); create a new one with flotilla token create",
+            token.id
+        ));
+    };
+    if !signature_is_valid(signature, kubeconfig, token) {
+        return Err(format!("failed to verify the signature of cluster-info with token id {:?}: the token's secret is wrong", token.id));
+    }
+    let endpoint = cluster_info_endpoint(kubeconfig)?;
+    if !skip_ca_verification {
+        if pins.is_empty() {
+            return Err("give the CA's pin with --discovery-token-ca-cert-hash (flotilla token create --print-register-command prints it), or --discovery-token-unsafe-skip-ca-verification".into());
+        }
+        let hash = ca_cert_hash(&endpoint.ca_pem)?;
+        if !pins.iter().any(|p| p.eq_ignore_ascii_case(&hash)) {
+            return Err(format!("the cluster CA found in cluster-info is not trusted: its public key pin {hash} is not among {}", pins.join(", ")));
+        }
+    }
+    Ok(endpoint)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A self-signed certificate and its pin as kubeadm's documentation computes it:
+    // `openssl x509 -pubkey -noout | openssl pkey -pubin -outform der | sha256sum`.
+    const PINNED_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBgTCCASegAwIBAgIUe11hBUWazmqhm4kAo/3f1kanV44wCgYIKoZIzj0EAwIw
+FjEUMBIGA1UEAwwLY29uZm9ybWFuY2UwHhcNMjYxMjA0MjE1MTEwWhcNMzYxMjAx
+MjE1MTEwWjAWMRQwEgYDVQQDDAtjb25mb3JtYW5jZTBZMBMGByqGSM49AgEGCCqG
+SM49AwEHA0IABKN4pQfUjpXZ9Lh+Tk4ClqeMvwQFDk35Z6QwgL4wlIrS3Tum+mIX
+EefFhgSOAt0ev49VVtJ8w41LU3/cKnr+z+qjUzBRMB0GA1UdDgQWBBTqSb82PpZb
+impsm3E0pnSaKvccJjAfBgNVHSMEGDAWgBTqSb82PpZbimpsm3E0pnSaKvccJjAP
+BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCIBTuVvHCiKTL9wwULjqe
+/2JH6o0J4cvXv/+QwRwbd5RoAiEA1Ttu92aq2HZ8gle2pYlPSIluGCRR1QU7x39E
+c636znI=
+-----END CERTIFICATE-----
+";
+    const PINNED_HASH: &str = "sha256:32976e5ae2f2273e32e755bd7824570d36bb5dffc182b738cc41fda8d8745ad3";
+
+    #[test]
+    fn a_ca_pin_is_the_sha256_of_its_public_key_info() {
+        assert_eq!(ca_cert_hash(PINNED_CA).unwrap(), PINNED_HASH);
+        assert!(ca_cert_hash("hello").is_err());
+    }
+
+    #[test]
+    fn discovery_trusts_a_signed_cluster_info_with_a_pinned_ca() {
+        let token = Token::parse("abcdef.0123456789abcdef").unwrap();
+        let ca = base64::engine::general_purpose::STANDARD.encode(PINNED_CA);
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n    certificate-authority-data: {ca}\n    server: https://10.0.0.1:6443\n"
+        );
+        let mut data = BTreeMap::from([(KUBECONFIG_KEY.to_string(), kubeconfig.clone())]);
+        let pins = [PINNED_HASH.to_string()];
+        assert!(verify_cluster_info(&data, &token, &pins, false).unwrap_err().contains("token id \"abcdef\" is invalid"));
+        data.insert(format!("{JWS_PREFIX}abcdef"), detached_signature(&kubeconfig, &Token::parse("abcdef.ffffffffffffffff").unwrap()));
+        assert!(verify_cluster_info(&data, &token, &pins, false).unwrap_err().contains("secret is wrong"));
+        data.insert(format!("{JWS_PREFIX}abcdef"), detached_signature(&kubeconfig, &token));
+        let endpoint = verify_cluster_info(&data, &token, &pins, false).unwrap();
+        assert_eq!(endpoint.server, "https://10.0.0.1:6443");
+        assert_eq!(endpoint.ca_pem, PINNED_CA);
+        let other = ["sha256:00".to_string()];
+        assert!(verify_cluster_info(&data, &token, &other, false).unwrap_err().contains("is not trusted"));
+        assert!(verify_cluster_info(&data, &token, &[], false).unwrap_err().contains("--discovery-token-ca-cert-hash"));
+        assert!(verify_cluster_info(&data, &token, &[], true).is_ok(), "skipping CA verification on purpose");
+    }
 
     fn ts(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()

@@ -9,6 +9,7 @@ mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
+mod register_cmd;
 mod store_cmd;
 mod token_cmd;
 mod up;
@@ -62,6 +63,10 @@ enum Command {
     /// them (`kube-system/bootstrap-token-<id>`; `kube-public/cluster-info` is signed with each).
     #[command(subcommand)]
     Token(token_cmd::TokenCommand),
+    /// Register a member in Pull mode with a bootstrap token, as `karmadactl register`: token
+    /// discovery of the control plane with its CA pinned, then TLS bootstrap of the agent's
+    /// certificate (CN system:karmada:agent:<cluster>); writes the agent's kubeconfig.
+    Register(register_cmd::RegisterArgs),
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
@@ -110,6 +115,7 @@ fn main() -> std::process::ExitCode {
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Token(cmd) => token_cmd::run(cmd).await,
+            Command::Register(args) => register_cmd::run(args).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds { kubefed_objects: false } => {

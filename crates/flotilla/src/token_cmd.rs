@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use flotilla_api::bootstrap_token::{self as bt, Token};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use crate::join_cmd::ControlPlane;
@@ -48,6 +48,10 @@ pub struct CreateArgs {
     /// A note stored with the token.
     #[arg(long)]
     description: Option<String>,
+    /// Print the whole `flotilla register` command (address, token, the CA's pin) instead of
+    /// the token alone.
+    #[arg(long)]
+    print_register_command: bool,
     #[command(flatten)]
     control_plane: ControlPlane,
 }
@@ -105,10 +109,22 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
     let client = args.control_plane.client().await?;
     let token = Token::from_random(&rand::random());
     let secret = token_secret(&token, args.cluster_name.as_deref(), args.ttl, args.description, jiff::Timestamp::now())?;
-    let secrets: Api<Secret> = Api::namespaced(client, bt::NAMESPACE);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), bt::NAMESPACE);
     let secret: Secret = serde_json::from_value(secret).context("the token Secret")?;
     secrets.create(&PostParams::default(), &secret).await.context("create the bootstrap token Secret")?;
-    println!("{}", token.expose());
+    if !args.print_register_command {
+        println!("{}", token.expose());
+        return Ok(());
+    }
+    // What register will read: cluster-info's server and CA.
+    let infos: Api<ConfigMap> = Api::namespaced(client, bt::CLUSTER_INFO_NAMESPACE);
+    let info = infos.get(bt::CLUSTER_INFO).await.context("read kube-public/cluster-info (flotilla up writes it)")?;
+    let kubeconfig = info.data.as_ref().and_then(|d| d.get(bt::KUBECONFIG_KEY)).context("kube-public/cluster-info holds no kubeconfig")?;
+    let endpoint = bt::cluster_info_endpoint(kubeconfig).map_err(anyhow::Error::msg)?;
+    let hash = bt::ca_cert_hash(&endpoint.ca_pem).map_err(anyhow::Error::msg)?;
+    let address = endpoint.server.trim_start_matches("https://").trim_end_matches('/');
+    let cluster = args.cluster_name.as_deref().unwrap_or("<cluster-name>");
+    println!("flotilla register {address} --token {} --discovery-token-ca-cert-hash {hash} --cluster-name {cluster}", token.expose());
     Ok(())
 }
 

@@ -188,3 +188,53 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
     assert!(!ok && out.contains("Forbidden"), "a bootstrap token approves nothing: {out}");
     drop(cp);
 }
+
+#[test]
+fn register_discovers_the_control_plane_with_a_pinned_ca_and_writes_the_agent_kubeconfig() {
+    let cp = Flotilla::start();
+    let admin = cp.kubeconfig.clone();
+    let dir = cp.dir.path().to_path_buf();
+    let (ok, out) =
+        flotilla_cmd(&["token", "create", "--cluster-name", "edge-7", "--print-register-command", "--control-plane-kubeconfig", admin.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let command = out.lines().find(|l| l.starts_with("flotilla register ")).unwrap_or_else(|| panic!("the register command: {out}"));
+    let args: Vec<String> = command.split_whitespace().skip(1).map(String::from).collect();
+    assert!(command.contains("--discovery-token-ca-cert-hash sha256:") && command.ends_with("--cluster-name edge-7"), "{command}");
+    let with = |replace: &[(&str, &str)], extra: &[&str]| -> (bool, String) {
+        let mut a: Vec<String> = args.clone();
+        for (flag, value) in replace {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1] = value.to_string();
+        }
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        flotilla_cmd(&refs)
+    };
+
+    // The printed command, as is, registers the cluster.
+    let kubeconfig = dir.join("edge-7-agent.kubeconfig");
+    let (ok, out) = with(&[], &["--out", kubeconfig.to_str().unwrap()]);
+    assert!(ok && out.contains("registered cluster edge-7"), "{out}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777, 0o600, "the agent's key is private");
+    let (ok, out) = run(&kubeconfig, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    assert!(ok && out.trim() == "system:karmada:agent:edge-7", "{out}");
+    let (ok, out) = run(&kubeconfig, &["get", "works.work.karmada.io", "-n", "karmada-es-edge-7"]);
+    assert!(ok, "{out}");
+
+    // Discovery refuses a CA that is not pinned, an unpinned run, and a token it does not know.
+    let (ok, out) = with(&[("--discovery-token-ca-cert-hash", "sha256:0000000000000000000000000000000000000000000000000000000000000000")], &[]);
+    assert!(!ok && out.contains("is not trusted") && out.contains("its public key pin sha256:"), "{out}");
+    let unpinned: Vec<&str> = {
+        let i = args.iter().position(|x| x == "--discovery-token-ca-cert-hash").unwrap();
+        args.iter().enumerate().filter(|(j, _)| *j != i && *j != i + 1).map(|(_, s)| s.as_str()).collect()
+    };
+    let (ok, out) = flotilla_cmd(&unpinned);
+    assert!(!ok && out.contains("--discovery-token-ca-cert-hash"), "{out}");
+    let (ok, out) = with(&[("--token", "zzzzzz.0123456789abcdef")], &[]);
+    assert!(!ok && out.contains("token id \"zzzzzz\" is invalid"), "{out}");
+    // The token registers only the cluster it was made for.
+    let (ok, out) = with(&[("--cluster-name", "edge-8")], &["--out", dir.join("edge-8.kubeconfig").to_str().unwrap()]);
+    assert!(!ok && out.contains("bound to cluster \"edge-7\""), "{out}");
+    drop(cp);
+}

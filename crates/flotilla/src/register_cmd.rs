@@ -1,0 +1,164 @@
+//! `flotilla register HOST:PORT --token T --discovery-token-ca-cert-hash sha256:…
+//! --cluster-name NAME`: a pull agent's credential from a bootstrap token, as `karmadactl
+//! register` and `kubeadm join` obtain theirs.
+//!
+//! 1. Token discovery: `kube-public/cluster-info` read without a credential (and without
+//!    trusting the server yet); its kubeconfig must carry the token's signature, and its CA must
+//!    match a pin (ADR 0027). It is read again over TLS verified with that CA.
+//! 2. TLS bootstrap: a new key and a CertificateSigningRequest for
+//!    `system:karmada:agent:<cluster>` in `system:karmada:agents` (signer
+//!    `kubernetes.io/kube-apiserver-client`), created with the token; the control plane's agent
+//!    CSR approver approves it (and creates the agent's RBAC), its signer issues it (ADR 0028).
+//! 3. The agent's kubeconfig (server and CA from cluster-info, the certificate and key), written
+//!    with mode 0600. The key never leaves this machine.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use base64::Engine;
+use flotilla_api::bootstrap_token::{self as bt, Token};
+use flotilla_api::certificates as csr;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+#[derive(clap::Args, Debug)]
+pub struct RegisterArgs {
+    /// The control plane's address, HOST:PORT (what `flotilla token create
+    /// --print-register-command` prints).
+    pub address: String,
+    /// The bootstrap token (`flotilla token create --cluster-name NAME`).
+    #[arg(long, env = "FLOTILLA_BOOTSTRAP_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The control plane CA's public key pin, `sha256:<hex>` (repeatable).
+    #[arg(long = "discovery-token-ca-cert-hash", value_name = "sha256:HEX")]
+    pub ca_cert_hashes: Vec<String>,
+    /// Trust whatever CA cluster-info names (only the token's signature is checked).
+    #[arg(long = "discovery-token-unsafe-skip-ca-verification")]
+    pub skip_ca_verification: bool,
+    /// The member cluster's name (the one the token was made for).
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: String,
+    /// How long the agent's certificate is asked to last (the signer caps it at one year).
+    #[arg(long, default_value_t = 31_536_000)]
+    pub cert_expiration_seconds: u32,
+    /// Where to write the agent's kubeconfig (default: ./<cluster>-agent.kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// How long to wait for the certificate.
+    #[arg(long, default_value = "5m", value_parser = crate::token_cmd::parse_ttl)]
+    pub wait: Duration,
+}
+
+fn kubeconfig_yaml(server: &str, ca_pem: Option<&str>, user: &str) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let cluster = match ca_pem {
+        Some(ca) => format!("    server: {server}\n    certificate-authority-data: {}\n", b64(ca)),
+        None => format!("    server: {server}\n    insecure-skip-tls-verify: true\n"),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n{cluster}contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\nusers:\n- name: u\n  user: {user}\n"
+    )
+}
+
+async fn client(yaml: &str) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(yaml).context("a kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.context("a client configuration")?;
+    kube::Client::try_from(config).context("a client")
+}
+
+async fn cluster_info(server: &str, ca_pem: Option<&str>) -> anyhow::Result<BTreeMap<String, String>> {
+    let c = client(&kubeconfig_yaml(server, ca_pem, "{}")).await?;
+    let cm = Api::<ConfigMap>::namespaced(c, bt::CLUSTER_INFO_NAMESPACE)
+        .get(bt::CLUSTER_INFO)
+        .await
+        .with_context(|| format!("read {}/{} from {server}", bt::CLUSTER_INFO_NAMESPACE, bt::CLUSTER_INFO))?;
+    Ok(cm.data.unwrap_or_default())
+}
+
+/// A new key and its PEM request for the cluster's agent.
+fn agent_request(cluster: &str) -> anyhow::Result<(rcgen::KeyPair, String)> {
+    let key = rcgen::KeyPair::generate().context("generate the agent's key")?;
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name.push(rcgen::DnType::CommonName, csr::agent_user(cluster));
+    p.distinguished_name.push(rcgen::DnType::OrganizationName, csr::AGENT_GROUP);
+    let pem = p.serialize_request(&key).and_then(|r| r.pem()).context("the certificate request")?;
+    Ok((key, pem))
+}
+
+pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
+    let token = Token::parse(args.token.trim()).context("--token: expected <6 characters>.<16 characters> of [a-z0-9]")?;
+    let errors = flotilla_api::admission::karmada::cluster_name_errors(&args.cluster_name);
+    if !errors.is_empty() {
+        bail!("--cluster-name {:?}: {}", args.cluster_name, errors.join("; "));
+    }
+    let address = args.address.trim_start_matches("https://").trim_end_matches('/');
+    let discovery = format!("https://{address}");
+
+    // 1. Token discovery.
+    eprintln!("register: reading cluster-info from {discovery} (not yet trusted)");
+    let data = cluster_info(&discovery, None).await?;
+    let endpoint = bt::verify_cluster_info(&data, &token, &args.ca_cert_hashes, args.skip_ca_verification).map_err(anyhow::Error::msg)?;
+    let again = cluster_info(&discovery, Some(&endpoint.ca_pem)).await.context("read cluster-info again over TLS verified with the pinned CA")?;
+    if again.get(bt::KUBECONFIG_KEY) != data.get(bt::KUBECONFIG_KEY) {
+        bail!("cluster-info changed between the untrusted and the trusted read; try again");
+    }
+    eprintln!("register: cluster-info signed by token {} and its CA pinned; control plane {}", token.id, endpoint.server);
+
+    // 2. TLS bootstrap.
+    let (key, pem) = agent_request(&args.cluster_name)?;
+    let bootstrap = client(&kubeconfig_yaml(&endpoint.server, Some(&endpoint.ca_pem), &format!("{{token: {}}}", token.expose()))).await?;
+    let api: Api<CertificateSigningRequest> = Api::all(bootstrap);
+    let request: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": format!("agent-{}-", args.cluster_name)},
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(&pem),
+            "signerName": csr::KUBE_APISERVER_CLIENT,
+            "usages": ["digital signature", "client auth"],
+            "expirationSeconds": args.cert_expiration_seconds,
+        },
+    }))
+    .context("the CertificateSigningRequest")?;
+    let created = api.create(&PostParams::default(), &request).await.context("create the agent's CertificateSigningRequest with the token")?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    eprintln!("register: CertificateSigningRequest {name} created; waiting for approval and signing (up to {:?})", args.wait);
+    let deadline = Instant::now() + args.wait;
+    let mut last_note = Instant::now();
+    let cert = loop {
+        let now = api.get(&name).await.with_context(|| format!("read CertificateSigningRequest {name}"))?;
+        let value = serde_json::to_value(&now).unwrap_or_default();
+        if let Some(cert) = csr::certificate(&value) {
+            break String::from_utf8(cert).context("the issued certificate is not PEM")?;
+        }
+        for (kind, what) in [(csr::DENIED, "denied"), (csr::FAILED, "not signed")] {
+            if let Some(c) = value.pointer("/status/conditions").and_then(|c| c.as_array()).and_then(|a| a.iter().find(|c| c["type"] == kind)) {
+                bail!("CertificateSigningRequest {name} was {what}: {} ({})", c["message"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or(""));
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "CertificateSigningRequest {name} was not issued within {:?}: is the agent CSR approver running (--controllers), and was the token made for cluster {:?}?",
+                args.wait,
+                args.cluster_name
+            );
+        }
+        if last_note.elapsed() > Duration::from_secs(15) {
+            eprintln!("register: still waiting for {name}");
+            last_note = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+
+    // 3. The agent's kubeconfig.
+    let out = args.out.unwrap_or_else(|| PathBuf::from(format!("{}-agent.kubeconfig", args.cluster_name)));
+    let issued = flotilla_apiserver::pki::Issued { cert_pem: cert, key_pem: key.serialize_pem() };
+    let text = flotilla_apiserver::pki::kubeconfig("flotilla", &endpoint.server, &endpoint.ca_pem, &issued);
+    flotilla_apiserver::pki::write_kubeconfig(&out, &text).with_context(|| format!("write {}", out.display()))?;
+    println!("registered cluster {}: agent identity {} ({})", args.cluster_name, csr::agent_user(&args.cluster_name), csr::AGENT_GROUP);
+    println!("agent kubeconfig: {}", out.display());
+    Ok(())
+}
