@@ -97,11 +97,12 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CLUSTER_SECRET_NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": es, "labels": {"karmada.io/system": "true"}}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "labels": labels}, "rules": [
-            rule(&["cluster.karmada.io"], &["clusters"], &["get", "delete", "list", "watch"], &[cluster]),
+            rule(&["cluster.karmada.io"], &["clusters"], &["get", "update", "patch", "delete", "list", "watch"], &[cluster]),
             rule(&["cluster.karmada.io"], &["clusters"], &["create"], &[]),
             rule(&["cluster.karmada.io"], &["clusters/status"], &["update", "patch"], &[cluster]),
             rule(&["config.karmada.io"], &["resourceinterpreterwebhookconfigurations", "resourceinterpretercustomizations"], &["get", "list", "watch"], &[]),
             rule(&[""], &["namespaces"], &["get"], &[]),
+            rule(&["core.kubefed.io"], &["kubefedconfigs"], &["get", "list", "watch"], &[]),
             rule(&["coordination.k8s.io"], &["leases"], &["get", "update"], &[cluster]),
             rule(&["coordination.k8s.io"], &["leases"], &["create"], &[]),
             rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["get", "create"], &[]),

@@ -1,4 +1,6 @@
-//! The cluster status controller (Push clusters with a `secretRef`): every `interval` it probes
+//! The cluster status controller, for the clusters its member clients reach ([`Clients::reaches`]:
+//! Push clusters with a `secretRef` on the control plane, its own cluster in a pull agent —
+//! the same code in both): every `interval` it probes
 //! the member's `/readyz` (falling back to `/healthz` when that is 404) with `probe_timeout`, and
 //! while the member is Ready collects its version, API enablements, node summary and resource
 //! summary into `Cluster.status`.
@@ -15,6 +17,14 @@
 //! counts probes where this controller counts time: a threshold of n probes is n − 1 periods (the
 //! first probe seeing the new state is the first of the n). The settings in force are announced
 //! as a Normal Event `ClusterHealthCheckSettings` on the KubeFedConfig whenever they change.
+//!
+//! A Pull cluster's status is its agent's to post; on the control plane this controller watches
+//! the agent's Lease `karmada-cluster/<cluster>` instead, as Karmada's cluster controller does:
+//! when the Lease has not been renewed for `monitor_grace_period` (`startup_grace_period` before
+//! the agent ever posted a status), `Ready` becomes `Unknown` — `ClusterStatusUnknown`, "Cluster
+//! status controller stopped posting cluster status." (or `ClusterStatusNeverUpdated`) — which
+//! the cluster controller turns into the `unreachable` taint. Renewal is measured on the control
+//! plane's own clock (when it saw the renew time change), so clock skew does not count.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::federation::karmada::cluster::{ApiEnablement, ApiResource, Cluster, ClusterStatus, ClusterSyncMode, NodeSummary};
 use flotilla_member::access::Clients;
-use flotilla_member::{MemberAccess, discovery};
+use flotilla_member::discovery;
 use flotilla_runtime::Next;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -47,6 +57,13 @@ pub struct Config {
     pub failure_threshold: Duration,
     /// How long a ready observation must last before Ready=True is published again.
     pub success_threshold: Duration,
+    /// How long a Pull cluster's Lease may go unrenewed before Ready becomes Unknown (Karmada:
+    /// `--cluster-monitor-grace-period=40s`).
+    pub monitor_grace_period: Duration,
+    /// The same before the agent first posted a status (`--cluster-startup-grace-period=60s`).
+    pub startup_grace_period: Duration,
+    /// How often a Pull cluster's Lease is looked at (`--cluster-monitor-period=5s`).
+    pub monitor_period: Duration,
     /// The settings given explicitly (flags): the KubeFedConfig does not change them.
     pub explicit: Explicit,
 }
@@ -81,6 +98,9 @@ impl Config {
             probe_timeout: if e.probe_timeout { self.probe_timeout } else { duration(&check.timeout).unwrap_or(self.probe_timeout) },
             failure_threshold: if e.failure_threshold { self.failure_threshold } else { probes(check.failure_threshold).unwrap_or(self.failure_threshold) },
             success_threshold: if e.success_threshold { self.success_threshold } else { probes(check.success_threshold).unwrap_or(self.success_threshold) },
+            monitor_grace_period: self.monitor_grace_period,
+            startup_grace_period: self.startup_grace_period,
+            monitor_period: self.monitor_period,
             explicit: e,
         }
     }
@@ -121,6 +141,9 @@ impl Default for Config {
             probe_timeout: Duration::from_secs(5),
             failure_threshold: Duration::from_secs(30),
             success_threshold: Duration::from_secs(30),
+            monitor_grace_period: Duration::from_secs(40),
+            startup_grace_period: Duration::from_secs(60),
+            monitor_period: Duration::from_secs(5),
             explicit: Explicit::default(),
         }
     }
@@ -182,11 +205,13 @@ pub struct Context {
     current: Mutex<Config>,
     pub clients: Arc<Clients>,
     pending: Mutex<Pending>,
+    /// Per Pull cluster: the Lease renew time last seen and when it was first seen.
+    leases: Mutex<HashMap<String, (Option<String>, Instant)>>,
 }
 
 impl Context {
     pub fn new(client: Client, config: Config, clients: Arc<Clients>) -> Context {
-        Context { client, current: Mutex::new(config.clone()), base: config, clients, pending: Mutex::new(Pending::default()) }
+        Context { client, current: Mutex::new(config.clone()), base: config, clients, pending: Mutex::new(Pending::default()), leases: Mutex::default() }
     }
 
     /// The settings in force.
@@ -256,11 +281,20 @@ fn damp(ctx: &Context, cluster: &str, published: Option<bool>, observed: bool) -
 }
 
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next, Error> {
-    if cluster.spec.sync_mode != ClusterSyncMode::Push || cluster.spec.secret_ref.is_none() || cluster.metadata.deletion_timestamp.is_some() {
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Ok(Next::Done);
+    }
+    if !ctx.clients.serves(&cluster) {
+        if cluster.spec.sync_mode == ClusterSyncMode::Pull {
+            return monitor_lease(&cluster, &ctx).await;
+        }
+        return Ok(Next::Done);
+    }
+    if !ctx.clients.reaches(&cluster) {
         return Ok(Next::Done);
     }
     let name = cluster.name_any();
-    let member = match MemberAccess::from_cluster(&ctx.client, &cluster).await {
+    let member = match ctx.clients.access(&ctx.client, &cluster).await {
         Ok(access) => ctx.clients.get(&access, ctx.config().probe_timeout).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
@@ -294,6 +328,61 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next,
     }
     let next = recheck.map_or(ctx.config().interval, |r| r.min(ctx.config().interval));
     Ok(Next::After(next))
+}
+
+/// The namespace of the pull agents' Leases (Karmada's `karmada-cluster`).
+pub const LEASE_NAMESPACE: &str = "karmada-cluster";
+
+/// What a lapsed Lease does to a Pull cluster's conditions: Ready Unknown, as Karmada's cluster
+/// controller words it (None: nothing to change).
+pub fn lapsed_ready(conditions: &[Condition]) -> Option<Condition> {
+    match condition_status(Some(conditions), "Ready") {
+        None => Some(condition("Ready", false, "ClusterStatusNeverUpdated", "Cluster status controller never posted cluster status.", None)),
+        Some(c) if c.status == "Unknown" => None,
+        Some(_) => Some(condition("Ready", false, "ClusterStatusUnknown", "Cluster status controller stopped posting cluster status.", None)),
+    }
+    .map(|mut c| {
+        c.status = "Unknown".into();
+        c
+    })
+}
+
+/// A Pull cluster on the control plane: Ready becomes Unknown once its agent's Lease lapses.
+async fn monitor_lease(cluster: &Cluster, ctx: &Context) -> Result<Next, Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let name = cluster.name_any();
+    let config = ctx.config();
+    let lease = match Api::<Lease>::namespaced(ctx.client.clone(), LEASE_NAMESPACE).get_opt(&name).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::debug!(cluster = %name, error = %e, "reading the agent's lease failed");
+            return Ok(Next::After(config.monitor_period));
+        }
+    };
+    let renewed = lease.and_then(|l| l.spec).and_then(|s| s.renew_time).map(|t| t.0.to_string());
+    let since = {
+        let mut seen = ctx.leases.lock();
+        let entry = seen.entry(name.clone()).or_insert_with(|| (renewed.clone(), Instant::now()));
+        if entry.0 != renewed {
+            *entry = (renewed, Instant::now());
+        }
+        entry.1.elapsed()
+    };
+    let conditions = cluster.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let grace = if condition_status(Some(&conditions), "Ready").is_none() { config.startup_grace_period } else { config.monitor_grace_period };
+    if since < grace {
+        return Ok(Next::After((grace - since).min(config.monitor_period)));
+    }
+    let Some(lapsed) = lapsed_ready(&conditions) else { return Ok(Next::After(config.monitor_period)) };
+    let mut conditions = conditions;
+    set_condition(&mut conditions, lapsed);
+    let patch = serde_json::json!({"status": {"conditions": conditions}});
+    match Api::<Cluster>::all(ctx.client.clone()).patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => tracing::warn!(cluster = %name, unrenewed_for = ?since, "the pull agent's lease lapsed; cluster Ready=Unknown"),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Next::Done),
+        Err(source) => return Err(Error::WriteStatus { cluster: name, source }),
+    }
+    Ok(Next::After(config.monitor_period))
 }
 
 /// Status equality ignoring condition timestamps.

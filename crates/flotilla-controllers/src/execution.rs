@@ -370,7 +370,8 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let Some(cluster_name) = cluster_of_execution_space(&key.namespace).map(str::to_string) else { return Ok(Next::Done) };
     let Some(work) = ctx.work(&key) else { return Ok(Next::Done) };
     let cluster = ctx.cluster(&cluster_name);
-    if cluster.as_ref().is_some_and(|c| c.spec.sync_mode == ClusterSyncMode::Pull) {
+    // Another's to carry out: a Pull cluster's agent (on the control plane), or another cluster.
+    if cluster.as_ref().is_some_and(|c| !ctx.clients.serves(c)) {
         return Ok(Next::Done);
     }
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &key.namespace);
@@ -414,7 +415,7 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if suspended {
         return Ok(Next::Done);
     }
-    let Some(cluster) = cluster.filter(|c| is_push(c) && c.metadata.deletion_timestamp.is_none()) else {
+    let Some(cluster) = cluster.filter(|c| ctx.clients.reaches(c) && c.metadata.deletion_timestamp.is_none()) else {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster missing, terminating or unreachable from here; waiting");
         return Ok(Next::After(ctx.config.not_ready_requeue));
     };

@@ -122,9 +122,14 @@ pub fn plan(cluster: Option<&Cluster>, kfc: Option<&KubeFedCluster>, namespace: 
         (None, Some(k)) if is_projection(k) => Plan::DeleteProjection,
         (None, Some(_)) => Plan::Register,
         (Some(c), None) if registered_from(c).is_some() => Plan::DeleteRegistered,
+        // KubeFed reaches every member itself: a cluster with no endpoint (a Pull cluster's
+        // agent reaches it) has no KubeFedCluster.
+        (Some(c), None) if c.spec.api_endpoint.as_deref().is_none_or(str::is_empty) => Plan::Nothing,
         (Some(_), None) => Plan::Project,
         (Some(c), Some(k)) if is_projection(k) => {
-            if registered_from(c).is_some() {
+            if c.spec.api_endpoint.as_deref().is_none_or(str::is_empty) {
+                Plan::DeleteProjection
+            } else if registered_from(c).is_some() {
                 Plan::Nothing
             } else {
                 Plan::Project

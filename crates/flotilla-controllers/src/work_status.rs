@@ -59,7 +59,7 @@ use serde_json::{Value, json};
 
 use crate::execution::{
     APPLIED, APPLIED_MESSAGE, ClusterPrint, EVENT_SYNC_FAILED, EVENT_SYNC_SUCCEED, WorkKey, aggregate, apply_options, cluster_fingerprint, desired_object,
-    enqueue_cluster, is_push, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
+    enqueue_cluster, is_suspended, manifest_display, manifests, template_reference, update_work_conditions,
 };
 use flotilla_runtime::{Events, condition, condition_status, set_condition};
 use flotilla_runtime::{Next, WorkQueue, run_workers};
@@ -184,8 +184,8 @@ impl Context {
             client,
             queue: WorkQueue::new(config.retry_base, config.retry_max),
             config,
+            watch_clients: Arc::new(clients.same_mode()),
             clients,
-            watch_clients: Arc::new(Clients::default()),
             works,
             clusters,
             watches: Arc::default(),
@@ -301,7 +301,7 @@ fn access_fingerprint(access: &MemberAccess) -> u64 {
 async fn ensure_cluster(ctx: &Context, key: &WorkKey, cluster: &Cluster) -> Result<Connection, Error> {
     let name = cluster.name_any();
     let member_err = |source| Error::Member { work: key.clone(), cluster: name.clone(), source };
-    let access = MemberAccess::from_cluster(&ctx.client, cluster).await.map_err(member_err)?;
+    let access = ctx.clients.access(&ctx.client, cluster).await.map_err(member_err)?;
     let conn = ctx.watch_clients.connection(&access, ctx.config.watch_timeout).map_err(member_err)?;
     let print = access_fingerprint(&access);
     let mut watches = ctx.watches.lock();
@@ -407,7 +407,7 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     }
     let Some(cluster) = ctx.clusters.get(&reflector::ObjectRef::new(&cluster_name)) else { return Ok(Next::Done) };
-    if !is_push(&cluster) || cluster.metadata.deletion_timestamp.is_some() || !is_cluster_ready(&cluster) {
+    if !ctx.clients.reaches(&cluster) || cluster.metadata.deletion_timestamp.is_some() || !is_cluster_ready(&cluster) {
         // The Cluster watch queues the Work again when this changes.
         return Ok(Next::Done);
     }
@@ -571,14 +571,14 @@ pub fn start(
         }
     });
     let watches: Watches = Arc::default();
-    let watch_clients = Arc::new(Clients::default());
+    let watch_clients = Arc::new(clients.same_mode());
     let q = queue.clone();
     let works_for_clusters = works.clone();
-    let (w, wc) = (watches.clone(), watch_clients.clone());
+    let (w, wc, reach) = (watches.clone(), watch_clients.clone(), clients.clone());
     let seen: Mutex<HashMap<String, ClusterPrint>> = Mutex::default();
     let (clusters, clusters_task) = rt.informers.watch::<Cluster>(move |c: &Cluster, deleted| {
         let name = c.name_any();
-        if deleted || !is_push(c) || c.metadata.deletion_timestamp.is_some() {
+        if deleted || !reach.reaches(c) || c.metadata.deletion_timestamp.is_some() {
             seen.lock().remove(&name);
             if w.lock().remove(&name).is_some() {
                 tracing::info!(controller = NAME, cluster = %name, "stopped watching the member");

@@ -1,4 +1,9 @@
-//! Member clients from `Cluster` + Secret.
+//! Member clients: the seam between the controllers that reach members (execution, work
+//! status, cluster status) and how a member is reached. On the control plane a Push cluster is
+//! reached with the credential in its Cluster's Secret; a pull agent reaches the one member it
+//! runs beside with its own configuration ([`Clients::in_member`]). The controllers ask
+//! [`Clients::reaches`] which clusters are theirs and [`Clients::connect`] for a connection, and
+//! never learn which mode they are in.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +46,9 @@ pub struct MemberAccess {
     pub token: String,
     pub insecure: bool,
     pub proxy_url: Option<String>,
+    /// A whole client configuration given from outside (a pull agent's member kubeconfig, with
+    /// whatever credential it holds): used instead of the fields above.
+    pub preset: Option<kube::Config>,
 }
 
 impl std::fmt::Debug for MemberAccess {
@@ -70,7 +78,21 @@ impl MemberAccess {
             token,
             insecure: cluster.spec.insecure_skip_tls_verification.unwrap_or(false),
             proxy_url: cluster.spec.proxy_url.clone(),
+            preset: None,
         })
+    }
+
+    /// The access a pull agent has to its own member: `config` as given.
+    pub fn in_member(cluster: &str, config: kube::Config) -> MemberAccess {
+        MemberAccess {
+            cluster: cluster.to_string(),
+            endpoint: config.cluster_url.to_string(),
+            ca_bundle: None,
+            token: String::new(),
+            insecure: false,
+            proxy_url: None,
+            preset: Some(config),
+        }
     }
 
     /// The same access with the token of the Cluster's `impersonatorSecretRef`, if it has one
@@ -101,6 +123,9 @@ impl MemberAccess {
     }
 
     fn config(&self) -> Result<kube::Config, MemberError> {
+        if let Some(c) = &self.preset {
+            return Ok(c.clone());
+        }
         let url: http::Uri = self
             .endpoint
             .parse()
@@ -170,6 +195,8 @@ fn pem_to_der(bundle: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 pub struct Clients {
     inner: parking_lot::Mutex<std::collections::HashMap<(String, Duration), Cached>>,
     accesses: parking_lot::Mutex<std::collections::HashMap<String, ReadAccess>>,
+    /// A pull agent's one member (its name and access); None on the control plane.
+    in_member: Option<MemberAccess>,
 }
 
 /// How long access data read from a Cluster's Secret is reused by [`Clients::connect`]: a
@@ -230,6 +257,33 @@ impl Connection {
 }
 
 impl Clients {
+    /// A pull agent's clients: the member `cluster`, reached with `config`, and no other.
+    pub fn in_member(cluster: &str, config: kube::Config) -> Clients {
+        Clients { in_member: Some(MemberAccess::in_member(cluster, config)), ..Clients::default() }
+    }
+
+    /// A new, empty cache reaching members the same way (for a controller that keeps its
+    /// long-lived watch clients apart).
+    pub fn same_mode(&self) -> Clients {
+        Clients { in_member: self.in_member.clone(), ..Clients::default() }
+    }
+
+    /// Whether `cluster`'s Works are these clients' to carry out: on the control plane every
+    /// cluster but a Pull one (its agent's); in a pull agent its own cluster only.
+    pub fn serves(&self, cluster: &Cluster) -> bool {
+        use flotilla_api::federation::karmada::cluster::ClusterSyncMode;
+        match &self.in_member {
+            Some(m) => cluster.metadata.name.as_deref() == Some(m.cluster.as_str()),
+            None => cluster.spec.sync_mode != ClusterSyncMode::Pull,
+        }
+    }
+
+    /// Whether these clients can reach `cluster` now: a served Push cluster with a credential
+    /// Secret on the control plane; its own cluster in a pull agent.
+    pub fn reaches(&self, cluster: &Cluster) -> bool {
+        self.serves(cluster) && (self.in_member.is_some() || cluster.spec.secret_ref.is_some())
+    }
+
     pub fn get(&self, access: &MemberAccess, timeout: Duration) -> Result<kube::Client, MemberError> {
         self.connection(access, timeout).map(|c| c.client)
     }
@@ -263,8 +317,16 @@ impl Clients {
         self.connection(&access, timeout)
     }
 
-    async fn access(&self, control_plane: &kube::Client, cluster: &Cluster) -> Result<MemberAccess, MemberError> {
+    /// How `cluster` is reached: its Secret's credential read from the control plane (or
+    /// reused, see [`ACCESS_REUSE`]), or a pull agent's own access to its member.
+    pub async fn access(&self, control_plane: &kube::Client, cluster: &Cluster) -> Result<MemberAccess, MemberError> {
         let name = cluster.metadata.name.clone().unwrap_or_default();
+        if let Some(m) = &self.in_member {
+            if m.cluster == name {
+                return Ok(m.clone());
+            }
+            return Err(MemberError::Other { cluster: name, message: format!("this agent reaches only cluster {}", m.cluster) });
+        }
         let spec = access_spec(cluster);
         if let Some(read) = self.accesses.lock().get(&name)
             && read.spec == spec

@@ -89,10 +89,50 @@ where
     }
 }
 
+/// What a process's shared watches may see. The control plane's controllers watch every kind
+/// everywhere (the default); a pull agent, whose RBAC lets it list only its own part, narrows
+/// chosen kinds to one namespace (its execution space's Works) or to one object by name (its
+/// Cluster). A narrowed kind is watched as dynamic objects with the narrowed request and its
+/// typed cache derived from that watch.
+#[derive(Clone, Debug, Default)]
+pub struct WatchScope {
+    /// By `<apiVersion>/<plural>`.
+    narrowed: HashMap<String, Narrow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Narrow {
+    Namespace(String),
+    Name(String),
+}
+
+impl WatchScope {
+    /// Watch kind `K` in `namespace` only.
+    pub fn namespace_of<K: Kind>(mut self, namespace: &str) -> Self {
+        self.narrowed.insert(resource_of::<K>(), Narrow::Namespace(namespace.to_string()));
+        self
+    }
+
+    /// Watch only the object `name` of the cluster-scoped kind `K`.
+    pub fn name_of<K: Kind>(mut self, name: &str) -> Self {
+        self.narrowed.insert(resource_of::<K>(), Narrow::Name(name.to_string()));
+        self
+    }
+
+    fn get(&self, resource: &str) -> Option<&Narrow> {
+        self.narrowed.get(resource)
+    }
+}
+
+fn resource_of<K: Kind>() -> String {
+    format!("{}/{}", K::api_version(&()), K::plural(&()))
+}
+
 /// The process's informers, one per kind, all on one client. Cheap to clone.
 #[derive(Clone)]
 pub struct Informers {
     client: Client,
+    scope: Arc<WatchScope>,
     /// By Rust type, and for dynamic objects by resource (`<apiVersion>/<plural>`); with the
     /// name [`Informers::watched`] gives.
     kinds: Arc<Mutex<HashMap<(TypeId, String), (String, Arc<dyn Any + Send + Sync>)>>>,
@@ -111,7 +151,12 @@ impl Informers {
     /// Informers on `client` (the identity every shared watch is made as); their watches end
     /// when `shutdown` is cancelled.
     pub fn new(client: Client, shutdown: CancellationToken) -> Informers {
-        Informers { client, kinds: Default::default(), resources: Default::default(), shutdown }
+        Informers::scoped(client, shutdown, WatchScope::default())
+    }
+
+    /// Informers whose watches see only `scope`'s part of the narrowed kinds.
+    pub fn scoped(client: Client, shutdown: CancellationToken, scope: WatchScope) -> Informers {
+        Informers { client, scope: Arc::new(scope), kinds: Default::default(), resources: Default::default(), shutdown }
     }
 
     /// The kinds watched so far (one watch each): typed kinds by Rust type name, dynamic ones
@@ -123,8 +168,13 @@ impl Informers {
     }
 
     fn shared<K: Kind>(&self) -> Arc<Shared<K>> {
-        let resource = format!("{}/{}", K::api_version(&()), K::plural(&()));
+        let resource = resource_of::<K>();
         let key = (TypeId::of::<K>(), String::new());
+        if self.scope.get(&resource).is_some() {
+            // Make sure the narrowed dynamic watch exists; the typed cache is derived from it below.
+            let ar = ApiResource::erase::<K>(&());
+            let _ = self.shared_dynamic(&ar);
+        }
         {
             let mut kinds = self.kinds.lock();
             if let Some((_, any)) = kinds.get(&key)
@@ -142,16 +192,28 @@ impl Informers {
                 return shared;
             }
         }
-        self.shared_with(key, std::any::type_name::<K>().to_string(), resource, (), || Api::all(self.client.clone()))
+        self.shared_with(key, std::any::type_name::<K>().to_string(), resource, (), || (Api::all(self.client.clone()), watcher::Config::default()))
     }
 
     fn shared_dynamic(&self, resource: &ApiResource) -> Arc<Shared<DynamicObject>> {
         let name = format!("{}/{}", resource.api_version, resource.plural);
-        let api = || Api::all_with(self.client.clone(), resource);
+        let narrow = self.scope.get(&name).cloned();
+        let api = || match narrow {
+            Some(Narrow::Namespace(ns)) => (Api::namespaced_with(self.client.clone(), &ns, resource), watcher::Config::default()),
+            Some(Narrow::Name(n)) => (Api::all_with(self.client.clone(), resource), watcher::Config::default().fields(&format!("metadata.name={n}"))),
+            None => (Api::all_with(self.client.clone(), resource), watcher::Config::default()),
+        };
         self.shared_with((TypeId::of::<DynamicObject>(), name.clone()), name.clone(), name, resource.clone(), api)
     }
 
-    fn shared_with<K: Object>(&self, key: (TypeId, String), name: String, resource: String, dt: K::DynamicType, api: impl FnOnce() -> Api<K>) -> Arc<Shared<K>>
+    fn shared_with<K: Object>(
+        &self,
+        key: (TypeId, String),
+        name: String,
+        resource: String,
+        dt: K::DynamicType,
+        api: impl FnOnce() -> (Api<K>, watcher::Config),
+    ) -> Arc<Shared<K>>
     where
         K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     {
@@ -167,7 +229,8 @@ impl Informers {
         let shared = Arc::new(Shared { store, handlers: RwLock::new(Vec::new()), synced });
         kinds.insert(key, (name, shared.clone()));
         self.resources.lock().entry(resource).or_insert_with(|| shared.clone());
-        tokio::spawn(run(api(), writer, dt, shared.clone(), synced_tx, self.shutdown.clone()));
+        let (api, config) = api();
+        tokio::spawn(run(api, config, writer, dt, shared.clone(), synced_tx, self.shutdown.clone()));
         shared
     }
 
@@ -329,6 +392,7 @@ where
 /// object as cached before.
 async fn run<K: Object>(
     api: Api<K>,
+    config: watcher::Config,
     mut writer: reflector::store::Writer<K>,
     dt: K::DynamicType,
     shared: Arc<Shared<K>>,
@@ -338,7 +402,7 @@ async fn run<K: Object>(
     K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
 {
     let reference = |o: &K| ObjectRef::from_obj_with(o, dt.clone());
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<K> = Vec::new();
     let mut before: HashMap<ObjectRef<K>, Arc<K>> = HashMap::new();

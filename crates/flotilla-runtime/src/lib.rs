@@ -27,7 +27,7 @@ pub use conditions::{condition, condition_status, set_condition};
 pub use controller::{Controller, Key, Next, ReconcileError, run_workers};
 pub use events::Events;
 pub use finalizers::{finalizer_patch, with_finalizer, without_finalizer};
-pub use informer::{Informers, Kind, watch_into_store};
+pub use informer::{Informers, Kind, WatchScope, watch_into_store};
 pub use queue::WorkQueue;
 pub use tokio_util::sync::CancellationToken;
 
@@ -41,8 +41,13 @@ pub struct Runtime {
 impl Runtime {
     /// A runtime whose shared watches are made with `client`.
     pub fn new(client: kube::Client) -> Runtime {
+        Runtime::scoped(client, WatchScope::default())
+    }
+
+    /// A runtime whose shared watches see only `scope`'s part (a pull agent's).
+    pub fn scoped(client: kube::Client, scope: WatchScope) -> Runtime {
         let shutdown = CancellationToken::new();
-        Runtime { informers: Informers::new(client, shutdown.clone()), shutdown }
+        Runtime { informers: Informers::scoped(client, shutdown.clone(), scope), shutdown }
     }
 
     /// A controller of this runtime.

@@ -160,14 +160,39 @@ pub fn start_selected(
     let all = set(settings, scope);
     let chosen = all.select(&settings.controllers)?;
     let runtime = Runtime::new(client("informers"));
-    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime: runtime.clone(), signing };
+    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime, signing };
+    Ok(spawn(&chosen, &cx))
+}
+
+/// Start each of `chosen` on `cx`.
+fn spawn(chosen: &[&flotilla_runtime::set::Entry<Context>], cx: &Context) -> Running {
     let mut tasks = JoinSet::new();
     let mut names = Vec::new();
     for entry in chosen {
-        tasks.spawn(entry.start(&cx));
+        tasks.spawn(entry.start(cx));
         names.push(entry.name);
     }
-    Ok(Running { tasks, names, runtime })
+    Running { tasks, names, runtime: cx.runtime.clone() }
+}
+
+/// The controllers a pull agent runs for its own cluster — the control plane's own cluster
+/// status, execution and work status controllers, on `members` (the agent's in-member clients)
+/// and a runtime whose watches see only the agent's part (`scope`).
+pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus";
+
+/// Start a pull agent's controllers: [`AGENT_CONTROLLERS`] of `settings`' set, every client
+/// `client` (the agent's identity), member access through `members`.
+pub fn start_agent(
+    settings: &FederationArgs,
+    client: kube::Client,
+    members: flotilla_member::access::Clients,
+    scope: flotilla_runtime::WatchScope,
+) -> Result<Running, SelectError> {
+    let all = set(settings, Scope::Federation);
+    let chosen = all.select(AGENT_CONTROLLERS)?;
+    let runtime = Runtime::scoped(client.clone(), scope);
+    let cx = Context { settings: settings.clone(), client: Arc::new(move |_: &str| client.clone()), members: Arc::new(members), runtime, signing: None };
+    Ok(spawn(&chosen, &cx))
 }
 
 /// Everything `settings` selects, on in-process clients of `api` (`system:flotilla:<name>`),

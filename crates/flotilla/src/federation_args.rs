@@ -47,6 +47,16 @@ pub struct FederationArgs {
     /// How long a member must look healthy again before it is marked Ready=True (default 30s).
     #[arg(long, value_parser = parse_duration)]
     pub cluster_success_threshold: Option<Duration>,
+    /// How long a Pull cluster's agent Lease may go unrenewed before the cluster is marked
+    /// Ready=Unknown (and tainted unreachable).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub cluster_monitor_grace_period: Duration,
+    /// The same, for an agent that has not posted a status yet.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub cluster_startup_grace_period: Duration,
+    /// How often Pull clusters' Leases are looked at.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub cluster_monitor_period: Duration,
     /// Timeout of each request applying a Work to a member.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub member_request_timeout: Duration,
@@ -168,6 +178,9 @@ impl Default for FederationArgs {
             cluster_probe_timeout: None,
             cluster_failure_threshold: None,
             cluster_success_threshold: None,
+            cluster_monitor_grace_period: Duration::from_secs(40),
+            cluster_startup_grace_period: Duration::from_secs(60),
+            cluster_monitor_period: Duration::from_secs(5),
             member_request_timeout: Duration::from_secs(30),
             unschedulable_retry: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
@@ -199,6 +212,9 @@ impl FederationArgs {
             probe_timeout: self.cluster_probe_timeout.unwrap_or(d.probe_timeout),
             failure_threshold: self.cluster_failure_threshold.unwrap_or(d.failure_threshold),
             success_threshold: self.cluster_success_threshold.unwrap_or(d.success_threshold),
+            monitor_grace_period: self.cluster_monitor_grace_period,
+            startup_grace_period: self.cluster_startup_grace_period,
+            monitor_period: self.cluster_monitor_period,
             explicit: Explicit {
                 interval: self.cluster_status_update_frequency.is_some(),
                 probe_timeout: self.cluster_probe_timeout.is_some(),

@@ -1,6 +1,7 @@
 //! `flotilla`: the one binary. This file is wiring only: parse the command line, build each
 //! component from its typed config, run it until a signal arrives.
 
+mod agent_cmd;
 mod certs_cmd;
 mod cluster_proxy;
 mod controllers_cmd;
@@ -67,6 +68,10 @@ enum Command {
     /// discovery of the control plane with its CA pinned, then TLS bootstrap of the agent's
     /// certificate (CN system:karmada:agent:<cluster>); writes the agent's kubeconfig.
     Register(register_cmd::RegisterArgs),
+    /// Run a member in Pull mode beside it, as karmada-agent: registers its Cluster (syncMode
+    /// Pull), renews its Lease, posts its status and applies the Works of its execution space
+    /// with the control plane's own controllers, holding the only credential to the member.
+    Agent(agent_cmd::AgentArgs),
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
@@ -116,6 +121,7 @@ fn main() -> std::process::ExitCode {
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Token(cmd) => token_cmd::run(cmd).await,
             Command::Register(args) => register_cmd::run(args).await,
+            Command::Agent(args) => agent_cmd::run(args).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds { kubefed_objects: false } => {

@@ -53,9 +53,28 @@ impl RequestInfo {
         self.verb == "watch" || self.connect.is_some()
     }
 
+    /// What the authorizer decides on. A list or watch selecting one object by name
+    /// (`fieldSelector=metadata.name=X`) names it, as kube-apiserver's request info does, so a
+    /// rule with `resourceNames` allows watching that one object.
     fn attributes(&self, method: &axum::http::Method) -> Attributes {
-        attributes(&self.route, self.verb, method)
+        let mut a = attributes(&self.route, self.verb, method);
+        if matches!(self.verb, "list" | "watch")
+            && a.name.is_empty()
+            && let Some(name) = self.query.get("fieldSelector").and_then(selected_name)
+        {
+            a.name = name;
+        }
+        a
     }
+}
+
+/// The name a field selector pins (`metadata.name=X` or `metadata.name==X` among its terms).
+fn selected_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let value = term.trim().strip_prefix("metadata.name")?;
+        let value = value.strip_prefix("==").or_else(|| value.strip_prefix('='))?;
+        (!value.is_empty() && !value.starts_with('=')).then(|| value.to_string())
+    })
 }
 
 /// The verb and resource an answer is counted under.
@@ -161,5 +180,19 @@ pub(crate) fn attributes(route: &Route, verb: &str, method: &axum::http::Method)
         _ => {
             Attributes { verb: "get".into(), group: none(), resource: none(), subresource: none(), namespace: none(), name: none(), path: Some("/apis".into()) }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_selector_on_the_name_names_the_object() {
+        assert_eq!(selected_name("metadata.name=edge-1").as_deref(), Some("edge-1"));
+        assert_eq!(selected_name("status.phase=Running,metadata.name==x").as_deref(), Some("x"));
+        assert_eq!(selected_name("metadata.name!=x"), None);
+        assert_eq!(selected_name("metadata.namespace=x"), None);
+        assert_eq!(selected_name("metadata.name="), None);
     }
 }

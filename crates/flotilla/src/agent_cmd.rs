@@ -1,0 +1,238 @@
+//! `flotilla agent --cluster-name NAME --control-plane-kubeconfig AGENT.kubeconfig
+//! [--kubeconfig MEMBER]`: a member in Pull mode, as karmada-agent runs one. It holds the only
+//! credential to its member; the control plane holds none.
+//!
+//! - Registers its Cluster with `syncMode: Pull` (the member's `kube-system` UID as `spec.id`,
+//!   provider, region and zones from the flags), refusing a Cluster joined in Push mode.
+//! - Renews the Lease `karmada-cluster/<cluster>` every lease duration × fraction (40s × 0.25),
+//!   owned by the Cluster; the control plane marks the cluster Ready=Unknown when it lapses.
+//! - Runs the control plane's own cluster status, execution and work status controllers
+//!   ([`flotilla::controllers::AGENT_CONTROLLERS`]) for this one cluster: the same code as for
+//!   Push members, reaching the member through [`flotilla_member::access::Clients::in_member`]
+//!   and watching only its execution space and its Cluster (all its RBAC allows).
+//! - While the control plane is unreachable it retries with backoff and says so once, and again
+//!   when it is back.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use flotilla_api::certificates as csr;
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
+use flotilla_api::federation::karmada::names::execution_space;
+use flotilla_api::federation::karmada::work::Work;
+use flotilla_controllers::cluster_status::LEASE_NAMESPACE;
+use flotilla_runtime::CancellationToken;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use flotilla::federation_args::{FederationArgs, parse_duration};
+
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// The member cluster's name (the one `flotilla register` registered).
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: String,
+    /// The agent's control-plane kubeconfig (what `flotilla register` wrote).
+    #[arg(long, value_name = "FILE")]
+    pub control_plane_kubeconfig: PathBuf,
+    /// The member's kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service
+    /// account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The member's API endpoint, recorded in the Cluster for tools that read it.
+    #[arg(long, value_name = "URL")]
+    pub cluster_api_endpoint: Option<String>,
+    #[arg(long)]
+    pub cluster_provider: Option<String>,
+    #[arg(long)]
+    pub cluster_region: Option<String>,
+    /// Comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_zones: Vec<String>,
+    /// How long the agent's Lease holds (Karmada's --cluster-lease-duration).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub cluster_lease_duration: Duration,
+    /// The Lease is renewed every duration × this fraction.
+    #[arg(long, default_value_t = 0.25)]
+    pub cluster_lease_renew_interval_fraction: f64,
+    /// How often the member's status is posted (Karmada's --cluster-status-update-frequency).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub cluster_status_update_frequency: Duration,
+    /// Timeout of each request to the member.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub member_request_timeout: Duration,
+    /// Works applied at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_work_syncs: u16,
+}
+
+async fn load(path: &Path) -> anyhow::Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.with_context(|| format!("use {}", path.display()))
+}
+
+/// The Cluster as the agent registers it (Pull, and what the flags say).
+fn cluster_spec(args: &AgentArgs, id: &str) -> serde_json::Value {
+    let mut spec = json!({"syncMode": "Pull", "id": id});
+    if let Some(e) = &args.cluster_api_endpoint {
+        spec["apiEndpoint"] = json!(e);
+    }
+    if let Some(p) = &args.cluster_provider {
+        spec["provider"] = json!(p);
+    }
+    if let Some(r) = &args.cluster_region {
+        spec["region"] = json!(r);
+    }
+    if !args.cluster_zones.is_empty() {
+        spec["zones"] = json!(args.cluster_zones);
+    }
+    spec
+}
+
+/// Create or update the agent's Cluster; refuse one joined in Push mode.
+async fn register_cluster(cp: &Client, member: &Client, args: &AgentArgs) -> anyhow::Result<Cluster> {
+    let name = &args.cluster_name;
+    let id =
+        Api::<Namespace>::all(member.clone()).get("kube-system").await.context("read the member's kube-system namespace (its id)")?.uid().unwrap_or_default();
+    let api: Api<Cluster> = Api::all(cp.clone());
+    let spec = cluster_spec(args, &id);
+    match api.get_opt(name).await.with_context(|| format!("read Cluster {name}"))? {
+        Some(c) if c.spec.sync_mode == ClusterSyncMode::Push => {
+            bail!("cluster {name} is joined in Push mode; unjoin it first (flotilla unjoin {name}) to run it with an agent")
+        }
+        Some(_) => api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": spec}))).await.with_context(|| format!("update Cluster {name}")),
+        None => {
+            let cluster: Cluster =
+                serde_json::from_value(json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name}, "spec": spec}))
+                    .context("the Cluster")?;
+            api.create(&PostParams::default(), &cluster).await.with_context(|| format!("create Cluster {name}"))
+        }
+    }
+}
+
+fn micro_time_now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+async fn renew_once(api: &Api<Lease>, cluster: &Cluster, duration: Duration) -> Result<(), kube::Error> {
+    let name = cluster.name_any();
+    let seconds = duration.as_secs().max(1);
+    match api.get_opt(&name).await? {
+        Some(mut lease) => {
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            spec.renew_time = serde_json::from_value(json!(micro_time_now())).ok();
+            spec.lease_duration_seconds = i32::try_from(seconds).ok();
+            spec.holder_identity = Some(name.clone());
+            api.replace(&name, &PostParams::default(), &lease).await.map(|_| ())
+        }
+        None => {
+            let lease: Lease = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [{
+                    "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "name": name, "uid": cluster.uid().unwrap_or_default()}]},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": seconds, "renewTime": micro_time_now()},
+            }))
+            .unwrap_or_default();
+            api.create(&PostParams::default(), &lease).await.map(|_| ())
+        }
+    }
+}
+
+/// Renew the Lease until `stop`, backing off (up to the lease duration) while it fails.
+async fn renew_lease(cp: Client, cluster: Cluster, duration: Duration, every: Duration, stop: CancellationToken) {
+    let api: Api<Lease> = Api::namespaced(cp, LEASE_NAMESPACE);
+    let mut failing = false;
+    let mut wait = every;
+    loop {
+        match renew_once(&api, &cluster, duration).await {
+            Ok(()) => {
+                if failing {
+                    tracing::info!(cluster = %cluster.name_any(), "the control plane is reachable again; lease renewed");
+                }
+                failing = false;
+                wait = every;
+            }
+            Err(e) => {
+                if failing {
+                    tracing::debug!(error = %e, "renewing the lease failed again");
+                } else {
+                    tracing::warn!(cluster = %cluster.name_any(), error = %e, "cannot renew the lease (is the control plane reachable?); retrying with backoff");
+                }
+                failing = true;
+                wait = (wait * 2).min(duration);
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    let errors = flotilla_api::admission::karmada::cluster_name_errors(&args.cluster_name);
+    if !errors.is_empty() {
+        bail!("--cluster-name {:?}: {}", args.cluster_name, errors.join("; "));
+    }
+    if !(args.cluster_lease_renew_interval_fraction > 0.0 && args.cluster_lease_renew_interval_fraction < 1.0) {
+        bail!("--cluster-lease-renew-interval-fraction must be between 0 and 1");
+    }
+    let cp_config = load(&args.control_plane_kubeconfig).await?;
+    let cp = Client::try_from(cp_config).context("a control-plane client")?;
+    let member_config = match &args.kubeconfig {
+        Some(p) => load(p).await?,
+        None => kube::Config::infer().await.context("find the member's kubeconfig (give --kubeconfig)")?,
+    };
+    let member = Client::try_from(member_config.clone()).context("a member client")?;
+
+    // Register, retrying while the control plane is unreachable.
+    let mut wait = Duration::from_millis(500);
+    let cluster = loop {
+        match register_cluster(&cp, &member, &args).await {
+            Ok(c) => break c,
+            Err(e) => {
+                let text = format!("{e:#}");
+                if text.contains("Push mode") || text.contains("403") || text.contains("forbidden") {
+                    return Err(e.context(format!("this credential may act only as {}", csr::agent_user(&args.cluster_name))));
+                }
+                eprintln!("agent: {text}; retrying in {wait:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = term.recv() => return Ok(()),
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                }
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    let name = args.cluster_name.clone();
+    println!("agent: cluster {name} registered in Pull mode (id {})", cluster.spec.id.as_deref().unwrap_or(""));
+
+    let stop = CancellationToken::new();
+    let every = args.cluster_lease_duration.mul_f64(args.cluster_lease_renew_interval_fraction);
+    let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, stop.clone()));
+
+    let settings = FederationArgs {
+        cluster_status_update_frequency: Some(args.cluster_status_update_frequency),
+        member_request_timeout: args.member_request_timeout,
+        concurrent_work_syncs: args.concurrent_work_syncs,
+        ..FederationArgs::default()
+    };
+    let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
+    let members = flotilla_member::access::Clients::in_member(&name, member_config);
+    let controllers = flotilla::controllers::start_agent(&settings, cp, members, scope)?;
+    println!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", "));
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    eprintln!("agent: shutting down");
+    stop.cancel();
+    let _ = lease.await;
+    controllers.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! A member in Pull mode end to end with a real member (the shared testenv's kube-apiserver):
+//! `flotilla token create --print-register-command`, `flotilla register`, then `flotilla agent`
+//! beside the member. The control plane is never given the member's address or a credential to
+//! it. The agent registers its Cluster (syncMode Pull) and posts its status; a Deployment
+//! propagated to it reaches the member through the agent running the control plane's own
+//! execution and work-status code, its status comes back, drift in the member is reverted.
+//! The agent SIGKILLed: its Lease lapses, the cluster goes Ready=Unknown (ClusterStatusUnknown)
+//! with the unreachable taint; restarted: Ready again, the taint gone, the member's Deployment
+//! the same object throughout.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Daemon, Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl, kubectl_bin, unique, wait_for};
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn taint_keys(cluster: &Value) -> Vec<String> {
+    cluster["spec"]["taints"].as_array().into_iter().flatten().filter_map(|t| t["key"].as_str().map(str::to_string)).collect()
+}
+
+fn start_agent(name: &str, agent_kc: &Path, member: &Path) -> Daemon {
+    let mut agent = Daemon::start(
+        &[
+            "agent",
+            "--cluster-name",
+            name,
+            "--control-plane-kubeconfig",
+            agent_kc.to_str().unwrap(),
+            "--kubeconfig",
+            member.to_str().unwrap(),
+            "--cluster-lease-duration",
+            "2s",
+            "--cluster-status-update-frequency",
+            "500ms",
+        ],
+        "info",
+    );
+    agent.wait_line("controllers running", Duration::from_secs(60));
+    agent
+}
+
+#[test]
+fn a_pull_member_runs_its_works_through_its_agent_and_goes_unknown_when_it_stops() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member1").kubeconfig.clone();
+    let mut flags: Vec<&str> = support::FAST_PROBES.to_vec();
+    flags.extend(["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"]);
+    let cp = Flotilla::start_with(&flags);
+    let kc = cp.kubeconfig.clone();
+    let name = unique("pull");
+    let ns = unique("pulled");
+
+    // Registration: the printed command, as is.
+    let (ok, out) = flotilla_cmd(&["token", "create", "--cluster-name", &name, "--print-register-command", "--control-plane-kubeconfig", kc.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let command = out.lines().find(|l| l.starts_with("flotilla register ")).unwrap_or_else(|| panic!("{out}")).to_string();
+    let agent_kc = cp.dir.path().join("agent.kubeconfig");
+    let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    args.extend(["--out", agent_kc.to_str().unwrap()]);
+    let (ok, out) = flotilla_cmd(&args);
+    assert!(ok, "{out}");
+
+    // The agent registers the cluster and posts its status; the control plane holds nothing.
+    let agent = start_agent(&name, &agent_kc, &member);
+    let cluster = wait_for("the pull cluster Ready", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() && c["status"]["kubernetesVersion"].is_string() { Ok(c) } else { Err(c.to_string()) }
+    });
+    assert_eq!(cluster["spec"]["syncMode"], "Pull");
+    assert!(cluster["spec"]["secretRef"].is_null() && cluster["spec"]["apiEndpoint"].is_null(), "no address, no credential: {}", cluster["spec"]);
+    let kube_system = get_json(&member, &["get", "namespace", "kube-system"]).unwrap();
+    assert_eq!(cluster["spec"]["id"], kube_system["metadata"]["uid"], "the member's id");
+    let lease = get_json(&kc, &["-n", "karmada-cluster", "get", "lease", &name]).unwrap();
+    assert_eq!(lease["metadata"]["ownerReferences"][0]["name"], name.as_str(), "the Lease is the Cluster's");
+
+    // Propagation through the agent, status back, drift reverted.
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: web, image: "nginx:1.27"}}]}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]
+  placement:
+    clusterAffinity: {{clusterNames: [{name}]}}
+"#
+        ),
+    );
+    let deployed = wait_for("web in the pull member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", "web"]));
+    assert_eq!(deployed["metadata"]["labels"]["karmada.io/managed"], "true", "{}", deployed["metadata"]);
+    let uid = deployed["metadata"]["uid"].as_str().unwrap().to_string();
+    wait_for("the binding's status from the pull member", LONG, || {
+        let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "web-deployment"])?;
+        let item = &rb["status"]["aggregatedStatus"][0];
+        if item["clusterName"] == name.as_str() && item["applied"] == true { Ok(()) } else { Err(rb["status"].to_string()) }
+    });
+    kubectl(&kubectl_bin(), &member, &["-n", &ns, "scale", "deployment/web", "--replicas=5"]);
+    wait_for("the member's scale reverted by the agent", LONG, || {
+        let d = get_json(&member, &["-n", &ns, "get", "deployment", "web"])?;
+        if d["spec"]["replicas"] == 2 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
+    });
+
+    // The agent killed: its Lease lapses, Ready=Unknown and the unreachable taint.
+    agent.kill();
+    let lapsed = wait_for("Ready=Unknown after the lease lapsed", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "Unknown") && taint_keys(&c).contains(&"cluster.karmada.io/unreachable".to_string()) {
+            Ok(c)
+        } else {
+            Err(c["status"].to_string())
+        }
+    });
+    let ready = lapsed["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap().clone();
+    assert_eq!(ready["reason"], "ClusterStatusUnknown", "{ready}");
+    assert_eq!(ready["message"], "Cluster status controller stopped posting cluster status.");
+
+    // Back: Ready, untainted, the member's object the same one.
+    let agent = start_agent(&name, &agent_kc, &member);
+    wait_for("Ready again", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
+    });
+    let after = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
+    assert_eq!(after["metadata"]["uid"], uid.as_str(), "the member's Deployment was never replaced");
+    assert_eq!(after["spec"]["replicas"], 2);
+    drop(agent);
+    drop(cp);
+}
