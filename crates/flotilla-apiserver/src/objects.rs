@@ -429,6 +429,18 @@ mod admission_chain {
         }
         causes(admission::validate(&gvk(info), obj, old, settings))
     }
+
+    /// What the requester may not write (a pull agent: anything but its own Pull Cluster).
+    pub fn admit_requester(ctx: &RequestScope, obj: &Value) -> ApiResult<()> {
+        let info = &ctx.info;
+        if !info.is_custom() {
+            return Ok(());
+        }
+        match admission::refuse_for_requester(&gvk(info), &ctx.identity.user, obj) {
+            Some(why) => Err(ApiError::forbidden(&ctx.subject(meta::name(obj)), why)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Custom objects are stored in their CRD's storage version.
@@ -641,6 +653,7 @@ async fn create_object(ctx: &RequestScope, body: Value, warnings: &mut Vec<Strin
     }
     check(info, &name, causes)?;
     strategy.admit_validated(ctx, &obj, None, None)?;
+    admission_chain::admit_requester(ctx, &obj)?;
     if let Some(ns) = url_ns.as_deref() {
         admit_namespace(&ctx.inner, info, ns).await?;
     }
@@ -800,6 +813,9 @@ async fn prepare_update(
     }
     check(info, &name, causes)?;
     strategy.admit_validated(ctx, &obj, Some(old), sub)?;
+    if sub.is_none() {
+        admission_chain::admit_requester(ctx, &obj)?;
+    }
     match owned {
         Some(entries) => set_managed_fields(&mut obj, &entries),
         None => ctx.record_ownership(Some(old), &mut obj, incoming)?,

@@ -118,7 +118,7 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": secret, "namespace": CLUSTER_SECRET_NAMESPACE, "labels": labels}, "subjects": user,
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": secret}}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": work, "namespace": es, "labels": labels}, "rules": [
-            rule(&["work.karmada.io"], &["works"], &["get", "create", "list", "watch", "update", "delete"], &[]),
+            rule(&["work.karmada.io"], &["works"], &["get", "create", "list", "watch", "update", "patch", "delete"], &[]),
             rule(&["work.karmada.io"], &["works/status"], &["patch", "update"], &[]),
         ]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": work, "namespace": es, "labels": labels}, "subjects": user,

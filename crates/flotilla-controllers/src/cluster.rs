@@ -6,12 +6,18 @@
 //!
 //! Deletion (unjoin): the execution space is deleted, which deletes the Works; the execution
 //! controller decides per Work what happens in the member (see [`UNJOIN_ANNOTATION`]). The
-//! finalizer goes when the execution space is gone.
+//! finalizer goes when the execution space is gone. A Pull cluster's Works are its agent's to
+//! remove: when the cluster is not Ready (the agent is gone) their execution finalizers are
+//! stripped, as Karmada does, or the execution space could never go. Before the finalizer goes,
+//! the pull agent's control-plane RBAC is deleted (ADR 0028), so its certificate authorizes
+//! nothing once its Cluster is gone.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::{Cluster, FINALIZER_CLUSTER_CONTROLLER, TAINT_NOT_READY, TAINT_UNREACHABLE};
+use flotilla_api::federation::karmada::cluster::{
+    Cluster, ClusterSyncMode, FINALIZER_CLUSTER_CONTROLLER, TAINT_NOT_READY, TAINT_UNREACHABLE, is_cluster_ready,
+};
 use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_runtime::Next;
 use k8s_openapi::api::core::v1::{Namespace, Taint};
@@ -83,8 +89,12 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(err("deleting the execution space")(e)),
             }
+            if cluster.spec.sync_mode == ClusterSyncMode::Pull && !is_cluster_ready(&cluster) {
+                release_works(&ctx.client, &es).await.map_err(err("removing the execution finalizer of an unready pull cluster's Works"))?;
+            }
             return Ok(Next::After(ctx.config.requeue));
         }
+        remove_agent_rbac(&ctx.client, &name).await.map_err(err("deleting the pull agent's RBAC"))?;
         if let Some(list) = without_finalizer(cluster.metadata.finalizers.as_ref(), FINALIZER_CLUSTER_CONTROLLER) {
             let patch = finalizer_patch(list, cluster.metadata.resource_version.as_deref());
             match clusters.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
@@ -126,6 +136,45 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next,
 impl flotilla_runtime::ReconcileError for Error {}
 
 /// Run the controller until shutdown: every Cluster, from the shared cache.
+/// Strip the execution finalizer from the Works of `namespace` (their agent will not).
+async fn release_works(client: &Client, namespace: &str) -> Result<(), kube::Error> {
+    use flotilla_api::federation::karmada::work::{EXECUTION_FINALIZER, Work};
+    let works: Api<Work> = Api::namespaced(client.clone(), namespace);
+    for w in works.list(&Default::default()).await?.items {
+        if let Some(list) = without_finalizer(w.metadata.finalizers.as_ref(), EXECUTION_FINALIZER) {
+            let patch = finalizer_patch(list, w.metadata.resource_version.as_deref());
+            match works.patch(&w.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => tracing::info!(controller = NAME, work = %w.name_any(), namespace, "execution finalizer removed: the pull cluster is not ready"),
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Delete `name` through `api`; gone already is fine.
+async fn delete_if_there<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: Api<K>, name: &str) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Delete the control-plane RBAC the agent CSR approver made for `cluster`'s agent (its
+/// execution space's RoleBinding goes with the namespace).
+async fn remove_agent_rbac(client: &Client, cluster: &str) -> Result<(), kube::Error> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let name = format!("system:karmada:{cluster}:agent");
+    let secret = format!("system:karmada:{cluster}:agent-secret");
+    let ns = crate::agent_csr_approving::CLUSTER_SECRET_NAMESPACE;
+    delete_if_there(Api::<ClusterRoleBinding>::all(client.clone()), &name).await?;
+    delete_if_there(Api::<ClusterRole>::all(client.clone()), &name).await?;
+    delete_if_there(Api::<RoleBinding>::namespaced(client.clone(), ns), &secret).await?;
+    delete_if_there(Api::<Role>::namespaced(client.clone(), ns), &secret).await
+}
+
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let requeue = config.requeue;
     let ctx = Arc::new(Context { client, config });

@@ -504,6 +504,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lapsed_lease_makes_ready_unknown_as_karmada_words_it() {
+        let never = lapsed_ready(&[]).unwrap();
+        assert_eq!((never.status.as_str(), never.reason.as_str()), ("Unknown", "ClusterStatusNeverUpdated"));
+        assert_eq!(never.message, "Cluster status controller never posted cluster status.");
+        let ready = condition("Ready", true, "ClusterReady", "cluster is healthy and ready to accept workloads", None);
+        let lapsed = lapsed_ready(std::slice::from_ref(&ready)).unwrap();
+        assert_eq!((lapsed.status.as_str(), lapsed.reason.as_str()), ("Unknown", "ClusterStatusUnknown"));
+        assert_eq!(lapsed.message, "Cluster status controller stopped posting cluster status.");
+        assert!(lapsed_ready(&[lapsed]).is_none(), "already Unknown: nothing to write");
+    }
+
+    #[test]
     fn the_seeded_kubefed_config_changes_nothing() {
         let seeded = flotilla_api::federation::kubefed::install::kubefed_config();
         let check: ClusterHealthCheckConfig = serde_json::from_value(seeded["spec"]["clusterHealthCheck"].clone()).unwrap();

@@ -50,6 +50,9 @@ pub struct RegisterArgs {
     /// How long to wait for the certificate.
     #[arg(long, default_value = "5m", value_parser = crate::token_cmd::parse_ttl)]
     pub wait: Duration,
+    /// How long to wait for cluster-info to carry the token's signature.
+    #[arg(long, default_value = "30s", value_parser = crate::token_cmd::parse_ttl)]
+    pub discovery_timeout: Duration,
 }
 
 fn kubeconfig_yaml(server: &str, ca_pem: Option<&str>, user: &str) -> String {
@@ -99,7 +102,21 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
 
     // 1. Token discovery.
     eprintln!("register: reading cluster-info from {discovery} (not yet trusted)");
-    let data = cluster_info(&discovery, None).await?;
+    // A token just made is signed into cluster-info within moments: wait for its signature, as
+    // kubeadm's discovery does.
+    let deadline = Instant::now() + args.discovery_timeout;
+    let mut noted = false;
+    let data = loop {
+        let data = cluster_info(&discovery, None).await?;
+        if data.contains_key(&format!("{}{}", bt::JWS_PREFIX, token.id)) || Instant::now() > deadline {
+            break data;
+        }
+        if !noted {
+            eprintln!("register: cluster-info is not signed with token {} yet; waiting (up to {:?})", token.id, args.discovery_timeout);
+            noted = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
     let endpoint = bt::verify_cluster_info(&data, &token, &args.ca_cert_hashes, args.skip_ca_verification).map_err(anyhow::Error::msg)?;
     let again = cluster_info(&discovery, Some(&endpoint.ca_pem)).await.context("read cluster-info again over TLS verified with the pinned CA")?;
     if again.get(bt::KUBECONFIG_KEY) != data.get(bt::KUBECONFIG_KEY) {

@@ -231,7 +231,7 @@ fn register_discovers_the_control_plane_with_a_pinned_ca_and_writes_the_agent_ku
     };
     let (ok, out) = flotilla_cmd(&unpinned);
     assert!(!ok && out.contains("--discovery-token-ca-cert-hash"), "{out}");
-    let (ok, out) = with(&[("--token", "zzzzzz.0123456789abcdef")], &[]);
+    let (ok, out) = with(&[("--token", "zzzzzz.0123456789abcdef")], &["--discovery-timeout", "2s"]);
     assert!(!ok && out.contains("token id \"zzzzzz\" is invalid"), "{out}");
     // The token registers only the cluster it was made for.
     let (ok, out) = with(&[("--cluster-name", "edge-8")], &["--out", dir.join("edge-8.kubeconfig").to_str().unwrap()]);

@@ -6,7 +6,8 @@
 //! execution and work-status code, its status comes back, drift in the member is reverted.
 //! The agent SIGKILLed: its Lease lapses, the cluster goes Ready=Unknown (ClusterStatusUnknown)
 //! with the unreachable taint; restarted: Ready again, the taint gone, the member's Deployment
-//! the same object throughout.
+//! the same object throughout. The agent writes no Cluster but its own Pull one; its Cluster
+//! deleted, the agent removes the member's objects and its certificate then authorizes nothing.
 
 mod support;
 
@@ -142,6 +143,45 @@ spec:
     let after = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
     assert_eq!(after["metadata"]["uid"], uid.as_str(), "the member's Deployment was never replaced");
     assert_eq!(after["spec"]["replicas"], 2);
+
+    // The agent's credential writes its own Pull Cluster only.
+    let other = format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}-other}}\nspec: {{syncMode: Pull}}\n");
+    let (ok, out) = kubectl_stdin(&agent_kc, &["create", "-f", "-"], &other);
+    assert!(!ok && out.contains("may write only Cluster"), "{out}");
+    let (ok, out) = kubectl_run(&agent_kc, &["patch", "cluster", &name, "--type", "merge", "-p", r#"{"spec":{"syncMode":"Push"}}"#]);
+    assert!(!ok && out.contains("stays in Pull mode"), "{out}");
+
+    // The Cluster deleted (its agent still running): the member's objects are removed by the
+    // agent, and its certificate then authorizes nothing.
+    let (ok, out) = kubectl_run(&kc, &["delete", "cluster", &name, "--wait=false"]);
+    assert!(ok, "{out}");
+    wait_for("the Cluster gone", LONG, || support::gone(&kc, &["get", "cluster", &name]));
+    wait_for("the member's Deployment removed by the agent", LONG, || support::gone(&member, &["-n", &ns, "get", "deployment", "web"]));
+    let (ok, out) = kubectl_run(&agent_kc, &["get", "works.work.karmada.io", "-n", &format!("karmada-es-{name}")]);
+    assert!(!ok && out.contains("Forbidden"), "the agent's RBAC went with its Cluster: {out}");
+    let (ok, out) = kubectl_run(&agent_kc, &["get", "cluster", &name]);
+    assert!(!ok && out.contains("Forbidden"), "{out}");
     drop(agent);
     drop(cp);
+}
+
+fn kubectl_run(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }

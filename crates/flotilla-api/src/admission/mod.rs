@@ -122,6 +122,29 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>, settin
     }
 }
 
+/// Flotilla's admission by requester (ADR 0028): a pull agent (`system:karmada:agent:<cluster>`)
+/// may write only its own Cluster, and only in Pull mode with no credential Secret — RBAC can
+/// name the object of every verb but create, so the create is decided here. Why the write is
+/// refused, if it is.
+pub fn refuse_for_requester(gvk: &GroupVersionKind, user: &str, obj: &Value) -> Option<String> {
+    let cluster = user.strip_prefix(crate::certificates::AGENT_USER_PREFIX)?;
+    if gvk.group != "cluster.karmada.io" || gvk.kind != "Cluster" {
+        return None;
+    }
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    if name != cluster {
+        return Some(format!("the pull agent of cluster {cluster:?} may write only Cluster {cluster:?}"));
+    }
+    let spec = obj.get("spec");
+    if spec.and_then(|s| s.get("syncMode")).and_then(Value::as_str) != Some("Pull") {
+        return Some("a pull agent's Cluster stays in Pull mode (spec.syncMode: Pull)".into());
+    }
+    if spec.is_some_and(|s| !s.get("secretRef").is_none_or(Value::is_null) || !s.get("impersonatorSecretRef").is_none_or(Value::is_null)) {
+        return Some("a pull agent's Cluster names no credential Secret (spec.secretRef, spec.impersonatorSecretRef)".into());
+    }
+    None
+}
+
 /// The validating step of a DELETE, for an object of any kind: why its deletion is refused.
 /// Karmada's `resourcedeletionprotection.karmada.io` webhook refuses deleting an object labelled
 /// `resourcetemplate.karmada.io/deletion-protected: Always` (any other value is no protection);
@@ -207,4 +230,25 @@ fn dns1123_label_errors(value: &str) -> Vec<String> {
 /// go-openapi `jsonpointer.New`: a pointer is empty or starts with `/`.
 fn json_pointer_error(pointer: &str) -> Option<String> {
     (!pointer.is_empty() && !pointer.starts_with('/')).then(|| "JSON pointer must be empty or start with a \"/\"".to_string())
+}
+
+#[cfg(test)]
+mod requester_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pull_agent_writes_only_its_own_pull_cluster() {
+        let cluster = GroupVersionKind::gvk("cluster.karmada.io", "v1alpha1", "Cluster");
+        let agent = "system:karmada:agent:edge-1";
+        let obj = |name: &str, spec: serde_json::Value| json!({"metadata": {"name": name}, "spec": spec});
+        assert_eq!(refuse_for_requester(&cluster, agent, &obj("edge-1", json!({"syncMode": "Pull"}))), None);
+        assert!(refuse_for_requester(&cluster, agent, &obj("edge-2", json!({"syncMode": "Pull"}))).unwrap().contains("may write only Cluster \"edge-1\""));
+        assert!(refuse_for_requester(&cluster, agent, &obj("edge-1", json!({"syncMode": "Push"}))).unwrap().contains("stays in Pull mode"));
+        let with_secret = obj("edge-1", json!({"syncMode": "Pull", "secretRef": {"namespace": "karmada-cluster", "name": "x"}}));
+        assert!(refuse_for_requester(&cluster, agent, &with_secret).unwrap().contains("no credential Secret"));
+        assert_eq!(refuse_for_requester(&cluster, "admin", &obj("edge-2", json!({"syncMode": "Push"}))), None, "anyone else: RBAC decides");
+        let work = GroupVersionKind::gvk("work.karmada.io", "v1alpha1", "Work");
+        assert_eq!(refuse_for_requester(&work, agent, &obj("w", json!({}))), None);
+    }
 }
