@@ -15,31 +15,18 @@ use std::time::Duration;
 use base64::Engine;
 use flotilla_api::bootstrap_token::Token;
 use serde_json::Value;
-use support::{Flotilla, flotilla_cmd, get_json, kubectl_bin, wait_for};
+use support::{Flotilla, flotilla_cmd, get_json, kubectl_stdin, kubectl_try, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn run(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    kubectl_try(kubeconfig, args)
 }
 
 /// `kubectl create -f -` of `yaml`.
 fn create(kubeconfig: &Path, yaml: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["create", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    kubectl_stdin(kubeconfig, &["create", "-f", "-"], yaml)
 }
 
 /// The admin kubeconfig's server and CA (base64).

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Daemon, Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl, kubectl_bin, unique, wait_for};
+use support::{Daemon, Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl, kubectl_bin, kubectl_stdin, kubectl_try, unique, wait_for};
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -148,40 +148,19 @@ spec:
     let other = format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}-other}}\nspec: {{syncMode: Pull}}\n");
     let (ok, out) = kubectl_stdin(&agent_kc, &["create", "-f", "-"], &other);
     assert!(!ok && out.contains("may write only Cluster"), "{out}");
-    let (ok, out) = kubectl_run(&agent_kc, &["patch", "cluster", &name, "--type", "merge", "-p", r#"{"spec":{"syncMode":"Push"}}"#]);
+    let (ok, out) = kubectl_try(&agent_kc, &["patch", "cluster", &name, "--type", "merge", "-p", r#"{"spec":{"syncMode":"Push"}}"#]);
     assert!(!ok && out.contains("stays in Pull mode"), "{out}");
 
     // The Cluster deleted (its agent still running): the member's objects are removed by the
     // agent, and its certificate then authorizes nothing.
-    let (ok, out) = kubectl_run(&kc, &["delete", "cluster", &name, "--wait=false"]);
+    let (ok, out) = kubectl_try(&kc, &["delete", "cluster", &name, "--wait=false"]);
     assert!(ok, "{out}");
     wait_for("the Cluster gone", LONG, || support::gone(&kc, &["get", "cluster", &name]));
     wait_for("the member's Deployment removed by the agent", LONG, || support::gone(&member, &["-n", &ns, "get", "deployment", "web"]));
-    let (ok, out) = kubectl_run(&agent_kc, &["get", "works.work.karmada.io", "-n", &format!("karmada-es-{name}")]);
+    let (ok, out) = kubectl_try(&agent_kc, &["get", "works.work.karmada.io", "-n", &format!("karmada-es-{name}")]);
     assert!(!ok && out.contains("Forbidden"), "the agent's RBAC went with its Cluster: {out}");
-    let (ok, out) = kubectl_run(&agent_kc, &["get", "cluster", &name]);
+    let (ok, out) = kubectl_try(&agent_kc, &["get", "cluster", &name]);
     assert!(!ok && out.contains("Forbidden"), "{out}");
     drop(agent);
     drop(cp);
-}
-
-fn kubectl_run(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
-fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }

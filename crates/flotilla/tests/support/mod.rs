@@ -335,6 +335,29 @@ pub fn sim_faults(cp: &Flotilla, m: &str, body: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// kubectl with `args`, `input` on stdin: whether it succeeded, and stdout then stderr.
+pub fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// kubectl with `args`: whether it succeeded, and stdout then stderr.
+pub fn kubectl_try(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(kubectl_bin()).arg("--kubeconfig").arg(kubeconfig).args(args).output().expect("run kubectl");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
 /// `flotilla up` flags for a health probe that notices a member going or coming within seconds.
 pub const FAST_PROBES: &[&str] =
     &["--cluster-status-update-frequency", "500ms", "--cluster-probe-timeout", "1s", "--cluster-failure-threshold", "1s", "--cluster-success-threshold", "1s"];
