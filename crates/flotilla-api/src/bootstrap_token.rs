@@ -28,6 +28,12 @@ pub const KARMADA_GROUP: &str = "system:bootstrappers:karmada:default-cluster-to
 /// Flotilla's extra group binding a token to one cluster name (`flotilla token create --cluster-name`).
 pub const CLUSTER_GROUP_PREFIX: &str = "system:bootstrappers:flotilla:cluster:";
 
+/// The name prefix of the certificate requests a bootstrap token makes (`bootstrap-<id>-`):
+/// only that token may create them, and they are the only ones it may read (ADR 0028).
+pub fn csr_name_prefix(token_id: &str) -> String {
+    format!("bootstrap-{token_id}-")
+}
+
 /// The cluster a bootstrap caller's groups bind it to (Flotilla's extra group), if any.
 pub fn bound_cluster(groups: &[String]) -> Option<&str> {
     groups.iter().find_map(|g| g.strip_prefix(CLUSTER_GROUP_PREFIX))

@@ -520,8 +520,24 @@ impl Authorizer for Rbac {
         {
             return Decision::Allow("RBAC: allowed by ClusterRoleBinding to ClusterRole system:service-account-issuer-discovery".into());
         }
+        if bootstrap_reads_own_request(who, what) {
+            return Decision::Allow("a bootstrap token reads the certificate requests it made".into());
+        }
         self.by_bindings(who, what)
     }
+}
+
+/// Flotilla's rule for bootstrap tokens (ADR 0028), as kube-apiserver's Node authorizer is for
+/// kubelets: a token reads (get, and list or watch of one name) the certificate requests named
+/// with its own prefix — which only it may create — and RBAC grants it nothing else to read.
+fn bootstrap_reads_own_request(who: &Identity, what: &Attributes) -> bool {
+    use flotilla_api::bootstrap_token as bt;
+    let Some(id) = who.user.strip_prefix(bt::USER_PREFIX) else { return false };
+    what.group == "certificates.k8s.io"
+        && what.resource == "certificatesigningrequests"
+        && what.subresource.is_empty()
+        && matches!(what.verb.as_str(), "get" | "list" | "watch")
+        && what.name.starts_with(&bt::csr_name_prefix(id))
 }
 
 impl Rbac {

@@ -72,6 +72,9 @@ enum Command {
     /// Pull), renews its Lease, posts its status and applies the Works of its execution space
     /// with the control plane's own controllers, holding the only credential to the member.
     Agent(agent_cmd::AgentArgs),
+    /// Remove a pull cluster: deletes its Cluster (its agent removes what its Works made in the
+    /// member) and waits until it is gone; the agent's credential then authorizes nothing.
+    Unregister(register_cmd::UnregisterArgs),
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
@@ -122,6 +125,7 @@ fn main() -> std::process::ExitCode {
             Command::Token(cmd) => token_cmd::run(cmd).await,
             Command::Register(args) => register_cmd::run(args).await,
             Command::Agent(args) => agent_cmd::run(args).await,
+            Command::Unregister(args) => register_cmd::unregister(args).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds { kubefed_objects: false } => {

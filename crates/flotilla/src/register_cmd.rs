@@ -131,7 +131,7 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
     let request: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": format!("agent-{}-", args.cluster_name)},
+        "metadata": {"generateName": bt::csr_name_prefix(&token.id)},
         "spec": {
             "request": base64::engine::general_purpose::STANDARD.encode(&pem),
             "signerName": csr::KUBE_APISERVER_CLIENT,
@@ -177,5 +177,64 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
     flotilla_apiserver::pki::write_kubeconfig(&out, &text).with_context(|| format!("write {}", out.display()))?;
     println!("registered cluster {}: agent identity {} ({})", args.cluster_name, csr::agent_user(&args.cluster_name), csr::AGENT_GROUP);
     println!("agent kubeconfig: {}", out.display());
+    println!("run the agent beside the member (its kubeconfig stays here):");
+    println!("  flotilla agent --cluster-name {} --control-plane-kubeconfig {} --kubeconfig <member kubeconfig>", args.cluster_name, out.display());
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UnregisterArgs {
+    /// The pull cluster to remove.
+    pub cluster_name: String,
+    /// A control-plane kubeconfig: the agent's own (it may delete its Cluster) or an admin's.
+    #[arg(long, value_name = "FILE")]
+    pub control_plane_kubeconfig: PathBuf,
+    /// How long to wait for the Cluster to be gone (its agent removes what its Works made in the
+    /// member first, while it runs).
+    #[arg(long, default_value = "2m", value_parser = crate::token_cmd::parse_ttl)]
+    pub wait: Duration,
+}
+
+/// `flotilla unregister NAME`: delete a pull cluster's Cluster and wait until it is gone. The
+/// cluster controller then deletes the agent's control-plane RBAC, so its certificate
+/// authorizes nothing; stop the agent afterwards.
+pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
+    use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
+    let kc =
+        kube::config::Kubeconfig::read_from(&args.control_plane_kubeconfig).with_context(|| format!("read {}", args.control_plane_kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.context("a client configuration")?;
+    let api: Api<Cluster> = Api::all(kube::Client::try_from(config).context("a client")?);
+    let name = &args.cluster_name;
+    let Some(cluster) = api.get_opt(name).await.with_context(|| format!("read Cluster {name}"))? else {
+        println!("cluster {name} is not registered");
+        return Ok(());
+    };
+    if cluster.spec.sync_mode != ClusterSyncMode::Pull {
+        bail!("cluster {name} is joined in Push mode: use flotilla unjoin {name}");
+    }
+    api.delete(name, &kube::api::DeleteParams::background()).await.with_context(|| format!("delete Cluster {name}"))?;
+    eprintln!("unregister: Cluster {name} deleted; waiting for its Works to be removed (up to {:?})", args.wait);
+    let deadline = Instant::now() + args.wait;
+    let mut last_note = Instant::now();
+    loop {
+        match api.get_opt(name).await {
+            Ok(None) => break,
+            // The agent's own credential stops working as soon as its RBAC goes with the Cluster.
+            Err(kube::Error::Api(s)) if s.code == 403 => break,
+            Ok(Some(_)) | Err(_) if Instant::now() > deadline => {
+                bail!(
+                    "Cluster {name} is still being deleted after {:?}: is its agent running? (an unready pull cluster's Works are released without it)",
+                    args.wait
+                )
+            }
+            _ => {}
+        }
+        if last_note.elapsed() > Duration::from_secs(15) {
+            eprintln!("unregister: still waiting for Cluster {name}");
+            last_note = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!("cluster {name} unregistered: its agent's credential authorizes nothing now; stop the agent");
     Ok(())
 }

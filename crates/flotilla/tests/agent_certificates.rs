@@ -83,10 +83,13 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
 
     // The token registers edge-1: approved after review, RBAC created, signed.
     let (key, pem) = request("system:karmada:agent:edge-1", "system:karmada:agents");
+    let mine = format!("bootstrap-{}-edge-1", edge.id);
     let (ok, out) = create(&bootstrap, &csr_yaml("agent-edge-1", &pem, "kubernetes.io/kube-apiserver-client"));
+    assert!(!ok && out.contains(&format!("names its certificate requests bootstrap-{}-", edge.id)), "{out}");
+    let (ok, out) = create(&bootstrap, &csr_yaml(&mine, &pem, "kubernetes.io/kube-apiserver-client"));
     assert!(ok, "{out}");
     let issued: Value = wait_for("the agent certificate issued", LONG, || {
-        let csr = get_json(&bootstrap, &["get", "csr", "agent-edge-1"])?;
+        let csr = get_json(&bootstrap, &["get", "csr", &mine])?;
         if csr["status"]["certificate"].is_string() { Ok(csr) } else { Err(csr["status"].to_string()) }
     });
     assert_eq!(issued["spec"]["username"], format!("system:bootstrap:{}", edge.id), "the requester is the token");
@@ -135,7 +138,7 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
 
     // The token asks for nothing else: not another cluster's agent, not system:masters.
     let (_, other) = request("system:karmada:agent:edge-2", "system:karmada:agents");
-    let (ok, out) = create(&bootstrap, &csr_yaml("agent-edge-2", &other, "kubernetes.io/kube-apiserver-client"));
+    let (ok, out) = create(&bootstrap, &csr_yaml(&format!("bootstrap-{}-edge-2", edge.id), &other, "kubernetes.io/kube-apiserver-client"));
     assert!(!ok && out.contains("Forbidden") && out.contains("bound to cluster \"edge-1\"") && out.contains("system:karmada:agent:edge-1"), "{out}");
     let (_, masters) = request("evil", "system:masters");
     let (ok, out) = create(&admin, &csr_yaml("masters", &masters, "kubernetes.io/kube-apiserver-client"));
@@ -145,15 +148,16 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
     let open = token(&admin, None);
     let unbound = kubeconfig(&dir, "unbound.kubeconfig", &admin, &format!("    token: {}\n", open.expose()));
     let (_, generator) = request("system:karmada:agent:rbac-generator", "system:karmada:agents");
-    let (ok, out) = create(&unbound, &csr_yaml("rbac-generator", &generator, "kubernetes.io/kube-apiserver-client"));
+    let generator_csr = format!("bootstrap-{}-rbac-generator", open.id);
+    let (ok, out) = create(&unbound, &csr_yaml(&generator_csr, &generator, "kubernetes.io/kube-apiserver-client"));
     assert!(ok, "{out}");
     let denied = wait_for("the rbac-generator request denied", LONG, || {
-        let csr = get_json(&admin, &["get", "csr", "rbac-generator"])?;
+        let csr = get_json(&admin, &["get", "csr", &generator_csr])?;
         let c = &csr["status"]["conditions"][0];
         if c["type"] == "Denied" { Ok(c.clone()) } else { Err(csr["status"].to_string()) }
     });
     assert!(denied["message"].as_str().unwrap().contains("karmada#7147"), "{denied}");
-    assert!(get_json(&admin, &["get", "csr", "rbac-generator"]).unwrap()["status"]["certificate"].is_null());
+    assert!(get_json(&admin, &["get", "csr", &generator_csr]).unwrap()["status"]["certificate"].is_null());
 
     // kubectl certificate approve and deny, on requests no Flotilla controller handles.
     let (_, plain) = request("someone", "some-group");
@@ -173,6 +177,13 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
     assert_eq!(kinds("deny-me"), ["Denied/KubectlDeny"]);
     let (ok, out) = run(&bootstrap, &["certificate", "approve", "not-by-a-token"]);
     assert!(!ok && out.contains("Forbidden"), "a bootstrap token approves nothing: {out}");
+    // It reads the requests it made, and no others: not the list, not another's by name.
+    for args in [&["get", "csr"][..], &["get", "csr", "approve-me"], &["get", "csr", &generator_csr], &["get", "csr", "--watch", "--request-timeout=1s"]] {
+        let (ok, out) = run(&bootstrap, args);
+        assert!(!ok && out.contains("Forbidden"), "{args:?}: {out}");
+    }
+    let (ok, out) = run(&bootstrap, &["get", "csr", &mine, "-o", "name"]);
+    assert!(ok, "its own: {out}");
     drop(cp);
 }
 

@@ -7,7 +7,8 @@
 //! The agent SIGKILLed: its Lease lapses, the cluster goes Ready=Unknown (ClusterStatusUnknown)
 //! with the unreachable taint; restarted: Ready again, the taint gone, the member's Deployment
 //! the same object throughout. The agent writes no Cluster but its own Pull one; its Cluster
-//! deleted, the agent removes the member's objects and its certificate then authorizes nothing.
+//! unregistered, the agent removes the member's objects and its certificate then authorizes
+//! nothing.
 
 mod support;
 
@@ -151,10 +152,10 @@ spec:
     let (ok, out) = kubectl_try(&agent_kc, &["patch", "cluster", &name, "--type", "merge", "-p", r#"{"spec":{"syncMode":"Push"}}"#]);
     assert!(!ok && out.contains("stays in Pull mode"), "{out}");
 
-    // The Cluster deleted (its agent still running): the member's objects are removed by the
-    // agent, and its certificate then authorizes nothing.
-    let (ok, out) = kubectl_try(&kc, &["delete", "cluster", &name, "--wait=false"]);
-    assert!(ok, "{out}");
+    // Unregistered with the agent's own credential (the agent still running): the member's objects
+    // are removed by the agent, and its certificate then authorizes nothing.
+    let (ok, out) = flotilla_cmd(&["unregister", &name, "--control-plane-kubeconfig", agent_kc.to_str().unwrap()]);
+    assert!(ok && out.contains(&format!("cluster {name} unregistered")), "unregister with the agent's own credential: {out}");
     wait_for("the Cluster gone", LONG, || support::gone(&kc, &["get", "cluster", &name]));
     wait_for("the member's Deployment removed by the agent", LONG, || support::gone(&member, &["-n", &ns, "get", "deployment", "web"]));
     let (ok, out) = kubectl_try(&agent_kc, &["get", "works.work.karmada.io", "-n", &format!("karmada-es-{name}")]);

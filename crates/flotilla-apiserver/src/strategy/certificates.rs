@@ -5,7 +5,8 @@
 //! certificate plugins: approving needs `approve` on the request's `signers` and issuing `sign`,
 //! and no `kubernetes.io/kube-apiserver-client` certificate may be asked for `system:masters`.
 //!
-//! Flotilla's addition (ADR 0028): a bootstrap token bound to a cluster name (its extra group
+//! Flotilla's additions (ADR 0028): a bootstrap token names its requests `bootstrap-<id>-…`
+//! (the only ones it may read, see `rbac.rs`), and one bound to a cluster name (its extra group
 //! `system:bootstrappers:flotilla:cluster:<name>`) may ask only for that cluster's agent
 //! certificate.
 
@@ -93,6 +94,15 @@ fn admit_create(ctx: &RequestScope, obj: &Value, signer: &str, name: &str) -> Ap
     let subject = csr::subject(obj).unwrap_or_default();
     if signer == csr::KUBE_APISERVER_CLIENT && subject.organizations.iter().any(|o| o == "system:masters") {
         return Err(ApiError::forbidden(&ctx.subject(name), "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"));
+    }
+    if let Some(id) = ctx.identity.user.strip_prefix(bt::USER_PREFIX) {
+        let prefix = bt::csr_name_prefix(id);
+        if !name.starts_with(&prefix) {
+            return Err(ApiError::forbidden(
+                &ctx.subject(name),
+                format!("a bootstrap token names its certificate requests {prefix}… (generateName: {prefix}), the only ones it may read"),
+            ));
+        }
     }
     if let Some(cluster) = bt::bound_cluster(&ctx.identity.groups) {
         let want = csr::agent_user(cluster);
