@@ -31,6 +31,8 @@ pub const NAME: &str = "agent-csr-approving-controller";
 const MANAGER: &str = "flotilla-agent-csr-approver";
 /// Where the agents' credentials Secrets live.
 pub const CLUSTER_SECRET_NAMESPACE: &str = "karmada-cluster";
+/// Holds the agent's rights in its execution space until its last Work is gone.
+pub const AGENT_ACCESS_FINALIZER: &str = "flotilla.io/agent-access";
 /// Karmada's name for the identity `karmadactl register` uses to write agent RBAC itself.
 pub const RBAC_GENERATOR: &str = "system:karmada:agent:rbac-generator";
 
@@ -117,11 +119,13 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
         ]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": secret, "namespace": CLUSTER_SECRET_NAMESPACE, "labels": labels}, "subjects": user,
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": secret}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": work, "namespace": es, "labels": labels}, "rules": [
+        // Held by a finalizer: deleting the execution space must not take the agent's right to
+        // finish its Works' deletion (the cluster controller lets go once no Work is left).
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": work, "namespace": es, "labels": labels, "finalizers": [AGENT_ACCESS_FINALIZER]}, "rules": [
             rule(&["work.karmada.io"], &["works"], &["get", "create", "list", "watch", "update", "patch", "delete"], &[]),
             rule(&["work.karmada.io"], &["works/status"], &["patch", "update"], &[]),
         ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": work, "namespace": es, "labels": labels}, "subjects": user,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": work, "namespace": es, "labels": labels, "finalizers": [AGENT_ACCESS_FINALIZER]}, "subjects": user,
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": work}}),
     ]
 }

@@ -89,8 +89,11 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Next,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(err("deleting the execution space")(e)),
             }
-            if cluster.spec.sync_mode == ClusterSyncMode::Pull && !is_cluster_ready(&cluster) {
-                release_works(&ctx.client, &es).await.map_err(err("removing the execution finalizer of an unready pull cluster's Works"))?;
+            if cluster.spec.sync_mode == ClusterSyncMode::Pull {
+                if !is_cluster_ready(&cluster) {
+                    release_works(&ctx.client, &es).await.map_err(err("removing the execution finalizer of an unready pull cluster's Works"))?;
+                }
+                release_agent_access(&ctx.client, &es, &name).await.map_err(err("releasing the pull agent's access to its execution space"))?;
             }
             return Ok(Next::After(ctx.config.requeue));
         }
@@ -151,6 +154,30 @@ async fn release_works(client: &Client, namespace: &str) -> Result<(), kube::Err
         }
     }
     Ok(())
+}
+
+/// Once no Work is left in `namespace`, let go of the agent's Role and RoleBinding there (held so
+/// the agent can finish removing its Works while the namespace is deleted).
+async fn release_agent_access(client: &Client, namespace: &str, cluster: &str) -> Result<(), kube::Error> {
+    use crate::agent_csr_approving::AGENT_ACCESS_FINALIZER;
+    use flotilla_api::federation::karmada::work::Work;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    if !Api::<Work>::namespaced(client.clone(), namespace).list(&Default::default()).await?.items.is_empty() {
+        return Ok(());
+    }
+    let name = format!("system:karmada:{cluster}:agent-work");
+    async fn let_go<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + kube::Resource>(api: Api<K>, name: &str) -> Result<(), kube::Error> {
+        let Some(o) = api.get_opt(name).await? else { return Ok(()) };
+        let Some(list) = without_finalizer(o.meta().finalizers.as_ref(), AGENT_ACCESS_FINALIZER) else { return Ok(()) };
+        let patch = finalizer_patch(list, o.meta().resource_version.as_deref());
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    let_go(Api::<RoleBinding>::namespaced(client.clone(), namespace), &name).await?;
+    let_go(Api::<Role>::namespaced(client.clone(), namespace), &name).await
 }
 
 /// Delete `name` through `api`; gone already is fine.

@@ -24,6 +24,19 @@ fn taint_keys(cluster: &Value) -> Vec<String> {
     cluster["spec"]["taints"].as_array().into_iter().flatten().filter_map(|t| t["key"].as_str().map(str::to_string)).collect()
 }
 
+/// Register `name` with a fresh token (the printed command, as is) into `dir`; the agent's kubeconfig.
+fn register(kc: &Path, dir: &Path, name: &str) -> std::path::PathBuf {
+    let (ok, out) = flotilla_cmd(&["token", "create", "--cluster-name", name, "--print-register-command", "--control-plane-kubeconfig", kc.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let command = out.lines().find(|l| l.starts_with("flotilla register ")).unwrap_or_else(|| panic!("{out}")).to_string();
+    let agent_kc = dir.join(format!("{name}-agent.kubeconfig"));
+    let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    args.extend(["--out", agent_kc.to_str().unwrap()]);
+    let (ok, out) = flotilla_cmd(&args);
+    assert!(ok, "{out}");
+    agent_kc
+}
+
 fn start_agent(name: &str, agent_kc: &Path, member: &Path) -> Daemon {
     let mut agent = Daemon::start(
         &[
@@ -57,14 +70,7 @@ fn a_pull_member_runs_its_works_through_its_agent_and_goes_unknown_when_it_stops
     let ns = unique("pulled");
 
     // Registration: the printed command, as is.
-    let (ok, out) = flotilla_cmd(&["token", "create", "--cluster-name", &name, "--print-register-command", "--control-plane-kubeconfig", kc.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let command = out.lines().find(|l| l.starts_with("flotilla register ")).unwrap_or_else(|| panic!("{out}")).to_string();
-    let agent_kc = cp.dir.path().join("agent.kubeconfig");
-    let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
-    args.extend(["--out", agent_kc.to_str().unwrap()]);
-    let (ok, out) = flotilla_cmd(&args);
-    assert!(ok, "{out}");
+    let agent_kc = register(&kc, cp.dir.path(), &name);
 
     // The agent registers the cluster and posts its status; the control plane holds nothing.
     let agent = start_agent(&name, &agent_kc, &member);
@@ -163,5 +169,83 @@ spec:
     let (ok, out) = kubectl_try(&agent_kc, &["get", "cluster", &name]);
     assert!(!ok && out.contains("Forbidden"), "{out}");
     drop(agent);
+    drop(cp);
+}
+
+/// Karmada's nginx sample over one push and two pull members, with an OverridePolicy for one of
+/// the pull members: the same policy, placement, override and status for both modes.
+#[test]
+fn one_policy_spans_push_and_pull_members() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    if env.members.len() < 3 {
+        eprintln!("SKIPPED: needs three testenv members");
+        return;
+    }
+    let cp = Flotilla::start_with(support::FAST_PROBES);
+    let kc = cp.kubeconfig.clone();
+    let ns = unique("mixed");
+    let push = unique("push");
+    let (pull_a, pull_b) = (unique("pull"), unique("pull"));
+    let m1 = env.member("member1").kubeconfig.clone();
+    let m2 = env.member("member2").kubeconfig.clone();
+    let m3 = env.member("member3").kubeconfig.clone();
+    let (ok, out) = flotilla_cmd(&["join", &push, "--kubeconfig", m1.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let agents: Vec<Daemon> = [(&pull_a, &m2), (&pull_b, &m3)].iter().map(|(n, m)| start_agent(n, &register(&kc, cp.dir.path(), n), m)).collect();
+    for c in [&push, &pull_a, &pull_b] {
+        wait_for("the cluster Ready", LONG, || {
+            let o = get_json(&kc, &["get", "cluster", c])?;
+            if has_condition(&o, "Ready", "True") { Ok(()) } else { Err(o["status"].to_string()) }
+        });
+    }
+    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/karmada/nginx.yaml")).unwrap();
+    let deployment = sample.split("\n---\n").next().unwrap().replace("replicas: 2", "replicas: 3");
+    apply_yaml(&kc, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"));
+    apply_yaml(&kc, &deployment.replace("  name: nginx\n  labels:", &format!("  name: nginx\n  namespace: {ns}\n  labels:")));
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: nginx-propagation, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: nginx}}]
+  placement:
+    clusterAffinity: {{clusterNames: [{push}, {pull_a}, {pull_b}]}}
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - {{targetCluster: {{clusterNames: [{push}]}}, weight: 1}}
+          - {{targetCluster: {{clusterNames: [{pull_a}]}}, weight: 1}}
+          - {{targetCluster: {{clusterNames: [{pull_b}]}}, weight: 1}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {{name: nginx-mirror, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: nginx}}]
+  overrideRules:
+    - targetCluster: {{clusterNames: [{pull_a}]}}
+      overriders:
+        imageOverrider: [{{component: Registry, operator: replace, value: mirror.example.com}}]
+"#
+        ),
+    );
+    for (member, image) in [(&m1, "nginx"), (&m2, "mirror.example.com/nginx"), (&m3, "nginx")] {
+        let d = wait_for("nginx in each member", LONG, || {
+            let d = get_json(member, &["-n", &ns, "get", "deployment", "nginx"])?;
+            if d["spec"]["template"]["spec"]["containers"][0]["image"] == image { Ok(d) } else { Err(d["spec"].to_string()) }
+        });
+        assert_eq!(d["spec"]["replicas"], 1, "one replica each: {}", d["spec"]);
+    }
+    wait_for("status from all three", LONG, || {
+        let rb = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "nginx-deployment"])?;
+        let items = rb["status"]["aggregatedStatus"].as_array().cloned().unwrap_or_default();
+        let applied: Vec<&str> = items.iter().filter(|i| i["applied"] == true).filter_map(|i| i["clusterName"].as_str()).collect();
+        if applied.len() == 3 { Ok(()) } else { Err(rb["status"].to_string()) }
+    });
+    drop(agents);
     drop(cp);
 }
