@@ -245,6 +245,13 @@ pub fn certificate_blocks(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// The validity (not before, not after, as Unix seconds) of the first certificate in `pem`.
+pub fn validity(pem: &[u8]) -> Option<(i64, i64)> {
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    let cert = block.parse_x509().ok()?;
+    Some((cert.validity().not_before.timestamp(), cert.validity().not_after.timestamp()))
+}
+
 /// Which subresource an update writes through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Write {

@@ -12,6 +12,10 @@
 //!   and watching only its execution space and its Cluster (all its RBAC allows).
 //! - While the control plane is unreachable it retries with backoff and says so once, and again
 //!   when it is back.
+//! - Renews its certificate once `--certificate-rotation-fraction` (0.8) of its lifetime has
+//!   passed: a new key and a request made with the current certificate, which the control plane
+//!   approves for the agent itself (`selfclusteragent`); the kubeconfig is replaced atomically and
+//!   the controllers restart on the new identity.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,6 +72,92 @@ pub struct AgentArgs {
     /// Works applied at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_work_syncs: u16,
+    /// Renew the agent's certificate once this fraction of its lifetime has passed (a new key,
+    /// a request the control plane approves for the agent itself, the kubeconfig rewritten).
+    #[arg(long, default_value_t = 0.8)]
+    pub certificate_rotation_fraction: f64,
+    /// How long the renewed certificate is asked to last (the signer caps it at one year).
+    #[arg(long, default_value_t = 31_536_000)]
+    pub cert_expiration_seconds: u32,
+}
+
+/// The least time between two renewals (a certificate already past its rotation point when it
+/// is issued is not renewed again at once).
+const MIN_ROTATION_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The agent's certificate, server and CA, read from its kubeconfig.
+struct Identity {
+    cert_pem: String,
+    server: String,
+    ca_pem: String,
+}
+
+fn read_identity(path: &Path) -> anyhow::Result<Identity> {
+    use base64::Engine;
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let doc: serde_json::Value = serde_saphyr::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+    let b64 = |v: Option<&serde_json::Value>, what: &str| -> anyhow::Result<String> {
+        let s = v.and_then(serde_json::Value::as_str).with_context(|| format!("{} has no {what}", path.display()))?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(s.trim()).with_context(|| format!("{what} in {}", path.display()))?;
+        String::from_utf8(bytes).with_context(|| format!("{what} in {} is not PEM", path.display()))
+    };
+    Ok(Identity {
+        cert_pem: b64(doc.pointer("/users/0/user/client-certificate-data"), "client-certificate-data")?,
+        ca_pem: b64(doc.pointer("/clusters/0/cluster/certificate-authority-data"), "certificate-authority-data")?,
+        server: doc.pointer("/clusters/0/cluster/server").and_then(serde_json::Value::as_str).context("no server")?.to_string(),
+    })
+}
+
+/// How long until the certificate in `path` is due for renewal.
+fn rotation_due(path: &Path, fraction: f64, last: Option<std::time::Instant>) -> anyhow::Result<Duration> {
+    let id = read_identity(path)?;
+    let (not_before, not_after) = csr::validity(id.cert_pem.as_bytes()).context("the agent's certificate does not parse")?;
+    let due = not_before as f64 + fraction * (not_after - not_before) as f64;
+    let now = jiff::Timestamp::now().as_second() as f64;
+    let wait = Duration::from_secs_f64((due - now).max(0.0));
+    let floor = last.map_or(Duration::ZERO, |l| MIN_ROTATION_INTERVAL.saturating_sub(l.elapsed()));
+    Ok(wait.max(floor))
+}
+
+/// Obtain a new certificate for the agent with its current one and rewrite its kubeconfig.
+async fn renew_certificate(cp: &Client, args: &AgentArgs) -> anyhow::Result<()> {
+    use base64::Engine;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let id = read_identity(&args.control_plane_kubeconfig)?;
+    let key = rcgen::KeyPair::generate().context("a new key")?;
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name.push(rcgen::DnType::CommonName, csr::agent_user(&args.cluster_name));
+    p.distinguished_name.push(rcgen::DnType::OrganizationName, csr::AGENT_GROUP);
+    let pem = p.serialize_request(&key).and_then(|r| r.pem()).context("the certificate request")?;
+    let request: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"generateName": format!("agent-{}-", args.cluster_name)},
+        "spec": {"request": base64::engine::general_purpose::STANDARD.encode(&pem), "signerName": csr::KUBE_APISERVER_CLIENT,
+                 "usages": ["digital signature", "client auth"], "expirationSeconds": args.cert_expiration_seconds},
+    }))
+    .context("the CertificateSigningRequest")?;
+    let api: Api<CertificateSigningRequest> = Api::all(cp.clone());
+    let name = api.create(&PostParams::default(), &request).await.context("create the renewal request")?.name_any();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let cert = loop {
+        let now = serde_json::to_value(api.get(&name).await.with_context(|| format!("read {name}"))?).unwrap_or_default();
+        if let Some(c) = csr::certificate(&now) {
+            break String::from_utf8(c).context("the issued certificate is not PEM")?;
+        }
+        if csr::has_condition(&now, csr::DENIED) || csr::has_condition(&now, csr::FAILED) {
+            bail!("renewal request {name} was not issued: {}", now["status"]["conditions"]);
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("renewal request {name} was not issued within 5 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let issued = flotilla_apiserver::pki::Issued { cert_pem: cert, key_pem: key.serialize_pem() };
+    let text = flotilla_apiserver::pki::kubeconfig("flotilla", &id.server, &id.ca_pem, &issued);
+    let tmp = args.control_plane_kubeconfig.with_extension("renewing");
+    flotilla_apiserver::pki::write_kubeconfig(&tmp, &text).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &args.control_plane_kubeconfig).with_context(|| format!("replace {}", args.control_plane_kubeconfig.display()))?;
+    tracing::info!(csr = %name, kubeconfig = %args.control_plane_kubeconfig.display(), "agent certificate renewed");
+    Ok(())
 }
 
 async fn load(path: &Path) -> anyhow::Result<kube::Config> {
@@ -181,6 +271,9 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     if !(args.cluster_lease_renew_interval_fraction > 0.0 && args.cluster_lease_renew_interval_fraction < 1.0) {
         bail!("--cluster-lease-renew-interval-fraction must be between 0 and 1");
     }
+    if !(args.certificate_rotation_fraction > 0.0 && args.certificate_rotation_fraction < 1.0) {
+        bail!("--certificate-rotation-fraction must be between 0 and 1");
+    }
     let cp_config = load(&args.control_plane_kubeconfig).await?;
     let cp = Client::try_from(cp_config).context("a control-plane client")?;
     let member_config = match &args.kubeconfig {
@@ -212,27 +305,45 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let name = args.cluster_name.clone();
     println!("agent: cluster {name} registered in Pull mode (id {})", cluster.spec.id.as_deref().unwrap_or(""));
 
-    let stop = CancellationToken::new();
     let every = args.cluster_lease_duration.mul_f64(args.cluster_lease_renew_interval_fraction);
-    let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, stop.clone()));
-
     let settings = FederationArgs {
         cluster_status_update_frequency: Some(args.cluster_status_update_frequency),
         member_request_timeout: args.member_request_timeout,
         concurrent_work_syncs: args.concurrent_work_syncs,
         ..FederationArgs::default()
     };
-    let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
-    let members = flotilla_member::access::Clients::in_member(&name, member_config);
-    let controllers = flotilla::controllers::start_agent(&settings, cp, members, scope)?;
-    println!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", "));
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    let mut cp = cp;
+    let mut last_rotation = None;
+    loop {
+        let stop = CancellationToken::new();
+        let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, stop.clone()));
+        let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
+        let members = flotilla_member::access::Clients::in_member(&name, member_config.clone());
+        let controllers = flotilla::controllers::start_agent(&settings, cp.clone(), members, scope)?;
+        println!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", "));
+        let due = rotation_due(&args.control_plane_kubeconfig, args.certificate_rotation_fraction, last_rotation)?;
+        let renewed = tokio::select! {
+            _ = term.recv() => false,
+            _ = tokio::signal::ctrl_c() => false,
+            _ = tokio::time::sleep(due) => true,
+        };
+        if renewed {
+            if let Err(e) = renew_certificate(&cp, &args).await {
+                // Keep running on the current certificate; try again after the least interval.
+                tracing::warn!(error = %format!("{e:#}"), "renewing the agent certificate failed; retrying later");
+            }
+            last_rotation = Some(std::time::Instant::now());
+        } else {
+            eprintln!("agent: shutting down");
+        }
+        stop.cancel();
+        let _ = lease.await;
+        controllers.shutdown(Duration::from_secs(5)).await;
+        if !renewed {
+            break;
+        }
+        cp = Client::try_from(load(&args.control_plane_kubeconfig).await?).context("a control-plane client")?;
+        println!("agent: restarting with the renewed certificate");
     }
-    eprintln!("agent: shutting down");
-    stop.cancel();
-    let _ = lease.await;
-    controllers.shutdown(Duration::from_secs(5)).await;
     Ok(())
 }

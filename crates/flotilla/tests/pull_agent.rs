@@ -25,13 +25,14 @@ fn taint_keys(cluster: &Value) -> Vec<String> {
 }
 
 /// Register `name` with a fresh token (the printed command, as is) into `dir`; the agent's kubeconfig.
-fn register(kc: &Path, dir: &Path, name: &str) -> std::path::PathBuf {
+fn register(kc: &Path, dir: &Path, name: &str, extra: &[&str]) -> std::path::PathBuf {
     let (ok, out) = flotilla_cmd(&["token", "create", "--cluster-name", name, "--print-register-command", "--control-plane-kubeconfig", kc.to_str().unwrap()]);
     assert!(ok, "{out}");
     let command = out.lines().find(|l| l.starts_with("flotilla register ")).unwrap_or_else(|| panic!("{out}")).to_string();
     let agent_kc = dir.join(format!("{name}-agent.kubeconfig"));
     let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
     args.extend(["--out", agent_kc.to_str().unwrap()]);
+    args.extend(extra);
     let (ok, out) = flotilla_cmd(&args);
     assert!(ok, "{out}");
     agent_kc
@@ -70,7 +71,7 @@ fn a_pull_member_runs_its_works_through_its_agent_and_goes_unknown_when_it_stops
     let ns = unique("pulled");
 
     // Registration: the printed command, as is.
-    let agent_kc = register(&kc, cp.dir.path(), &name);
+    let agent_kc = register(&kc, cp.dir.path(), &name, &[]);
 
     // The agent registers the cluster and posts its status; the control plane holds nothing.
     let agent = start_agent(&name, &agent_kc, &member);
@@ -191,7 +192,7 @@ fn one_policy_spans_push_and_pull_members() {
     let m3 = env.member("member3").kubeconfig.clone();
     let (ok, out) = flotilla_cmd(&["join", &push, "--kubeconfig", m1.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
     assert!(ok, "{out}");
-    let agents: Vec<Daemon> = [(&pull_a, &m2), (&pull_b, &m3)].iter().map(|(n, m)| start_agent(n, &register(&kc, cp.dir.path(), n), m)).collect();
+    let agents: Vec<Daemon> = [(&pull_a, &m2), (&pull_b, &m3)].iter().map(|(n, m)| start_agent(n, &register(&kc, cp.dir.path(), n, &[]), m)).collect();
     for c in [&push, &pull_a, &pull_b] {
         wait_for("the cluster Ready", LONG, || {
             let o = get_json(&kc, &["get", "cluster", c])?;
@@ -247,5 +248,59 @@ spec:
         if applied.len() == 3 { Ok(()) } else { Err(rb["status"].to_string()) }
     });
     drop(agents);
+    drop(cp);
+}
+
+/// The agent renews its certificate before it expires: a new key, a request the control plane
+/// approves for the agent itself (selfclusteragent), the kubeconfig replaced, the cluster Ready.
+#[test]
+fn the_agent_renews_its_certificate() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member1").kubeconfig.clone();
+    let cp = Flotilla::start_with(support::FAST_PROBES);
+    let kc = cp.kubeconfig.clone();
+    let name = unique("renew");
+    let agent_kc = register(&kc, cp.dir.path(), &name, &["--cert-expiration-seconds", "600"]);
+    let before = std::fs::read_to_string(&agent_kc).unwrap();
+    // Past its rotation point from the start (the certificate is backdated five minutes).
+    let mut agent = Daemon::start(
+        &[
+            "agent",
+            "--cluster-name",
+            &name,
+            "--control-plane-kubeconfig",
+            agent_kc.to_str().unwrap(),
+            "--kubeconfig",
+            member.to_str().unwrap(),
+            "--cluster-status-update-frequency",
+            "500ms",
+            "--certificate-rotation-fraction",
+            "0.01",
+        ],
+        "info",
+    );
+    agent.wait_line("restarting with the renewed certificate", LONG);
+    let after = std::fs::read_to_string(&agent_kc).unwrap();
+    assert_ne!(before, after, "the kubeconfig holds a new certificate and key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&agent_kc).unwrap().permissions().mode() & 0o777, 0o600);
+    let (ok, out) = kubectl_try(&agent_kc, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    assert!(ok && out.trim() == format!("system:karmada:agent:{name}"), "{out}");
+    let csrs = get_json(&kc, &["get", "csr"]).unwrap();
+    let renewal = csrs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["spec"]["username"] == format!("system:karmada:agent:{name}").as_str())
+        .unwrap_or_else(|| panic!("a request made by the agent itself: {csrs}"))
+        .clone();
+    assert_eq!(renewal["status"]["conditions"][0]["message"], "Auto approving self karmada agent certificate after SubjectAccessReview.");
+    assert!(renewal["status"]["certificate"].is_string());
+    agent.wait_line("controllers running", LONG);
+    wait_for("Ready on the renewed certificate", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
+    });
+    drop(agent);
     drop(cp);
 }
