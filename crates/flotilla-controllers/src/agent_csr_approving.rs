@@ -79,12 +79,28 @@ fn decide(obj: &Value) -> Decision {
     Decision::Review { subresource: "clusteragent", cluster }
 }
 
+/// Karmada's names of a cluster agent's RBAC objects: the ClusterRole and binding, the Role and
+/// binding for its Secrets in `karmada-cluster`, and those for its Works in its execution space.
+pub struct AgentRbacNames {
+    pub agent: String,
+    pub secret: String,
+    pub work: String,
+}
+
+impl AgentRbacNames {
+    pub fn of(cluster: &str) -> AgentRbacNames {
+        AgentRbacNames {
+            agent: format!("system:karmada:{cluster}:agent"),
+            secret: format!("system:karmada:{cluster}:agent-secret"),
+            work: format!("system:karmada:{cluster}:agent-work"),
+        }
+    }
+}
+
 /// The agent's RBAC in the control plane: Karmada's objects and names, narrowed where a rule
 /// can name its object.
 pub fn agent_rbac(cluster: &str) -> Vec<Value> {
-    let name = format!("system:karmada:{cluster}:agent");
-    let secret = format!("system:karmada:{cluster}:agent-secret");
-    let work = format!("system:karmada:{cluster}:agent-work");
+    let AgentRbacNames { agent: name, secret, work } = AgentRbacNames::of(cluster);
     let es = execution_space(cluster);
     let user = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": csr::agent_user(cluster)}]);
     let rule = |groups: &[&str], resources: &[&str], verbs: &[&str], names: &[&str]| {

@@ -165,7 +165,7 @@ async fn release_agent_access(client: &Client, namespace: &str, cluster: &str) -
     if !Api::<Work>::namespaced(client.clone(), namespace).list(&Default::default()).await?.items.is_empty() {
         return Ok(());
     }
-    let name = format!("system:karmada:{cluster}:agent-work");
+    let name = crate::agent_csr_approving::AgentRbacNames::of(cluster).work;
     async fn let_go<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + kube::Resource>(api: Api<K>, name: &str) -> Result<(), kube::Error> {
         let Some(o) = api.get_opt(name).await? else { return Ok(()) };
         let Some(list) = without_finalizer(o.meta().finalizers.as_ref(), AGENT_ACCESS_FINALIZER) else { return Ok(()) };
@@ -193,8 +193,7 @@ async fn delete_if_there<K: Clone + serde::de::DeserializeOwned + std::fmt::Debu
 /// execution space's RoleBinding goes with the namespace).
 async fn remove_agent_rbac(client: &Client, cluster: &str) -> Result<(), kube::Error> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-    let name = format!("system:karmada:{cluster}:agent");
-    let secret = format!("system:karmada:{cluster}:agent-secret");
+    let crate::agent_csr_approving::AgentRbacNames { agent: name, secret, .. } = crate::agent_csr_approving::AgentRbacNames::of(cluster);
     let ns = crate::agent_csr_approving::CLUSTER_SECRET_NAMESPACE;
     delete_if_there(Api::<ClusterRoleBinding>::all(client.clone()), &name).await?;
     delete_if_there(Api::<ClusterRole>::all(client.clone()), &name).await?;

@@ -95,17 +95,16 @@ struct Identity {
 fn read_identity(path: &Path) -> anyhow::Result<Identity> {
     use base64::Engine;
     let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    // The same shape as cluster-info's kubeconfig: its first cluster's server and CA.
+    let endpoint = flotilla_api::bootstrap_token::cluster_info_endpoint(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let doc: serde_json::Value = serde_saphyr::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
-    let b64 = |v: Option<&serde_json::Value>, what: &str| -> anyhow::Result<String> {
-        let s = v.and_then(serde_json::Value::as_str).with_context(|| format!("{} has no {what}", path.display()))?;
-        let bytes = base64::engine::general_purpose::STANDARD.decode(s.trim()).with_context(|| format!("{what} in {}", path.display()))?;
-        String::from_utf8(bytes).with_context(|| format!("{what} in {} is not PEM", path.display()))
-    };
-    Ok(Identity {
-        cert_pem: b64(doc.pointer("/users/0/user/client-certificate-data"), "client-certificate-data")?,
-        ca_pem: b64(doc.pointer("/clusters/0/cluster/certificate-authority-data"), "certificate-authority-data")?,
-        server: doc.pointer("/clusters/0/cluster/server").and_then(serde_json::Value::as_str).context("no server")?.to_string(),
-    })
+    let cert = doc
+        .pointer("/users/0/user/client-certificate-data")
+        .and_then(serde_json::Value::as_str)
+        .with_context(|| format!("{} has no client-certificate-data", path.display()))?;
+    let cert = base64::engine::general_purpose::STANDARD.decode(cert.trim()).with_context(|| format!("client-certificate-data in {}", path.display()))?;
+    let cert_pem = String::from_utf8(cert).with_context(|| format!("the certificate in {} is not PEM", path.display()))?;
+    Ok(Identity { cert_pem, server: endpoint.server, ca_pem: endpoint.ca_pem })
 }
 
 /// How long until the certificate in `path` is due for renewal.
@@ -121,46 +120,22 @@ fn rotation_due(path: &Path, fraction: f64, last: Option<std::time::Instant>) ->
 
 /// Obtain a new certificate for the agent with its current one and rewrite its kubeconfig.
 async fn renew_certificate(cp: &Client, args: &AgentArgs) -> anyhow::Result<()> {
-    use base64::Engine;
     use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
     let id = read_identity(&args.control_plane_kubeconfig)?;
-    let key = rcgen::KeyPair::generate().context("a new key")?;
-    let mut p = rcgen::CertificateParams::default();
-    p.distinguished_name.push(rcgen::DnType::CommonName, csr::agent_user(&args.cluster_name));
-    p.distinguished_name.push(rcgen::DnType::OrganizationName, csr::AGENT_GROUP);
-    let pem = p.serialize_request(&key).and_then(|r| r.pem()).context("the certificate request")?;
-    let request: CertificateSigningRequest = serde_json::from_value(json!({
-        "metadata": {"generateName": format!("agent-{}-", args.cluster_name)},
-        "spec": {"request": base64::engine::general_purpose::STANDARD.encode(&pem), "signerName": csr::KUBE_APISERVER_CLIENT,
-                 "usages": ["digital signature", "client auth"], "expirationSeconds": args.cert_expiration_seconds},
-    }))
-    .context("the CertificateSigningRequest")?;
     let api: Api<CertificateSigningRequest> = Api::all(cp.clone());
-    let name = api.create(&PostParams::default(), &request).await.context("create the renewal request")?.name_any();
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    let cert = loop {
-        let now = serde_json::to_value(api.get(&name).await.with_context(|| format!("read {name}"))?).unwrap_or_default();
-        if let Some(c) = csr::certificate(&now) {
-            break String::from_utf8(c).context("the issued certificate is not PEM")?;
-        }
-        if csr::has_condition(&now, csr::DENIED) || csr::has_condition(&now, csr::FAILED) {
-            bail!("renewal request {name} was not issued: {}", now["status"]["conditions"]);
-        }
-        if std::time::Instant::now() > deadline {
-            bail!("renewal request {name} was not issued within 5 minutes");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let prefix = format!("agent-{}-", args.cluster_name);
+    let (key, cert) =
+        crate::register_cmd::request_agent_certificate(&api, &args.cluster_name, &prefix, args.cert_expiration_seconds, Duration::from_secs(300)).await?;
     let issued = flotilla_apiserver::pki::Issued { cert_pem: cert, key_pem: key.serialize_pem() };
     let text = flotilla_apiserver::pki::kubeconfig("flotilla", &id.server, &id.ca_pem, &issued);
     let tmp = args.control_plane_kubeconfig.with_extension("renewing");
     flotilla_apiserver::pki::write_kubeconfig(&tmp, &text).with_context(|| format!("write {}", tmp.display()))?;
     std::fs::rename(&tmp, &args.control_plane_kubeconfig).with_context(|| format!("replace {}", args.control_plane_kubeconfig.display()))?;
-    tracing::info!(csr = %name, kubeconfig = %args.control_plane_kubeconfig.display(), "agent certificate renewed");
+    tracing::info!(kubeconfig = %args.control_plane_kubeconfig.display(), "agent certificate renewed");
     Ok(())
 }
 
-async fn load(path: &Path) -> anyhow::Result<kube::Config> {
+pub(crate) async fn load(path: &Path) -> anyhow::Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
     kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.with_context(|| format!("use {}", path.display()))
 }

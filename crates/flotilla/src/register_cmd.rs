@@ -81,6 +81,56 @@ async fn cluster_info(server: &str, ca_pem: Option<&str>) -> anyhow::Result<BTre
     Ok(cm.data.unwrap_or_default())
 }
 
+/// A new key and an issued certificate for `cluster`'s agent: the request created through `api`
+/// (as the caller: a bootstrap token registering, or the agent renewing) under `name_prefix`,
+/// then awaited until it is issued, denied or failed, or `wait` has passed.
+pub(crate) async fn request_agent_certificate(
+    api: &Api<CertificateSigningRequest>,
+    cluster: &str,
+    name_prefix: &str,
+    expiration_seconds: u32,
+    wait: Duration,
+) -> anyhow::Result<(rcgen::KeyPair, String)> {
+    let (key, pem) = agent_request(cluster)?;
+    let request: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": name_prefix},
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(&pem),
+            "signerName": csr::KUBE_APISERVER_CLIENT,
+            "usages": ["digital signature", "client auth"],
+            "expirationSeconds": expiration_seconds,
+        },
+    }))
+    .context("the CertificateSigningRequest")?;
+    let created = api.create(&PostParams::default(), &request).await.context("create the agent's CertificateSigningRequest")?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    eprintln!("CertificateSigningRequest {name} created; waiting for approval and signing (up to {wait:?})");
+    let deadline = Instant::now() + wait;
+    let mut last_note = Instant::now();
+    loop {
+        let now = api.get(&name).await.with_context(|| format!("read CertificateSigningRequest {name}"))?;
+        let value = serde_json::to_value(&now).unwrap_or_default();
+        if let Some(cert) = csr::certificate(&value) {
+            return Ok((key, String::from_utf8(cert).context("the issued certificate is not PEM")?));
+        }
+        for (kind, what) in [(csr::DENIED, "denied"), (csr::FAILED, "not signed")] {
+            if let Some(c) = value.pointer("/status/conditions").and_then(|c| c.as_array()).and_then(|a| a.iter().find(|c| c["type"] == kind)) {
+                bail!("CertificateSigningRequest {name} was {what}: {} ({})", c["message"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or(""));
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("CertificateSigningRequest {name} was not issued within {wait:?}: is the agent CSR approver running (--controllers)?");
+        }
+        if last_note.elapsed() > Duration::from_secs(15) {
+            eprintln!("still waiting for CertificateSigningRequest {name}");
+            last_note = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// A new key and its PEM request for the cluster's agent.
 fn agent_request(cluster: &str) -> anyhow::Result<(rcgen::KeyPair, String)> {
     let key = rcgen::KeyPair::generate().context("generate the agent's key")?;
@@ -125,50 +175,11 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
     eprintln!("register: cluster-info signed by token {} and its CA pinned; control plane {}", token.id, endpoint.server);
 
     // 2. TLS bootstrap.
-    let (key, pem) = agent_request(&args.cluster_name)?;
     let bootstrap = client(&kubeconfig_yaml(&endpoint.server, Some(&endpoint.ca_pem), &format!("{{token: {}}}", token.expose()))).await?;
     let api: Api<CertificateSigningRequest> = Api::all(bootstrap);
-    let request: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": bt::csr_name_prefix(&token.id)},
-        "spec": {
-            "request": base64::engine::general_purpose::STANDARD.encode(&pem),
-            "signerName": csr::KUBE_APISERVER_CLIENT,
-            "usages": ["digital signature", "client auth"],
-            "expirationSeconds": args.cert_expiration_seconds,
-        },
-    }))
-    .context("the CertificateSigningRequest")?;
-    let created = api.create(&PostParams::default(), &request).await.context("create the agent's CertificateSigningRequest with the token")?;
-    let name = created.metadata.name.clone().unwrap_or_default();
-    eprintln!("register: CertificateSigningRequest {name} created; waiting for approval and signing (up to {:?})", args.wait);
-    let deadline = Instant::now() + args.wait;
-    let mut last_note = Instant::now();
-    let cert = loop {
-        let now = api.get(&name).await.with_context(|| format!("read CertificateSigningRequest {name}"))?;
-        let value = serde_json::to_value(&now).unwrap_or_default();
-        if let Some(cert) = csr::certificate(&value) {
-            break String::from_utf8(cert).context("the issued certificate is not PEM")?;
-        }
-        for (kind, what) in [(csr::DENIED, "denied"), (csr::FAILED, "not signed")] {
-            if let Some(c) = value.pointer("/status/conditions").and_then(|c| c.as_array()).and_then(|a| a.iter().find(|c| c["type"] == kind)) {
-                bail!("CertificateSigningRequest {name} was {what}: {} ({})", c["message"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or(""));
-            }
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "CertificateSigningRequest {name} was not issued within {:?}: is the agent CSR approver running (--controllers), and was the token made for cluster {:?}?",
-                args.wait,
-                args.cluster_name
-            );
-        }
-        if last_note.elapsed() > Duration::from_secs(15) {
-            eprintln!("register: still waiting for {name}");
-            last_note = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let (key, cert) = request_agent_certificate(&api, &args.cluster_name, &bt::csr_name_prefix(&token.id), args.cert_expiration_seconds, args.wait)
+        .await
+        .map_err(|e| e.context(format!("registering cluster {:?} (the token must have been made for it)", args.cluster_name)))?;
 
     // 3. The agent's kubeconfig.
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("{}-agent.kubeconfig", args.cluster_name)));
@@ -200,9 +211,7 @@ pub struct UnregisterArgs {
 /// authorizes nothing; stop the agent afterwards.
 pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
     use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
-    let kc =
-        kube::config::Kubeconfig::read_from(&args.control_plane_kubeconfig).with_context(|| format!("read {}", args.control_plane_kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.context("a client configuration")?;
+    let config = crate::agent_cmd::load(&args.control_plane_kubeconfig).await?;
     let api: Api<Cluster> = Api::all(kube::Client::try_from(config).context("a client")?);
     let name = &args.cluster_name;
     let Some(cluster) = api.get_opt(name).await.with_context(|| format!("read Cluster {name}"))? else {
