@@ -9,6 +9,12 @@
 //! a `Status`. Connect requests are long-running, as in kube-apiserver: no request deadline
 //! and no in-flight slot, so a proxied watch can last.
 //!
+//! Upgrades (exec, attach, port-forward, a pull agent's tunnel) pass through too: an HTTP/1.1
+//! request with `Connection: Upgrade` reaches the handler with its [`ConnectUpgrade`] (the
+//! protocol asked for and hyper's handle on the connection); a handler that answers `101`
+//! takes the connection over once the answer is sent. Upgrades need HTTP/1.1 (HTTP/2 has no
+//! `Upgrade`), as on kube-apiserver.
+//!
 //! This module is the seam: the types the binary implements and installs, below the resource
 //! table that holds them. `connect_request.rs` matches paths and serves the requests.
 
@@ -38,12 +44,29 @@ pub struct ConnectRequest {
     pub body: Bytes,
     /// Who asked (already authorized for the subresource).
     pub user: Identity,
+    /// The connection upgrade asked for, if any.
+    pub upgrade: Option<ConnectUpgrade>,
+}
+
+/// An upgrade request's protocol and its connection, which becomes the handler's once it has
+/// answered `101 Switching Protocols` (await `on_upgrade`).
+pub struct ConnectUpgrade {
+    /// The `Upgrade` header as sent (`websocket`, `SPDY/3.1`, …).
+    pub protocol: String,
+    pub on_upgrade: hyper::upgrade::OnUpgrade,
+}
+
+impl std::fmt::Debug for ConnectUpgrade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectUpgrade").field("protocol", &self.protocol).finish_non_exhaustive()
+    }
 }
 
 /// A body streamed back to the caller.
 pub type ConnectBody = BoxStream<'static, Result<Bytes, Box<dyn std::error::Error + Send + Sync>>>;
 
-/// The handler's answer: passed to the caller as is (hop-by-hop headers dropped).
+/// The handler's answer: passed to the caller as is (hop-by-hop headers dropped; a `101` keeps
+/// its `Upgrade` header and gets `Connection: Upgrade`).
 pub struct ConnectResponse {
     pub status: StatusCode,
     pub headers: HeaderMap,
@@ -65,6 +88,12 @@ pub enum ConnectError {
     /// The target cannot be reached now, or did not answer in time (503 ServiceUnavailable).
     #[error("{0}")]
     Unavailable(String),
+    /// The caller may not do this to this object, whatever RBAC says (403 Forbidden).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The object is taken by someone else (409 Conflict).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl ConnectError {
@@ -73,6 +102,8 @@ impl ConnectError {
             ConnectError::Unsupported(m) => ApiError::bad_request(m.clone()),
             // No Retry-After: client-go would silently retry a dead member ten times.
             ConnectError::Unavailable(m) => ApiError::new(503, "ServiceUnavailable", m.clone()),
+            ConnectError::Forbidden(m) => ApiError::new(403, "Forbidden", m.clone()),
+            ConnectError::Conflict(m) => ApiError::new(409, "Conflict", m.clone()),
         }
     }
 }

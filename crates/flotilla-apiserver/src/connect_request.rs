@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, Request, header};
+use axum::http::{HeaderMap, HeaderName, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::Identity;
-use crate::connect::{ConnectRequest, ConnectSubresource};
+use crate::connect::{ConnectRequest, ConnectSubresource, ConnectUpgrade};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{Query, ResourcePath};
 use crate::resources::Catalog;
@@ -117,9 +117,8 @@ async fn serve_inner(
     if !c.methods.contains(req.method()) {
         return Err(ApiError::method_not_allowed());
     }
-    if req.headers().contains_key(header::UPGRADE) {
-        return Err(ApiError::bad_request(format!("{}/{}: upgrade requests (exec, attach, port-forward) are not supported yet", c.resource, c.subresource)));
-    }
+    let mut req = req;
+    let upgrade = upgrade_of(&mut req).map_err(|m| ApiError::bad_request(format!("{}/{}: {m}", c.resource, c.subresource)))?;
     let info = crate::scope::resolve(&inner, &p)?;
     let raw_query = req.uri().query().map(String::from);
     let ctx = crate::scope::RequestScope {
@@ -139,8 +138,18 @@ async fn serve_inner(
         }
     }
     let (_, body) = crate::scope::read_body(&inner, req).await?;
-    let request = ConnectRequest { method, object, path: tail, query: raw_query, headers, body, user: identity };
+    let protocol = upgrade.as_ref().map(|u| u.protocol.clone());
+    let request = ConnectRequest { method, object, path: tail, query: raw_query, headers, body, user: identity, upgrade };
     let answer = c.handler.connect(request).await.map_err(|e| e.status())?;
+    let switching = answer.status == StatusCode::SWITCHING_PROTOCOLS;
+    if switching && protocol.is_none() {
+        // hyper could not hand the connection over: a handler bug, not the caller's.
+        return Err(ApiError::new(
+            500,
+            "InternalError",
+            format!("{}/{}: the handler switched protocols on a request that asked for none", c.resource, c.subresource),
+        ));
+    }
     let mut resp = Response::new(Body::from_stream(answer.body));
     *resp.status_mut() = answer.status;
     for (k, v) in &answer.headers {
@@ -148,7 +157,36 @@ async fn serve_inner(
             resp.headers_mut().append(k.clone(), v.clone());
         }
     }
+    if switching {
+        let protocol = answer.headers.get(header::UPGRADE).cloned().or_else(|| protocol.and_then(|p| p.parse().ok()));
+        if let Some(p) = protocol {
+            resp.headers_mut().insert(header::UPGRADE, p);
+        }
+        resp.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("Upgrade"));
+    }
     Ok(resp)
+}
+
+/// The upgrade `req` asks for (`Connection: Upgrade` with an `Upgrade` protocol), taken out of
+/// the request; an error when it asks for one that cannot be carried out (HTTP/2, in-process).
+fn upgrade_of(req: &mut Request<Body>) -> Result<Option<ConnectUpgrade>, String> {
+    let asks = req
+        .headers()
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let Some(protocol) = req.headers().get(header::UPGRADE) else { return Ok(None) };
+    if !asks {
+        return Ok(None);
+    }
+    let protocol = protocol.to_str().map_err(|_| "the Upgrade header is not text".to_string())?.to_string();
+    let on_upgrade = req
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| format!("an upgrade to {protocol} needs an HTTP/1.1 connection (exec, attach, port-forward and tunnels cannot run over HTTP/2)"))?;
+    Ok(Some(ConnectUpgrade { protocol, on_upgrade }))
 }
 
 #[cfg(test)]

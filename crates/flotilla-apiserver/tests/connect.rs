@@ -1,7 +1,8 @@
 //! Connect subresources through the in-process router, with an echoing handler installed on
 //! `namespaces/proxy`: what reaches the handler (and what does not), authorization on the
 //! subresource, 404 for an absent object, 405 for a method not served, long-running streams,
-//! handler errors as Statuses, and discovery.
+//! handler errors as Statuses, and discovery; over HTTPS, an upgrade handed to the handler, whose
+//! connection it then is.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,22 @@ struct Echo;
 impl Connecter for Echo {
     fn connect(&self, r: ConnectRequest) -> BoxFuture<'static, Result<ConnectResponse, ConnectError>> {
         Box::pin(async move {
+            if let Some(up) = r.upgrade {
+                // Switch, then answer each chunk upper-cased until the caller closes.
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut io = hyper_util::rt::TokioIo::new(up.on_upgrade.await.unwrap());
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = io.read(&mut buf).await {
+                        if io.write_all(&buf[..n].to_ascii_uppercase()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let mut h = HeaderMap::new();
+                h.insert("x-protocol-seen", up.protocol.parse().unwrap());
+                return Ok(ConnectResponse { status: StatusCode::SWITCHING_PROTOCOLS, headers: h, body: futures::stream::empty().boxed() });
+            }
             match r.path.as_str() {
                 "/down" => Err(ConnectError::Unavailable("error trying to reach the target: connection refused".into())),
                 "/stream" => {
@@ -180,4 +197,42 @@ async fn discovery_lists_the_subresource() {
     let sub = ns["subresources"].as_array().unwrap().iter().find(|s| s["subresource"] == "proxy").expect("proxy subresource").clone();
     assert_eq!(sub["responseKind"]["kind"], "NamespaceProxyOptions");
     assert_eq!(sub["verbs"], json!(["create", "get"]));
+}
+
+#[tokio::test]
+async fn an_upgrade_hands_the_connection_to_the_handler() {
+    use flotilla_apiserver::pki::{Authority, kubeconfig};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = server().await;
+    let ca = Authority::generate("test-ca").unwrap();
+    let serving_cert = ca.issue_server(&["127.0.0.1".to_string()]).unwrap();
+    let admin = ca.issue_client("admin", &["system:masters"]).unwrap();
+    let mut cfg = flotilla_apiserver::serve::ServeConfig::new("127.0.0.1:0".parse().unwrap(), serving_cert.cert_pem, serving_cert.key_pem);
+    cfg.client_ca_pem = Some(ca.cert_pem.clone());
+    let serving = flotilla_apiserver::serve::serve(api.router(), cfg).await.unwrap();
+    let text = kubeconfig("t", &format!("https://{}", serving.local_addr), &ca.cert_pem, &admin);
+    let config = kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::from_yaml(&text).unwrap(), &Default::default()).await.unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+
+    let req = http::Request::get("/api/v1/namespaces/default/proxy/exec")
+        .header("connection", "Upgrade")
+        .header("upgrade", "echo/1")
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let mut resp = client.send(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SWITCHING_PROTOCOLS);
+    assert_eq!(resp.headers()["upgrade"], "echo/1");
+    assert_eq!(resp.headers()["connection"], "Upgrade");
+    assert_eq!(resp.headers()["x-protocol-seen"], "echo/1");
+    let mut io = hyper_util::rt::TokioIo::new(hyper::upgrade::on(&mut resp).await.unwrap());
+    io.write_all(b"hello").await.unwrap();
+    let mut got = [0u8; 5];
+    io.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"HELLO");
+
+    // Without `Connection: Upgrade` it is an ordinary request.
+    let req = http::Request::get("/api/v1/namespaces/default/proxy/x").header("upgrade", "echo/1").body(kube::client::Body::empty()).unwrap();
+    assert_eq!(client.send(req).await.unwrap().status(), StatusCode::ACCEPTED);
+    drop(io);
+    serving.shutdown().await.unwrap();
 }

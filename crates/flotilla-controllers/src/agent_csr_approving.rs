@@ -118,6 +118,8 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
             rule(&["cluster.karmada.io"], &["clusters"], &["get", "update", "patch", "delete", "list", "watch"], &[cluster]),
             rule(&["cluster.karmada.io"], &["clusters"], &["create"], &[]),
             rule(&["cluster.karmada.io"], &["clusters/status"], &["update", "patch"], &[cluster]),
+            // Flotilla's reverse tunnel (ADR 0030).
+            rule(&["cluster.karmada.io"], &["clusters/tunnel"], &["get"], &[cluster]),
             rule(&["config.karmada.io"], &["resourceinterpreterwebhookconfigurations", "resourceinterpretercustomizations"], &["get", "list", "watch"], &[]),
             rule(&[""], &["namespaces"], &["get"], &[]),
             rule(&["core.kubefed.io"], &["kubefedconfigs"], &["get", "list", "watch"], &[]),

@@ -6,6 +6,8 @@
 //! - [`discovery`]: per-member discovery, cached, refreshed on a miss.
 //! - [`proxy`]: forwarding a request to a member as Flotilla (the `clusters/{name}/proxy`
 //!   subresource the binary installs into the API server).
+//! - [`tunnel`]: the reverse tunnel a pull agent opens to the control plane, both ends — the
+//!   control plane's registry of open tunnels and the agent's dialling and forwarding.
 //! - [`apply`]: applying a Work's manifest to a member with Karmada's rules: refuse to take over
 //!   an object Karmada does not manage unless told to overwrite, retain member-owned fields,
 //!   skip writes that change nothing; deleting (or releasing) it when the Work goes.
@@ -18,5 +20,6 @@ pub mod apply;
 pub mod discovery;
 pub mod join;
 pub mod proxy;
+pub mod tunnel;
 
 pub use access::{Clients, Connection, MemberAccess, MemberError};

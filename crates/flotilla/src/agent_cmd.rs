@@ -79,6 +79,22 @@ pub struct AgentArgs {
     /// How long the renewed certificate is asked to last (the signer caps it at one year).
     #[arg(long, default_value_t = 31_536_000)]
     pub cert_expiration_seconds: u32,
+    /// Keep a reverse tunnel open to the control plane, through which it reaches this member's
+    /// API server as its callers (cluster proxy, `flotilla get --clusters`, logs, exec).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub tunnel: bool,
+    /// HTTP/2 PING on the tunnel every this long; unanswered within --tunnel-keepalive-timeout,
+    /// the tunnel is dialled again.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub tunnel_keepalive_interval: Duration,
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub tunnel_keepalive_timeout: Duration,
+    /// Requests the tunnel carries at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tunnel_max_streams: u32,
+    /// The longest wait between two dials of the tunnel (backoff starts at 0.5s and doubles).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub tunnel_max_backoff: Duration,
 }
 
 /// The least time between two renewals (a certificate already past its rotation point when it
@@ -237,6 +253,26 @@ async fn renew_lease(cp: Client, cluster: Cluster, duration: Duration, every: Du
     }
 }
 
+/// The tunnel task: clients for both ends without read timeouts (the tunnel idles between
+/// requests, and watches and exec streams through it last).
+async fn run_tunnel(args: &AgentArgs, member: kube::Config, stop: CancellationToken) -> anyhow::Result<impl std::future::Future<Output = ()> + use<>> {
+    let mut cp = load(&args.control_plane_kubeconfig).await?;
+    cp.read_timeout = None;
+    cp.write_timeout = None;
+    let cp = Client::try_from(cp).context("a control-plane client for the tunnel")?;
+    let member = flotilla_member::MemberAccess::in_member(&args.cluster_name, member)
+        .streaming_client(args.member_request_timeout)
+        .context("a member client for the tunnel")?;
+    let config = flotilla_member::tunnel::agent::AgentTunnelConfig {
+        keep_alive_interval: args.tunnel_keepalive_interval,
+        keep_alive_timeout: args.tunnel_keepalive_timeout,
+        max_streams: args.tunnel_max_streams,
+        max_backoff: args.tunnel_max_backoff,
+        ..Default::default()
+    };
+    Ok(flotilla_member::tunnel::agent::run(cp, args.cluster_name.clone(), member, config, stop))
+}
+
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
     let errors = flotilla_api::admission::karmada::cluster_name_errors(&args.cluster_name);
@@ -295,6 +331,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
         let members = flotilla_member::access::Clients::in_member(&name, member_config.clone());
         let controllers = flotilla::controllers::start_agent(&settings, cp.clone(), members, scope)?;
+        let tunnel = if args.tunnel { Some(tokio::spawn(run_tunnel(&args, member_config.clone(), stop.clone()).await?)) } else { None };
         println!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", "));
         let due = rotation_due(&args.control_plane_kubeconfig, args.certificate_rotation_fraction, last_rotation)?;
         let renewed = tokio::select! {
@@ -313,6 +350,9 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         }
         stop.cancel();
         let _ = lease.await;
+        if let Some(t) = tunnel {
+            let _ = t.await;
+        }
         controllers.shutdown(Duration::from_secs(5)).await;
         if !renewed {
             break;

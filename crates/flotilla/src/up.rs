@@ -73,6 +73,17 @@ pub struct UpArgs {
     /// headers before answering 503; a proxied watch then streams as long as it lasts.
     #[arg(long, default_value_t = 30)]
     pub cluster_proxy_timeout_seconds: u64,
+    /// How often an open agent tunnel is pinged (HTTP/2 PING); one not answered within
+    /// `--tunnel-keepalive-timeout` is closed, and its cluster reached again once its agent
+    /// dials back.
+    #[arg(long, default_value = "10s", value_parser = flotilla::federation_args::parse_duration)]
+    pub tunnel_keepalive_interval: Duration,
+    #[arg(long, default_value = "20s", value_parser = flotilla::federation_args::parse_duration)]
+    pub tunnel_keepalive_timeout: Duration,
+    /// How long an open tunnel gets to answer when another agent claims its cluster: a tunnel
+    /// that answers keeps it (the newcomer is refused), one that does not is replaced.
+    #[arg(long, default_value = "5s", value_parser = flotilla::federation_args::parse_duration)]
+    pub tunnel_probe_timeout: Duration,
     /// Admit ClusterTaintPolicies with NoExecute taints, which evict what does not tolerate
     /// them (karmada-webhook's flag of the same name; off by default, as in Karmada).
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
@@ -102,6 +113,9 @@ impl UpArgs {
             request_timeout_seconds: 60,
             max_request_body_bytes: 3 * 1024 * 1024,
             cluster_proxy_timeout_seconds: 30,
+            tunnel_keepalive_interval: Duration::from_secs(10),
+            tunnel_keepalive_timeout: Duration::from_secs(20),
+            tunnel_probe_timeout: Duration::from_secs(5),
             allow_no_execute_taint_policy: false,
             demo: None,
             federation: Default::default(),
@@ -199,7 +213,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     tracing::info!(installed, "federation CRDs registered");
     let proxy = flotilla_member::proxy::ProxyConfig { response_timeout: Duration::from_secs(args.cluster_proxy_timeout_seconds.max(1)), ..Default::default() };
-    crate::cluster_proxy::install(&api, proxy);
+    let tunnel = flotilla_member::tunnel::TunnelConfig {
+        keep_alive_interval: args.tunnel_keepalive_interval,
+        keep_alive_timeout: args.tunnel_keepalive_timeout,
+        probe_timeout: args.tunnel_probe_timeout,
+    };
+    crate::cluster_proxy::install(&api, proxy, tunnel);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     serve_cfg.header_read_timeout = args.header_read_timeout;

@@ -180,7 +180,7 @@ fn the_cluster_proxy_forwards_authorizes_and_feeds_flotilla_get() {
     };
     ok(&kc, &["apply", "-f", "-"], Some(&cluster("pulled", "Pull", "https://127.0.0.1:1", "pulled")));
     let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/pulled/proxy/api")]);
-    assert!(e.contains("BadRequest") && e.contains("Pull mode"), "{e}");
+    assert!(e.contains("ServiceUnavailable") && e.contains("Pull mode and its agent has no tunnel open"), "{e}");
     ok(&kc, &["apply", "-f", "-"], Some(&cluster("nosecret", "Push", "https://127.0.0.1:1", "absent")));
     let e = fails(&kc, &["get", "--raw", &format!("{PROXY}/nosecret/proxy/api")]);
     assert!(e.contains("ServiceUnavailable") && e.contains("credential secret karmada-cluster/absent"), "{e}");

@@ -8,7 +8,9 @@
 //! with the unreachable taint; restarted: Ready again, the taint gone, the member's Deployment
 //! the same object throughout. The agent writes no Cluster but its own Pull one; its Cluster
 //! unregistered, the agent removes the member's objects and its certificate then authorizes
-//! nothing.
+//! nothing. Through the agent's reverse tunnel the control plane reaches the member's API as its
+//! caller (the cluster proxy, `flotilla get --clusters`); only the cluster's own agent may open
+//! that tunnel, and only one at a time.
 
 mod support;
 
@@ -19,6 +21,30 @@ use serde_json::Value;
 use support::{Daemon, Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, kubectl, kubectl_bin, kubectl_stdin, kubectl_try, unique, wait_for};
 
 const LONG: Duration = Duration::from_secs(120);
+
+/// Ask for `cluster`'s tunnel as the holder of `kubeconfig` would; the refusal's code and message.
+fn dial_tunnel(kubeconfig: &Path, cluster: &str) -> Result<(), (u16, String)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        match flotilla_member::tunnel::agent::dial(&client, cluster).await {
+            Ok(_) => Ok(()),
+            Err(flotilla_member::tunnel::agent::DialError::Refused { code, message }) => Err((code, message)),
+            Err(e) => Err((0, e.to_string())),
+        }
+    })
+}
+
+/// `GET` a member path through the cluster proxy of `cluster`.
+fn through_proxy(kubeconfig: &Path, cluster: &str, path: &str) -> Result<Value, String> {
+    let (ok, out) = kubectl_try(kubeconfig, &["get", "--raw", &format!("/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy{path}")]);
+    if !ok {
+        return Err(out);
+    }
+    serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))
+}
 
 fn taint_keys(cluster: &Value) -> Vec<String> {
     cluster["spec"]["taints"].as_array().into_iter().flatten().filter_map(|t| t["key"].as_str().map(str::to_string)).collect()
@@ -86,6 +112,19 @@ fn a_pull_member_runs_its_works_through_its_agent_and_goes_unknown_when_it_stops
     let lease = get_json(&kc, &["-n", "karmada-cluster", "get", "lease", &name]).unwrap();
     assert_eq!(lease["metadata"]["ownerReferences"][0]["name"], name.as_str(), "the Lease is the Cluster's");
 
+    // The member's API through the agent's tunnel: this very member, as the caller.
+    let seen = wait_for("kube-system through the tunnel", LONG, || through_proxy(&kc, &name, "/api/v1/namespaces/kube-system"));
+    assert_eq!(seen["metadata"]["uid"], kube_system["metadata"]["uid"], "the proxy reached the agent's member");
+    let whoami = through_proxy(&kc, &name, "/apis/authentication.k8s.io/v1/selfsubjectreviews");
+    assert!(whoami.is_err(), "a GET of a create-only resource is refused by the member: {whoami:?}");
+    // Only the cluster's own agent opens its tunnel, and one at a time.
+    let (code, message) = dial_tunnel(&kc, &name).unwrap_err();
+    assert_eq!(code, 403, "{message}");
+    assert!(message.contains(&format!("only the agent of cluster {name}")), "{message}");
+    let (code, message) = dial_tunnel(&agent_kc, &name).unwrap_err();
+    assert_eq!(code, 409, "{message}");
+    assert!(message.contains("a second agent claiming the same cluster is refused"), "{message}");
+
     // Propagation through the agent, status back, drift reverted.
     apply_yaml(
         &kc,
@@ -141,6 +180,8 @@ spec:
     let ready = lapsed["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap().clone();
     assert_eq!(ready["reason"], "ClusterStatusUnknown", "{ready}");
     assert_eq!(ready["message"], "Cluster status controller stopped posting cluster status.");
+    let (ok, out) = kubectl_try(&kc, &["get", "--raw", &format!("/apis/cluster.karmada.io/v1alpha1/clusters/{name}/proxy/api")]);
+    assert!(!ok && out.contains("has no tunnel open"), "the proxy says why it cannot reach the member: {out}");
 
     // Back: Ready, untainted, the member's object the same one.
     let agent = start_agent(&name, &agent_kc, &member);
@@ -151,6 +192,9 @@ spec:
     let after = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
     assert_eq!(after["metadata"]["uid"], uid.as_str(), "the member's Deployment was never replaced");
     assert_eq!(after["spec"]["replicas"], 2);
+    let proxied =
+        wait_for("the Deployment through the reopened tunnel", LONG, || through_proxy(&kc, &name, &format!("/apis/apps/v1/namespaces/{ns}/deployments/web")));
+    assert_eq!(proxied["metadata"]["uid"], uid.as_str());
 
     // The agent's credential writes its own Pull Cluster only.
     let other = format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}-other}}\nspec: {{syncMode: Pull}}\n");
@@ -192,7 +236,8 @@ fn one_policy_spans_push_and_pull_members() {
     let m3 = env.member("member3").kubeconfig.clone();
     let (ok, out) = flotilla_cmd(&["join", &push, "--kubeconfig", m1.to_str().unwrap(), "--control-plane-kubeconfig", kc.to_str().unwrap()]);
     assert!(ok, "{out}");
-    let agents: Vec<Daemon> = [(&pull_a, &m2), (&pull_b, &m3)].iter().map(|(n, m)| start_agent(n, &register(&kc, cp.dir.path(), n, &[]), m)).collect();
+    let agent_kcs: Vec<std::path::PathBuf> = [&pull_a, &pull_b].iter().map(|n| register(&kc, cp.dir.path(), n, &[])).collect();
+    let agents: Vec<Daemon> = [(&pull_a, &m2), (&pull_b, &m3)].iter().zip(&agent_kcs).map(|((n, m), a)| start_agent(n, a, m)).collect();
     for c in [&push, &pull_a, &pull_b] {
         wait_for("the cluster Ready", LONG, || {
             let o = get_json(&kc, &["get", "cluster", c])?;
@@ -247,6 +292,23 @@ spec:
         let applied: Vec<&str> = items.iter().filter(|i| i["applied"] == true).filter_map(|i| i["clusterName"].as_str()).collect();
         if applied.len() == 3 { Ok(()) } else { Err(rb["status"].to_string()) }
     });
+
+    // One view: each member's pods through the cluster proxy, pull ones through their tunnels.
+    for c in [&push, &pull_a, &pull_b] {
+        wait_for("the member's nginx pod through the proxy", LONG, || {
+            let pods = through_proxy(&kc, c, &format!("/api/v1/namespaces/{ns}/pods"))?;
+            let names: Vec<&str> = pods["items"].as_array().into_iter().flatten().filter_map(|p| p["metadata"]["name"].as_str()).collect();
+            if names.iter().any(|n| n.starts_with("nginx-")) { Ok(()) } else { Err(pods.to_string()) }
+        });
+    }
+    let (ok, out) = flotilla_cmd(&["get", "pods", "-n", &ns, "--clusters", "all", "--kubeconfig", kc.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for c in [&push, &pull_a, &pull_b] {
+        assert!(out.lines().any(|l| l.starts_with(c.as_str()) && l.contains("nginx-")), "{c} in `flotilla get pods --clusters all`:\n{out}");
+    }
+    // Agent A's credential cannot open agent B's tunnel.
+    let (code, message) = dial_tunnel(&agent_kcs[0], &pull_b).unwrap_err();
+    assert_eq!(code, 403, "{message}");
     drop(agents);
     drop(cp);
 }
