@@ -275,9 +275,17 @@ func TestMembers(t *testing.T) {
 		})
 	})
 
+	t.Run("pods/log and pods/exec reach the fake kubelet", func(t *testing.T) {
+		testKubeletAPI(t, ready.Members[0])
+	})
+
 	t.Run("stop refuses connections; start brings the data back", func(t *testing.T) {
 		m := ready.Members[1]
 		cs := clientFor(t, m)
+		portsBefore, err := kubeletPorts(ctx, cs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cm, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "survivor"}, Data: map[string]string{"k": "v"},
 		}, metav1.CreateOptions{})
@@ -309,6 +317,32 @@ func TestMembers(t *testing.T) {
 			if r := readReady(t, dir); !r.Members[1].Running || r.Members[1].Server != m.Server {
 				t.Fatalf("after start, ready.json says %+v", r.Members[1])
 			}
+			// The restarted fake kubelet listens on new ports and says so in the nodes' status.
+			eventually(t, 30*time.Second, "nodes report the new kubelet ports", func() error {
+				ports, err := kubeletPorts(ctx, cs)
+				if err != nil {
+					return err
+				}
+				// (The kernel could hand one node its old port again, not all of them.)
+				same := 0
+				for n, p := range ports {
+					if p == portsBefore[n] {
+						same++
+					}
+				}
+				if same == len(ports) {
+					return fmt.Errorf("nodes still report the ports %v", ports)
+				}
+				portsBefore = ports
+				return nil
+			})
+		}
+		pod := runningPod(t, cs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "after-restart", Namespace: "default"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		})
+		if r := podExec(t, restConfigFor(t, m), cs, pod, "spdy", "", "hostname"); r.err != nil || r.stdout != "after-restart\n" {
+			t.Errorf("exec after the restarts: %+v", r)
 		}
 	})
 

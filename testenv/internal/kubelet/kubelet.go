@@ -4,8 +4,16 @@
 // (restartPolicy Never/OnFailure) then succeeds after --job-pod-duration; a pod being deleted
 // is finalised (deleted with grace 0, as the kubelet does once containers have stopped).
 //
-// It never dials a pod or node address: pod IPs are data only. Node addresses are 127.0.0.1
-// so an apiserver proxy/logs request fails fast on loopback instead of leaving the machine.
+// It also serves the kubelet API of each node, so that kube-apiserver can answer pods/log
+// and pods/exec: one HTTPS listener per node on the node's address (127.0.0.1, a port the
+// kernel picks, reported in status.daemonEndpoints.kubeletEndpoint.port; a restarted fake
+// kubelet gets new ports and re-reports them), with a self-signed certificate made at start.
+// /containerLogs returns deterministic fake lines; /exec runs the command in a built-in
+// shell-like responder (see shell) through the kubelet's own streaming server code
+// (k8s.io/cri-streaming), so nothing is ever executed on the machine.
+//
+// It never dials a pod or node address (only the member's apiserver, and its own listeners
+// for WebSocket translation): pod IPs are data only.
 package kubelet
 
 import (
@@ -56,15 +64,16 @@ type Config struct {
 }
 
 type kubelet struct {
-	cfg    Config
-	cs     kubernetes.Interface
-	nodes  map[string]bool
-	pods   corelisters.PodLister
-	queue  workqueue.TypedRateLimitingInterface[string]
-	ipMu   sync.Mutex
-	ipNet  *net.IPNet
-	nextIP uint64
-	logf   func(string, ...any)
+	cfg     Config
+	cs      kubernetes.Interface
+	nodes   map[string]bool
+	servers map[string]*nodeServer
+	pods    corelisters.PodLister
+	queue   workqueue.TypedRateLimitingInterface[string]
+	ipMu    sync.Mutex
+	ipNet   *net.IPNet
+	nextIP  uint64
+	logf    func(string, ...any)
 }
 
 // Run registers the nodes and serves them until ctx ends.
@@ -103,6 +112,22 @@ func Run(ctx context.Context, cfg Config) error {
 		k.nodes[n] = true
 	}
 	defer k.queue.ShutDown()
+
+	// The kubelet API listeners come first: each node's status reports its port.
+	cert, roots, err := servingCert(cfg.NodeIP, cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	k.servers = map[string]*nodeServer{}
+	for _, n := range cfg.Nodes {
+		s, err := newNodeServer(n, cfg.NodeIP, cert, roots, k.logf)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		k.servers[n] = s
+		k.logf("node %s: kubelet API on https://%s", n, s.ln.Addr())
+	}
 
 	for i, n := range cfg.Nodes {
 		zone := ""
@@ -153,6 +178,14 @@ func Run(ctx context.Context, cfg Config) error {
 	k.seedIPs()
 
 	var wg sync.WaitGroup
+	for n, s := range k.servers {
+		s.pods = k.pods
+		wg.Go(func() {
+			if err := s.Serve(ctx); err != nil {
+				k.logf("kubelet API of %s: %v", n, err)
+			}
+		})
+	}
 	for range cfg.Workers {
 		wg.Go(func() {
 			for k.processNext(ctx) {
@@ -223,14 +256,14 @@ func (k *kubelet) registerNode(ctx context.Context, name, zone string) error {
 			return err
 		}
 	}
-	node.Status = k.nodeStatus(resources)
+	node.Status = k.nodeStatus(resources, k.servers[name].Port())
 	if _, err := k.cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
 	return k.renewLease(ctx, name)
 }
 
-func (k *kubelet) nodeStatus(resources corev1.ResourceList) corev1.NodeStatus {
+func (k *kubelet) nodeStatus(resources corev1.ResourceList, kubeletPort int) corev1.NodeStatus {
 	now := metav1.Now()
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg,
@@ -249,7 +282,9 @@ func (k *kubelet) nodeStatus(resources corev1.ResourceList) corev1.NodeStatus {
 		Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: k.cfg.NodeIP},
 		},
-		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(kubeletPort)}},
+		// As a 1.37 kubelet: kube-apiserver then passes WebSocket exec through to us.
+		DeclaredFeatures: []string{ExtendWebSocketsToKubelet},
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion:          k.cfg.KubeletVersion,
 			OperatingSystem:         "linux",
