@@ -9,8 +9,8 @@
 //! the same object throughout. The agent writes no Cluster but its own Pull one; its Cluster
 //! unregistered, the agent removes the member's objects and its certificate then authorizes
 //! nothing. Through the agent's reverse tunnel the control plane reaches the member's API as its
-//! caller (the cluster proxy, `flotilla get --clusters`); only the cluster's own agent may open
-//! that tunnel, and only one at a time.
+//! caller (the cluster proxy, `flotilla get --clusters`, `kubectl logs` and `kubectl exec`); only
+//! the cluster's own agent may open that tunnel, and only one at a time.
 
 mod support;
 
@@ -305,6 +305,37 @@ spec:
     assert!(ok, "{out}");
     for c in [&push, &pull_a, &pull_b] {
         assert!(out.lines().any(|l| l.starts_with(c.as_str()) && l.contains("nginx-")), "{c} in `flotilla get pods --clusters all`:\n{out}");
+    }
+    // Logs and exec of a member pod through the cluster proxy (a kubeconfig whose server is the
+    // proxy path, as Karmada documents it): push directly, pull through the tunnel; kubectl 1.33
+    // execs over WebSocket, the oldest kubectl over SPDY.
+    let admin_text = std::fs::read_to_string(&kc).unwrap();
+    let server = admin_text.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap().to_string();
+    let oldest = support::kubectls().first().map(|(_, p)| p.clone()).unwrap();
+    for c in [&push, &pull_a, &pull_b] {
+        let proxied = cp.dir.path().join(format!("{c}-proxied.kubeconfig"));
+        let through = format!("server: {server}/apis/cluster.karmada.io/v1alpha1/clusters/{c}/proxy");
+        std::fs::write(&proxied, admin_text.replace(&format!("server: {server}"), &through)).unwrap();
+        let (pod, logs) = wait_for("a Running nginx pod's logs through the proxy", LONG, || {
+            let pods = through_proxy(&kc, c, &format!("/api/v1/namespaces/{ns}/pods"))?;
+            let pod = pods["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["status"]["phase"] == "Running")
+                .and_then(|p| p["metadata"]["name"].as_str())
+                .ok_or_else(|| pods.to_string())?
+                .to_string();
+            let (ok, logs) = kubectl_try(&proxied, &["-n", &ns, "logs", &pod]);
+            if ok { Ok((pod, logs)) } else { Err(logs) }
+        });
+        assert!(logs.contains(&pod), "{c}: the member's logs of {pod}: {logs}");
+        let (ok, out) = kubectl_try(&proxied, &["-n", &ns, "exec", &pod, "--", "echo", "hello", c]);
+        assert!(ok && out.trim() == format!("hello {c}"), "{c}: exec over WebSocket: {out}");
+        let (ok, out) = kubectl_stdin(&proxied, &["-n", &ns, "exec", "-i", &pod, "--", "cat"], "piped through\n");
+        assert!(ok && out.trim() == "piped through", "{c}: stdin through the proxy: {out}");
+        let (code, err) = support::kubectl_fails(&oldest, &proxied, &["-n", &ns, "exec", &pod, "--", "sh", "-c", "echo spdy; exit 3"]);
+        assert_eq!(code, 3, "{c}: the exit code over SPDY: {err}");
     }
     // Agent A's credential cannot open agent B's tunnel.
     let (code, message) = dial_tunnel(&agent_kcs[0], &pull_b).unwrap_err();
