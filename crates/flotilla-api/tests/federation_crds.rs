@@ -114,6 +114,8 @@ const EXPECTED: &[Expected] = &[
     ),
     ("core.kubefed.io", "v1alpha1", "PropagatedVersion", "propagatedversions", "propagatedversion", "Namespaced", &[], &[], true, &[]),
     ("core.kubefed.io", "v1alpha1", "ClusterPropagatedVersion", "clusterpropagatedversions", "clusterpropagatedversion", "Cluster", &[], &[], true, &[]),
+    // Flotilla's own.
+    ("work.flotilla.io", "v1alpha1", "WorkTombstone", "worktombstones", "worktombstone", "Namespaced", &[], &[], false, &["REASON", "DELETED"]),
 ];
 
 fn strings(value: Option<&Value>) -> Vec<String> {

@@ -142,6 +142,8 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": work, "namespace": es, "labels": labels, "finalizers": [AGENT_ACCESS_FINALIZER]}, "rules": [
             rule(&["work.karmada.io"], &["works"], &["get", "create", "list", "watch", "update", "patch", "delete"], &[]),
             rule(&["work.karmada.io"], &["works/status"], &["patch", "update"], &[]),
+            // Tombstones of its Works, read and cleared by its sweep (ADR 0031).
+            rule(&["work.flotilla.io"], &["worktombstones"], &["get", "list", "delete"], &[]),
         ]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": work, "namespace": es, "labels": labels, "finalizers": [AGENT_ACCESS_FINALIZER]}, "subjects": user,
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": work}}),

@@ -26,3 +26,4 @@ pub mod policy_report;
 pub mod remedy;
 pub mod taint_manager;
 pub mod work_status;
+pub mod work_tombstones;

@@ -268,6 +268,11 @@ impl Clients {
         Clients { in_member: self.in_member.clone(), ..Clients::default() }
     }
 
+    /// A pull agent's own cluster; None on the control plane.
+    pub fn own_cluster(&self) -> Option<&str> {
+        self.in_member.as_ref().map(|m| m.cluster.as_str())
+    }
+
     /// Whether `cluster`'s Works are these clients' to carry out: on the control plane every
     /// cluster but a Pull one (its agent's); in a pull agent its own cluster only.
     pub fn serves(&self, cluster: &Cluster) -> bool {

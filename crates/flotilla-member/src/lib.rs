@@ -3,6 +3,8 @@
 //!
 //! - [`access`]: a `kube::Client` for a member from its `Cluster` object and the Secret it
 //!   references (`token`, `caBundle`), as Karmada stores them.
+//! - [`applied`]: what Works applied to a member, read back from its labels (a pull agent's
+//!   check against tombstones after an outage).
 //! - [`discovery`]: per-member discovery, cached, refreshed on a miss.
 //! - [`proxy`]: forwarding a request to a member as Flotilla (the `clusters/{name}/proxy`
 //!   subresource the binary installs into the API server).
@@ -16,6 +18,7 @@
 //! and a missing permission is reported with the verb and resource the member refused.
 
 pub mod access;
+pub mod applied;
 pub mod apply;
 pub mod discovery;
 pub mod join;

@@ -89,6 +89,11 @@ pub struct AgentArgs {
     pub tunnel_keepalive_interval: Duration,
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub tunnel_keepalive_timeout: Duration,
+    /// How often the member is checked against the control plane's tombstones (also once at
+    /// start): an object whose Work vanished is removed only when a tombstone of that Work says
+    /// it was deleted on purpose, otherwise kept and reported (ADR 0031).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub tombstone_sweep_interval: Duration,
     /// Requests the tunnel carries at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub tunnel_max_streams: u32,
@@ -321,6 +326,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         cluster_status_update_frequency: Some(args.cluster_status_update_frequency),
         member_request_timeout: args.member_request_timeout,
         concurrent_work_syncs: args.concurrent_work_syncs,
+        tombstone_sweep_interval: args.tombstone_sweep_interval,
         ..FederationArgs::default()
     };
     let mut cp = cp;

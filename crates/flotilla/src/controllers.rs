@@ -107,6 +107,13 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add("workStatus", true, |cx: &Context| {
         Box::pin(c::work_status::run(cx.client(c::work_status::NAME), cx.runtime.clone(), cx.settings.work_status(), cx.members.clone()))
     });
+    s.add(c::work_tombstones::RECORDER, true, |cx: &Context| {
+        Box::pin(c::work_tombstones::run_recorder(cx.client(c::work_tombstones::RECORDER), cx.runtime.clone()))
+    });
+    // A pull agent's alone: its one member swept against the tombstones of its execution space.
+    s.add(c::work_tombstones::SWEEPER, false, |cx: &Context| {
+        Box::pin(c::work_tombstones::run_sweeper(cx.client(c::work_tombstones::SWEEPER), cx.runtime.clone(), cx.settings.tombstone_sweep(), cx.members.clone()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
@@ -177,8 +184,9 @@ fn spawn(chosen: &[&flotilla_runtime::set::Entry<Context>], cx: &Context) -> Run
 
 /// The controllers a pull agent runs for its own cluster — the control plane's own cluster
 /// status, execution and work status controllers, on `members` (the agent's in-member clients)
-/// and a runtime whose watches see only the agent's part (`scope`).
-pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus";
+/// and a runtime whose watches see only the agent's part (`scope`) — and the agent's own check
+/// of its member against tombstones after an outage.
+pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus,tombstoneSweep";
 
 /// Start a pull agent's controllers: [`AGENT_CONTROLLERS`] of `settings`' set, every client
 /// `client` (the agent's identity), member access through `members`.

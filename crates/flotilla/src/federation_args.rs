@@ -64,6 +64,10 @@ pub struct FederationArgs {
     /// when clusters change).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub unschedulable_retry: Duration,
+    /// A pull agent's sweep of its member against tombstones (`flotilla agent
+    /// --tombstone-sweep-interval`; not a flag of the control plane).
+    #[arg(skip = Duration::from_secs(300))]
+    pub tombstone_sweep_interval: Duration,
     /// How often the garbage collector reads discovery again to collect new kinds (CRDs).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub gc_rediscover_interval: Duration,
@@ -183,6 +187,7 @@ impl Default for FederationArgs {
             cluster_monitor_period: Duration::from_secs(5),
             member_request_timeout: Duration::from_secs(30),
             unschedulable_retry: Duration::from_secs(300),
+            tombstone_sweep_interval: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
             unmatched_policy_grace: Duration::from_secs(10),
             concurrent_resource_template_syncs: 8,
@@ -264,6 +269,10 @@ impl FederationArgs {
             workload_affinity: self.feature_gates.workload_affinity,
             ..Default::default()
         }
+    }
+
+    pub fn tombstone_sweep(&self) -> flotilla_controllers::work_tombstones::SweepConfig {
+        flotilla_controllers::work_tombstones::SweepConfig { interval: self.tombstone_sweep_interval, member_timeout: self.member_request_timeout }
     }
 
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {

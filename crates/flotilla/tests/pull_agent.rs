@@ -65,33 +65,41 @@ fn register(kc: &Path, dir: &Path, name: &str, extra: &[&str]) -> std::path::Pat
 }
 
 fn start_agent(name: &str, agent_kc: &Path, member: &Path) -> Daemon {
-    let mut agent = Daemon::start(
-        &[
-            "agent",
-            "--cluster-name",
-            name,
-            "--control-plane-kubeconfig",
-            agent_kc.to_str().unwrap(),
-            "--kubeconfig",
-            member.to_str().unwrap(),
-            "--cluster-lease-duration",
-            "2s",
-            "--cluster-status-update-frequency",
-            "500ms",
-        ],
-        "info",
-    );
+    start_agent_with(name, agent_kc, member, &[])
+}
+
+fn start_agent_with(name: &str, agent_kc: &Path, member: &Path, extra: &[&str]) -> Daemon {
+    let mut args = vec![
+        "agent",
+        "--cluster-name",
+        name,
+        "--control-plane-kubeconfig",
+        agent_kc.to_str().unwrap(),
+        "--kubeconfig",
+        member.to_str().unwrap(),
+        "--cluster-lease-duration",
+        "2s",
+        "--cluster-status-update-frequency",
+        "500ms",
+    ];
+    args.extend(extra);
+    let mut agent = Daemon::start(&args, "info");
     agent.wait_line("controllers running", Duration::from_secs(60));
     agent
+}
+
+/// A control plane that marks a pull cluster Unknown within seconds of its Lease lapsing.
+fn lease_watching_control_plane() -> Flotilla {
+    let mut flags: Vec<&str> = support::FAST_PROBES.to_vec();
+    flags.extend(["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"]);
+    Flotilla::start_with(&flags)
 }
 
 #[test]
 fn a_pull_member_runs_its_works_through_its_agent_and_goes_unknown_when_it_stops() {
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let member = env.member("member1").kubeconfig.clone();
-    let mut flags: Vec<&str> = support::FAST_PROBES.to_vec();
-    flags.extend(["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"]);
-    let cp = Flotilla::start_with(&flags);
+    let cp = lease_watching_control_plane();
     let kc = cp.kubeconfig.clone();
     let name = unique("pull");
     let ns = unique("pulled");
@@ -396,4 +404,100 @@ fn the_agent_renews_its_certificate() {
     });
     drop(agent);
     drop(cp);
+}
+
+/// After downtime the agent never replays a deletion blindly (karmada#5406): while the pull
+/// cluster is away, a Work whose template is deleted leaves a tombstone and goes; back, the agent
+/// removes that Work's member object, and keeps — and reports — one whose Work vanished without
+/// a tombstone.
+#[test]
+fn deletions_made_while_a_pull_cluster_is_away_follow_tombstones() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member1").kubeconfig.clone();
+    let cp = lease_watching_control_plane();
+    let kc = cp.kubeconfig.clone();
+    let name = unique("away");
+    let ns = unique("tomb");
+    let es = format!("karmada-es-{name}");
+    let agent_kc = register(&kc, cp.dir.path(), &name, &[]);
+    let agent = start_agent_with(&name, &agent_kc, &member, &["--tombstone-sweep-interval", "1s"]);
+    wait_cluster(&kc, &name, "True");
+    let deployment = |d: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {d}, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: {d}}}}}\n  template:\n    metadata: {{labels: {{app: {d}}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        )
+    };
+    apply_yaml(&kc, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"));
+    for d in ["gone", "kept"] {
+        apply_yaml(&kc, &deployment(d));
+    }
+    apply_yaml(
+        &kc,
+        &format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: both, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}]\n  placement:\n    clusterAffinity: {{clusterNames: [{name}]}}\n"
+        ),
+    );
+    let uid = |d: &str| {
+        let o = wait_for("the Deployment in the pull member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", d]));
+        o["metadata"]["uid"].as_str().unwrap().to_string()
+    };
+    let kept_uid = uid("kept");
+    uid("gone");
+    let work_of = |d: &str| {
+        wait_for("the binding's Work", LONG, || {
+            let works = get_json(&kc, &["-n", &es, "get", "works", "-o", "json"])?;
+            works["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|w| w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] == format!("{d}-deployment").as_str())
+                .and_then(|w| w["metadata"]["name"].as_str().map(String::from))
+                .ok_or_else(|| works.to_string())
+        })
+    };
+    let (gone_work, kept_work) = (work_of("gone"), work_of("kept"));
+
+    // Away: both templates deleted. Each Work leaves a tombstone and goes without its agent.
+    agent.kill();
+    wait_cluster(&kc, &name, "Unknown");
+    for d in ["gone", "kept"] {
+        kubectl(&kubectl_bin(), &kc, &["-n", &ns, "delete", "deployment", d]);
+    }
+    for w in [&gone_work, &kept_work] {
+        let t = wait_for("a tombstone of the Work", LONG, || get_json(&kc, &["-n", &es, "get", "worktombstones.work.flotilla.io", w]));
+        assert_eq!(t["spec"]["reason"], "BindingDeleted", "{t}");
+        assert!(t["spec"]["workPermanentId"].is_string() && t["spec"]["deletedAt"].is_string(), "{t}");
+        assert_eq!(t["spec"]["manifests"][0]["kind"], "Deployment", "{t}");
+        wait_for("the Work gone without its agent", LONG, || support::gone(&kc, &["-n", &es, "get", "work", w]));
+    }
+    // One tombstone is lost: that Work vanished with nothing to say it went on purpose.
+    kubectl(&kubectl_bin(), &kc, &["-n", &es, "delete", "worktombstones.work.flotilla.io", &kept_work]);
+
+    // Back: the tombstoned object is removed, the other kept and reported.
+    let agent = start_agent_with(&name, &agent_kc, &member, &["--tombstone-sweep-interval", "1s"]);
+    wait_cluster(&kc, &name, "True");
+    wait_for("the tombstoned Deployment removed", LONG, || support::gone(&member, &["-n", &ns, "get", "deployment", "gone"]));
+    wait_for("the tombstone cleared", LONG, || support::gone(&kc, &["-n", &es, "get", "worktombstones.work.flotilla.io", &gone_work]));
+    let cluster = wait_for("the OrphanedObjects condition", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "OrphanedObjects", "True") { Ok(c) } else { Err(c["status"].to_string()) }
+    });
+    let condition = cluster["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "OrphanedObjects").unwrap().clone();
+    assert!(condition["message"].as_str().unwrap().contains(&format!("Deployment {ns}/kept")), "{condition}");
+    let kept = get_json(&member, &["-n", &ns, "get", "deployment", "kept"]).unwrap();
+    assert_eq!(kept["metadata"]["uid"], kept_uid.as_str(), "kept, the same object");
+    let events = get_json(&kc, &["get", "events", "-A", "--field-selector", &format!("involvedObject.name={name}")]).unwrap();
+    let reasons: Vec<&str> = events["items"].as_array().unwrap().iter().filter_map(|e| e["reason"].as_str()).collect();
+    assert!(reasons.contains(&"OrphanKept") && reasons.contains(&"RemovedByTombstone") && reasons.contains(&"WorkTombstoned"), "{reasons:?}");
+    // The kept object is the member's to delete: the agent leaves it alone.
+    kubectl(&kubectl_bin(), &member, &["-n", &ns, "delete", "deployment", "kept"]);
+    drop(agent);
+    drop(cp);
+}
+
+fn wait_cluster(kc: &Path, name: &str, ready: &str) {
+    wait_for("the cluster's Ready condition", LONG, || {
+        let c = get_json(kc, &["get", "cluster", name])?;
+        if has_condition(&c, "Ready", ready) { Ok(()) } else { Err(c["status"].to_string()) }
+    });
 }

@@ -4,6 +4,8 @@
 //!   kinds (target: Karmada v1.16).
 //! - [`kubefed`]: KubeFed's `core.kubefed.io` and `scheduling.kubefed.io` kinds and the
 //!   generated `types.kubefed.io` `Federated<Kind>` types (target: KubeFed v0.10.0).
+//! - [`flotilla`]: Flotilla's own kinds (`work.flotilla.io` WorkTombstone), in groups of their
+//!   own.
 //! - [`crd`]: how a CRD is generated from a type, and the structural-schema checker.
 //!
 //! Start at [`crds`]. Invariant: no CRD schema is written by hand — each comes from a Rust type
@@ -12,6 +14,7 @@
 //! [`crate::admission`].
 
 pub mod crd;
+pub mod flotilla;
 pub mod karmada;
 pub mod kubefed;
 
@@ -22,6 +25,7 @@ use serde_json::Value;
 pub fn crds() -> Vec<Value> {
     let mut crds = karmada::crds();
     crds.extend(kubefed::crds());
+    crds.extend(flotilla::crds());
     crds
 }
 
