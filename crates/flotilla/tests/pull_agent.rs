@@ -501,3 +501,152 @@ fn wait_cluster(kc: &Path, name: &str, ready: &str) {
         if has_condition(&c, "Ready", ready) { Ok(()) } else { Err(c["status"].to_string()) }
     });
 }
+
+/// A TCP relay the test controls between an agent and the control plane: cut (every connection
+/// dropped, new ones refused at once) and restored, pointed at a restarted control plane.
+struct Relay {
+    addr: std::net::SocketAddr,
+    target: std::sync::Arc<parking_lot::Mutex<std::net::SocketAddr>>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<parking_lot::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn start(target: std::net::SocketAddr) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let relay = Relay {
+            addr: listener.local_addr().unwrap(),
+            target: std::sync::Arc::new(parking_lot::Mutex::new(target)),
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (target, cut, open) = (relay.target.clone(), relay.cut.clone(), relay.open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if cut.load(Ordering::SeqCst) {
+                    continue; // dropped: the agent sees the connection reset
+                }
+                let Ok(upstream) = std::net::TcpStream::connect(*target.lock()) else { continue };
+                let ends = [client.try_clone().unwrap(), upstream.try_clone().unwrap()];
+                open.lock().extend([client.try_clone().unwrap(), upstream.try_clone().unwrap()]);
+                for (mut from, mut to) in [(client.try_clone().unwrap(), upstream.try_clone().unwrap()), (upstream, client)] {
+                    let ends = [ends[0].try_clone().unwrap(), ends[1].try_clone().unwrap()];
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        for e in ends {
+                            let _ = e.shutdown(std::net::Shutdown::Both);
+                        }
+                    });
+                }
+            }
+        });
+        relay
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self, target: Option<std::net::SocketAddr>) {
+        if let Some(t) = target {
+            *self.target.lock() = t;
+        }
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn server_addr(cp: &Flotilla) -> std::net::SocketAddr {
+    cp.server.trim_start_matches("https://").parse().unwrap_or_else(|e| panic!("{}: {e}", cp.server))
+}
+
+/// Faults with real processes: the connection between agent and control plane cut by a relay the
+/// test controls, then the control plane restarted. The agent dials again with backoff; the
+/// cluster goes Ready=Unknown with the unreachable taint while cut and recovers; the member's
+/// Deployment is the same object at the same generation throughout (no replica churn, nothing
+/// applied twice), the tunnel serves again, and a template created after the restart arrives.
+#[test]
+fn the_agent_rides_out_a_cut_connection_and_a_control_plane_restart() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member2").kubeconfig.clone();
+    let cp = lease_watching_control_plane();
+    let kc = cp.kubeconfig.clone();
+    let name = unique("cut");
+    let ns = unique("faults");
+    let agent_kc = register(&kc, cp.dir.path(), &name, &[]);
+    let relay = Relay::start(server_addr(&cp));
+    let text = std::fs::read_to_string(&agent_kc).unwrap();
+    std::fs::write(&agent_kc, text.replace(&cp.server, &format!("https://{}", relay.addr))).unwrap();
+    let _agent =
+        start_agent_with(&name, &agent_kc, &member, &["--tunnel-max-backoff", "1s", "--tunnel-keepalive-interval", "1s", "--tunnel-keepalive-timeout", "2s"]);
+    wait_cluster(&kc, &name, "True");
+    let web = |d: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {d}, namespace: {ns}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: {d}}}}}\n  template:\n    metadata: {{labels: {{app: {d}}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        )
+    };
+    let policy = format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: all, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}]\n  placement:\n    clusterAffinity: {{clusterNames: [{name}]}}\n"
+    );
+    apply_yaml(&kc, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"));
+    apply_yaml(&kc, &web("web"));
+    apply_yaml(&kc, &policy);
+    let before = wait_for("web in the member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", "web"]));
+    let same = |what: &str| {
+        let now = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
+        assert_eq!(now["metadata"]["uid"], before["metadata"]["uid"], "{what}: the same object");
+        assert_eq!(now["metadata"]["generation"], before["metadata"]["generation"], "{what}: never re-applied with another spec");
+        assert_eq!(now["spec"]["replicas"], 2, "{what}");
+    };
+    let tunnel_serves = |what: &str| {
+        wait_for(what, LONG, || through_proxy(&kc, &name, &format!("/apis/apps/v1/namespaces/{ns}/deployments/web")));
+    };
+    tunnel_serves("the tunnel before the cut");
+
+    // Cut: the Lease lapses, Unknown and tainted; the proxy says why.
+    relay.cut();
+    let c = wait_for("Ready=Unknown with the unreachable taint", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "Unknown") && taint_keys(&c).contains(&"cluster.karmada.io/unreachable".to_string()) {
+            Ok(c)
+        } else {
+            Err(c["status"].to_string())
+        }
+    });
+    assert_eq!(c["spec"]["syncMode"], "Pull");
+    wait_for("the proxy reports the tunnel gone", LONG, || match through_proxy(&kc, &name, "/api") {
+        Err(e) if e.contains("no tunnel open") => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    same("while cut");
+
+    // Restored: the agent dials again, Ready and untainted, the tunnel serves.
+    relay.restore(None);
+    wait_for("Ready and untainted after the cut", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
+    });
+    tunnel_serves("the tunnel after the cut");
+    same("after the cut");
+
+    // The control plane restarted on its data (another port, the relay follows it).
+    let flags = ["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"];
+    let dir = cp.stop();
+    let mut all: Vec<&str> = support::FAST_PROBES.to_vec();
+    all.extend(flags);
+    let cp = Flotilla::start_in(dir, &all);
+    let kc = cp.kubeconfig.clone();
+    relay.restore(Some(server_addr(&cp)));
+    wait_for("Ready after the restart", LONG, || {
+        let c = get_json(&kc, &["get", "cluster", &name])?;
+        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
+    });
+    wait_for("the tunnel after the restart", LONG, || through_proxy(&kc, &name, &format!("/apis/apps/v1/namespaces/{ns}/deployments/web")));
+    apply_yaml(&kc, &web("after"));
+    wait_for("a template created after the restart in the member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", "after"]));
+    same("after the restart");
+    drop(cp);
+}
