@@ -128,6 +128,8 @@ fn a_bootstrap_token_obtains_its_clusters_agent_certificate_and_nothing_else() {
     for args in [
         &["get", "clusters.cluster.karmada.io", "edge-2"][..],
         &["get", "works.work.karmada.io", "-n", "karmada-es-edge-2"],
+        &["get", "secrets", "-n", "karmada-es-edge-2"],
+        &["get", "events", "-n", "karmada-es-edge-2"],
         &["get", "secrets", "-n", "karmada-cluster"],
         &["get", "secrets", "other", "-n", "karmada-cluster"],
         &["get", "secrets", "-n", "karmada-es-edge-1"],
