@@ -46,6 +46,8 @@ pub const ORPHANED_OBJECTS: &str = "OrphanedObjects";
 pub enum Error {
     #[error("work {work}: {step}: {source}")]
     Api { work: String, step: &'static str, source: kube::Error },
+    #[error("cluster {cluster}: {step}: {source}")]
+    ClusterApi { cluster: String, step: &'static str, source: kube::Error },
     #[error("cluster {cluster}: {source}")]
     Member { cluster: String, source: flotilla_member::MemberError },
 }
@@ -219,8 +221,8 @@ async fn sweep(
     let name = cluster.name_any();
     let es = execution_space(&name);
     let api_err = |step: &'static str| {
-        let work = es.clone();
-        move |source| Error::Api { work, step, source }
+        let cluster = name.clone();
+        move |source| Error::ClusterApi { cluster, step, source }
     };
     let conn = members.connect(client, cluster, config.member_timeout).await.map_err(|source| Error::Member { cluster: name.clone(), source })?;
     let applied = applied_objects(&name, &conn.client, &es).await.map_err(|source| Error::Member { cluster: name.clone(), source })?;
@@ -331,13 +333,17 @@ pub async fn run_sweeper(client: Client, rt: flotilla_runtime::Runtime, config: 
     let mut reported = HashSet::new();
     loop {
         let outcome = async {
-            let cluster = Api::<Cluster>::all(client.clone()).get(&name).await.map_err(|source| Error::Api {
-                work: name.clone(),
+            let cluster = Api::<Cluster>::all(client.clone()).get(&name).await.map_err(|source| Error::ClusterApi {
+                cluster: name.clone(),
                 step: "reading the cluster",
                 source,
             })?;
             let kept = sweep(&client, &members, &cluster, &events, &mut reported, &config).await?;
-            report(&client, &name, &kept).await.map_err(|source| Error::Api { work: name.clone(), step: "writing the OrphanedObjects condition", source })
+            report(&client, &name, &kept).await.map_err(|source| Error::ClusterApi {
+                cluster: name.clone(),
+                step: "writing the OrphanedObjects condition",
+                source,
+            })
         };
         if let Err(e) = outcome.await {
             tracing::warn!(controller = SWEEPER, cluster = %name, error = %e, "sweeping the member against tombstones failed; trying again next time");

@@ -90,9 +90,22 @@ fn start_agent_with(name: &str, agent_kc: &Path, member: &Path, extra: &[&str]) 
 
 /// A control plane that marks a pull cluster Unknown within seconds of its Lease lapsing.
 fn lease_watching_control_plane() -> Flotilla {
+    lease_watching_control_plane_in(tempfile::tempdir().unwrap())
+}
+
+/// The same, on the data of `dir` (a restart).
+fn lease_watching_control_plane_in(dir: tempfile::TempDir) -> Flotilla {
     let mut flags: Vec<&str> = support::FAST_PROBES.to_vec();
     flags.extend(["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"]);
-    Flotilla::start_with(&flags)
+    Flotilla::start_in(dir, &flags)
+}
+
+/// Wait until `name` is Ready and carries no taint.
+fn wait_ready_untainted(kc: &Path, name: &str, what: &str) {
+    wait_for(what, LONG, || {
+        let c = get_json(kc, &["get", "cluster", name])?;
+        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
+    });
 }
 
 #[test]
@@ -193,10 +206,7 @@ spec:
 
     // Back: Ready, untainted, the member's object the same one.
     let agent = start_agent(&name, &agent_kc, &member);
-    wait_for("Ready again", LONG, || {
-        let c = get_json(&kc, &["get", "cluster", &name])?;
-        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
-    });
+    wait_ready_untainted(&kc, &name, "Ready again");
     let after = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
     assert_eq!(after["metadata"]["uid"], uid.as_str(), "the member's Deployment was never replaced");
     assert_eq!(after["spec"]["replicas"], 2);
@@ -625,25 +635,15 @@ fn the_agent_rides_out_a_cut_connection_and_a_control_plane_restart() {
 
     // Restored: the agent dials again, Ready and untainted, the tunnel serves.
     relay.restore(None);
-    wait_for("Ready and untainted after the cut", LONG, || {
-        let c = get_json(&kc, &["get", "cluster", &name])?;
-        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
-    });
+    wait_ready_untainted(&kc, &name, "Ready and untainted after the cut");
     tunnel_serves("the tunnel after the cut");
     same("after the cut");
 
     // The control plane restarted on its data (another port, the relay follows it).
-    let flags = ["--cluster-monitor-grace-period", "3s", "--cluster-startup-grace-period", "3s", "--cluster-monitor-period", "500ms"];
-    let dir = cp.stop();
-    let mut all: Vec<&str> = support::FAST_PROBES.to_vec();
-    all.extend(flags);
-    let cp = Flotilla::start_in(dir, &all);
+    let cp = lease_watching_control_plane_in(cp.stop());
     let kc = cp.kubeconfig.clone();
     relay.restore(Some(server_addr(&cp)));
-    wait_for("Ready after the restart", LONG, || {
-        let c = get_json(&kc, &["get", "cluster", &name])?;
-        if has_condition(&c, "Ready", "True") && taint_keys(&c).is_empty() { Ok(()) } else { Err(c["status"].to_string()) }
-    });
+    wait_ready_untainted(&kc, &name, "Ready after the restart");
     wait_for("the tunnel after the restart", LONG, || through_proxy(&kc, &name, &format!("/apis/apps/v1/namespaces/{ns}/deployments/web")));
     apply_yaml(&kc, &web("after"));
     wait_for("a template created after the restart in the member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", "after"]));
