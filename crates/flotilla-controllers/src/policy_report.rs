@@ -45,6 +45,10 @@ struct Context {
     cluster_bindings: Store<ClusterResourceBinding>,
     /// Policy uid → the generation already reported.
     reported: Mutex<HashMap<String, i64>>,
+    /// Policy uid → the generation and the moment this controller first saw it carrying its
+    /// permanent id. The grace runs from then: the detector labels a policy before it creates
+    /// the policy's bindings, and creationTimestamp has whole seconds only.
+    first_seen: Mutex<HashMap<String, (i64, std::time::Instant)>>,
 }
 
 /// Bindings claimed by the policy whose permanent id is `id` under `label`.
@@ -79,13 +83,22 @@ where
     let Some(uid) = policy.meta().uid.clone() else { return Ok(Next::Done) };
     if policy.meta().deletion_timestamp.is_some() {
         ctx.reported.lock().remove(&uid);
+        ctx.first_seen.lock().remove(&uid);
         return Ok(Next::Done);
     }
     let generation = policy.meta().generation.unwrap_or(0);
-    // The age of this generation is not recorded anywhere; the object's age bounds it.
-    let created = policy.meta().creation_timestamp.as_ref().map(|t| t.0);
-    let age = created.map_or(Duration::ZERO, |t| Duration::try_from(jiff::Timestamp::now().duration_since(t)).unwrap_or(Duration::ZERO));
     let id = policy.labels().get(label).cloned();
+    // How long this generation has been known to this controller with its permanent id.
+    let age = if id.is_some() {
+        let mut seen = ctx.first_seen.lock();
+        let entry = seen.entry(uid.clone()).or_insert((generation, std::time::Instant::now()));
+        if entry.0 != generation {
+            *entry = (generation, std::time::Instant::now());
+        }
+        entry.1.elapsed()
+    } else {
+        Duration::ZERO
+    };
     let count = id.as_deref().map_or(0, |id| claimed(&ctx, label, id));
     if count > 0 {
         ctx.reported.lock().remove(&uid);
@@ -120,7 +133,14 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         _ = rt.informers.synced::<ClusterResourceBinding>() => {}
         _ = rt.shutdown.cancelled() => return,
     }
-    let ctx = Arc::new(Context { config, events: Events::new(client.clone(), NAME), bindings, cluster_bindings, reported: Mutex::new(HashMap::new()) });
+    let ctx = Arc::new(Context {
+        config,
+        events: Events::new(client.clone(), NAME),
+        bindings,
+        cluster_bindings,
+        reported: Mutex::new(HashMap::new()),
+        first_seen: Mutex::new(HashMap::new()),
+    });
     let c = ctx.clone();
     let pp = rt.controller_for::<PropagationPolicy>("policyReport-propagationpolicy").backoff(Duration::from_secs(1), Duration::from_secs(30)).run_objects(
         move |p: Arc<PropagationPolicy>| {

@@ -11,7 +11,7 @@ use support::{Flotilla, apply_yaml, get_json, kubectl, kubectls, wait_for};
 
 #[test]
 fn a_policy_selecting_nothing_is_reported() {
-    let cp = Flotilla::start_with(&["--unmatched-policy-grace", "1s"]);
+    let cp = Flotilla::start_with(&["--unmatched-policy-grace", "3s"]);
     let kc = &cp.kubeconfig;
     apply_yaml(
         kc,
