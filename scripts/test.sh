@@ -171,6 +171,10 @@ bench_smoke() {
     # Control plane + 4 simulated members in one process; fails only on errors (a template
     # missing or wrong in a member), never on speed.
     "$CARGO_TARGET_DIR/debug/examples/propagation-bench" --smoke &&
+    # Control plane served on loopback, 4 push members and 4 members registered with tokens and
+    # run behind agents (tasks of one process, each with its own certificate and tunnel); fails
+    # only on errors, never on speed or memory.
+    "$CARGO_TARGET_DIR/debug/examples/pull-bench" --smoke &&
     # 20 simulated members in one process: /readyz over HTTPS, a watch each, Deployments and
     # pods to Ready; fails only on errors, never on memory or speed.
     "$CARGO_TARGET_DIR/debug/examples/sim-bench" --smoke

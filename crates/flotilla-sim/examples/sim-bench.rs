@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Parser;
-use flotilla_sim::bench::{Errors, cpu_time, loadavg, pct};
+use flotilla_sim::bench::{Errors, Phase, loadavg, mib, pct, rss};
 use flotilla_sim::config::pod_cidr_for;
 use flotilla_sim::{Fleet, FleetConfig, MemberConfig};
 use flotilla_store::{Op, RangeRequest};
@@ -154,18 +154,6 @@ fn live() -> u64 {
 // Figures
 
 /// Resident set of this process, and its anonymous part, in bytes (`/proc/self/status`).
-fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) * 1024
-    };
-    (field("VmRSS:"), field("RssAnon:"))
-}
-
-fn mib(bytes: f64) -> String {
-    format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
-}
-
 fn kib(bytes: f64) -> String {
     format!("{:.1} KiB", bytes / 1024.0)
 }
@@ -188,25 +176,6 @@ fn fit(points: &[(f64, f64)]) -> (f64, f64, f64) {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// Wall time, CPU time and machine load over one phase.
-struct Phase {
-    wall: Instant,
-    cpu: Duration,
-}
-
-impl Phase {
-    fn start() -> Phase {
-        Phase { wall: Instant::now(), cpu: cpu_time() }
-    }
-
-    fn end(&self) -> String {
-        let wall = self.wall.elapsed().as_secs_f64();
-        let cpu = (cpu_time() - self.cpu).as_secs_f64();
-        let (r, _) = rss();
-        format!("[{wall:.1}s wall, this process {:.2} cores, RSS {}, load average {}]", cpu / wall.max(1e-9), mib(r as f64), loadavg())
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,12 +481,12 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         }
     })
     .await?;
-    let start_time = phase.wall.elapsed();
+    let start_time = phase.elapsed();
     println!("started in {:.1} s {}", start_time.as_secs_f64(), phase.end());
     let phase = Phase::start();
     all_idle(&fleet, conc).await;
     let (rss_idle, anon_idle) = rss();
-    println!("every simulator idle after {:.1} s more: RSS {} (anonymous {})", phase.wall.elapsed().as_secs_f64(), mib(rss_idle as f64), mib(anon_idle as f64));
+    println!("every simulator idle after {:.1} s more: RSS {} (anonymous {})", phase.elapsed().as_secs_f64(), mib(rss_idle as f64), mib(anon_idle as f64));
     let mut nodes = 0;
     for e in fleet.members() {
         let r = e.member.store().range(RangeRequest { count_only: true, ..RangeRequest::prefix(Bytes::from_static(b"/registry/core/nodes/")) }).await?;
@@ -562,10 +531,10 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
         let phase = Phase::start();
         let mut over_time = vec![(0.0, rss().0 as f64)];
         let mut live_over_time = vec![(0.0, live() as f64)];
-        while phase.wall.elapsed() < hold {
+        while phase.elapsed() < hold {
             tokio::time::sleep(Duration::from_secs(10).min(hold)).await;
             let (r, _) = rss();
-            let t = phase.wall.elapsed().as_secs_f64();
+            let t = phase.elapsed().as_secs_f64();
             over_time.push((t, r as f64));
             live_over_time.push((t, live() as f64));
             if over_time.len() % 3 == 1 {
@@ -581,7 +550,7 @@ async fn run(args: Args, errors: Arc<Errors>) -> anyhow::Result<()> {
             kib(rate * 60.0 / n as f64),
             phase.end()
         );
-        growth = Some((rate * 60.0 / n as f64, r2, phase.wall.elapsed()));
+        growth = Some((rate * 60.0 / n as f64, r2, phase.elapsed()));
     }
     let (rss_held, _) = rss();
 

@@ -29,11 +29,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use clap::Parser;
 use flotilla::federation_args::FederationArgs;
 use flotilla_api::federation::karmada::cluster::Cluster;
-use flotilla_sim::bench::{Errors, cpu_time, loadavg, pct};
+use flotilla_sim::bench::{Arrivals, Errors, Phase, follow_deployments, loadavg, pct};
 use flotilla_sim::{FleetConfig, MemberConfig};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
@@ -152,95 +151,8 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Wall time, CPU time and machine load over one phase.
-struct Phase {
-    wall: Instant,
-    cpu: Duration,
-}
-
-impl Phase {
-    fn start() -> Phase {
-        Phase { wall: Instant::now(), cpu: cpu_time() }
-    }
-
-    fn end(&self) -> String {
-        let wall = self.wall.elapsed().as_secs_f64();
-        let cpu = (cpu_time() - self.cpu).as_secs_f64();
-        format!("[{wall:.1}s wall, this process {:.2} cores, load average {}]", cpu / wall.max(1e-9), loadavg())
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Arrivals in the members
-
-/// When each template's copy first appeared in each member, and its replicas there.
-#[derive(Default)]
-struct Arrivals {
-    seen: Mutex<HashMap<String, Vec<(usize, Instant, i64)>>>,
-}
-
-impl Arrivals {
-    fn known(&self, name: &str, member: usize) -> bool {
-        self.seen.lock().get(name).is_some_and(|v| v.iter().any(|(m, _, _)| *m == member))
-    }
-
-    fn record(&self, name: &str, member: usize, at: Instant, replicas: i64) {
-        let mut seen = self.seen.lock();
-        let v = seen.entry(name.to_string()).or_default();
-        if !v.iter().any(|(m, _, _)| *m == member) {
-            v.push((member, at, replicas));
-        }
-    }
-
-    fn count(&self, name: &str) -> usize {
-        self.seen.lock().get(name).map_or(0, Vec::len)
-    }
-
-    fn of(&self, name: &str) -> Vec<(usize, Instant, i64)> {
-        self.seen.lock().get(name).cloned().unwrap_or_default()
-    }
-}
-
-fn replicas_of(value: &[u8]) -> i64 {
-    serde_json::from_slice::<Value>(value).ok().and_then(|v| v["spec"]["replicas"].as_i64()).unwrap_or(-1)
-}
-
-/// Follow member `idx`'s store: every Deployment in `NS` is recorded when first seen.
-async fn follow_member(idx: usize, store: Arc<dyn Store>, arrivals: Arc<Arrivals>) {
-    let prefix = format!("/registry/apps/deployments/{NS}/");
-    let mut from = store.current_revision().await.unwrap_or(0);
-    let note = |key: &[u8], value: &[u8]| {
-        let name = String::from_utf8_lossy(&key[prefix.len()..]).to_string();
-        if !arrivals.known(&name, idx) {
-            let at = Instant::now();
-            arrivals.record(&name, idx, at, replicas_of(value));
-        }
-    };
-    loop {
-        let Ok(mut watch) = store.watch(prefix.as_bytes(), from).await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        while let Some(ev) = watch.next_event().await {
-            match ev {
-                Ok(WatchEvent::Put { kv, .. }) => {
-                    from = kv.mod_revision;
-                    note(&kv.key, &kv.value);
-                }
-                Ok(WatchEvent::Delete { revision, .. }) => from = revision,
-                Ok(WatchEvent::Progress(r)) => from = r,
-                Err(_) => break,
-            }
-        }
-        // The watch fell behind or ended: read what is there now and resume from it.
-        if let Ok(resp) = store.range(flotilla_store::RangeRequest::prefix(Bytes::from(prefix.clone()))).await {
-            for kv in &resp.kvs {
-                note(&kv.key, &kv.value);
-            }
-            from = resp.revision;
-        }
-    }
-}
 
 /// When each template passed the control plane's stages, read from the control plane's own
 /// store (a watch, no API load): its ResourceBinding created, scheduled (`spec.clusters` set),
@@ -812,7 +724,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     let arrivals = Arc::new(Arrivals::default());
     // Members are indexed by their number (member<i+1>), not by the fleet's name order.
     let mut watchers: Vec<_> =
-        (0..m).map(|i| tokio::spawn(follow_member(i, fleet.member(&member_name(i)).expect("a started member").store(), arrivals.clone()))).collect();
+        (0..m).map(|i| tokio::spawn(follow_deployments(i, fleet.member(&member_name(i)).expect("a started member").store(), NS, arrivals.clone()))).collect();
     let stages = Arc::new(Stages::default());
     watchers.push(tokio::spawn(follow_control_plane(store.clone(), stages.clone())));
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -974,16 +886,7 @@ fn verdict(ok: bool) -> &'static str {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        // kube's client logs every failed member request at error level (a blackholed member,
-        // a watch cut short); the controllers report what matters themselves.
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(std::env::var("FLOTILLA_LOG").unwrap_or_else(|_| "error,kube_client::client::builder=off".into()))
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    flotilla_sim::bench::init();
     let sizes = args.sizes();
     let federation = args.federation();
     println!(
@@ -1049,12 +952,5 @@ async fn main() -> std::process::ExitCode {
             println!("               member failure → Ready=False ({reason}) in {:.1}s (Karmada: 30–40 s; proposed goal ≤ 10 s)", d.as_secs_f64());
         }
     }
-    let errors = errors.into_inner();
-    if errors.is_empty() {
-        println!("\nno errors");
-        std::process::ExitCode::SUCCESS
-    } else {
-        println!("\n{} errors (first: {})", errors.len(), errors[0]);
-        std::process::ExitCode::FAILURE
-    }
+    errors.verdict()
 }

@@ -1,16 +1,13 @@
 //! `flotilla`: the one binary. This file is wiring only: parse the command line, build each
 //! component from its typed config, run it until a signal arrives.
 
-mod agent_cmd;
 mod certs_cmd;
-mod cluster_proxy;
 mod controllers_cmd;
 mod enable_cmd;
 mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
-mod register_cmd;
 mod store_cmd;
 mod token_cmd;
 mod up;
@@ -67,14 +64,14 @@ enum Command {
     /// Register a member in Pull mode with a bootstrap token, as `karmadactl register`: token
     /// discovery of the control plane with its CA pinned, then TLS bootstrap of the agent's
     /// certificate (CN system:karmada:agent:<cluster>); writes the agent's kubeconfig.
-    Register(register_cmd::RegisterArgs),
+    Register(flotilla::register::RegisterArgs),
     /// Run a member in Pull mode beside it, as karmada-agent: registers its Cluster (syncMode
     /// Pull), renews its Lease, posts its status and applies the Works of its execution space
     /// with the control plane's own controllers, holding the only credential to the member.
-    Agent(agent_cmd::AgentArgs),
+    Agent(flotilla::agent::AgentArgs),
     /// Remove a pull cluster: deletes its Cluster (its agent removes what its Works made in the
     /// member) and waits until it is gone; the agent's credential then authorizes nothing.
-    Unregister(register_cmd::UnregisterArgs),
+    Unregister(flotilla::register::UnregisterArgs),
     /// Run simulated member clusters (nodes, workload simulator, fault knobs) behind one HTTPS
     /// listener until SIGTERM; prints each member's kubeconfig and the admin endpoint.
     Member(member_cmd::MemberArgs),
@@ -123,9 +120,9 @@ fn main() -> std::process::ExitCode {
             Command::Join(args) => join_cmd::join(args).await,
             Command::Unjoin(args) => join_cmd::unjoin(args).await,
             Command::Token(cmd) => token_cmd::run(cmd).await,
-            Command::Register(args) => register_cmd::run(args).await,
-            Command::Agent(args) => agent_cmd::run(args).await,
-            Command::Unregister(args) => register_cmd::unregister(args).await,
+            Command::Register(args) => flotilla::register::run(args).await,
+            Command::Agent(args) => flotilla::agent::run(args).await,
+            Command::Unregister(args) => flotilla::register::unregister(args).await,
             Command::Member(args) => member_cmd::run(args).await,
             Command::Get(args) => get_cmd::run(args).await,
             Command::Crds { kubefed_objects: false } => {

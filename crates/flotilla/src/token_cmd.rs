@@ -4,7 +4,6 @@
 //! that name as its extra group `system:bootstrappers:flotilla:cluster:<name>` (and a label, for
 //! listing), so what it may register is decided from the caller's identity alone.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -14,10 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use crate::join_cmd::ControlPlane;
 
-/// The label naming the cluster a token was made for.
-pub const CLUSTER_NAME_LABEL: &str = "flotilla.io/cluster-name";
-/// The extra group prefix binding a token to one cluster name.
-pub use flotilla_api::bootstrap_token::CLUSTER_GROUP_PREFIX;
+pub use flotilla::register::{CLUSTER_NAME_LABEL, parse_ttl, token_secret};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TokenCommand {
@@ -54,47 +50,6 @@ pub struct CreateArgs {
     print_register_command: bool,
     #[command(flatten)]
     control_plane: ControlPlane,
-}
-
-/// `30s`, `30m`, `24h`, `7d`, or `0` (never expires).
-pub fn parse_ttl(s: &str) -> Result<Duration, String> {
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(|| format!("{s:?}: give a unit (s, m, h or d)"))?);
-    let n: u64 = n.parse().map_err(|_| format!("{s:?}: expected a number and a unit, e.g. 24h"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (s, m, h or d)")),
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-/// What `create` writes for `token`.
-pub fn token_secret(
-    token: &Token,
-    cluster: Option<&str>,
-    ttl: Duration,
-    description: Option<String>,
-    now: jiff::Timestamp,
-) -> anyhow::Result<serde_json::Value> {
-    let mut extra_groups = vec![bt::KARMADA_GROUP.to_string()];
-    let mut labels = BTreeMap::new();
-    if let Some(c) = cluster {
-        let errors = flotilla_api::admission::karmada::cluster_name_errors(c);
-        if !errors.is_empty() {
-            bail!("--cluster-name {c:?}: a cluster name is a DNS label of at most 48 characters ([a-z0-9-]): {}", errors.join("; "));
-        }
-        extra_groups.push(format!("{CLUSTER_GROUP_PREFIX}{c}"));
-        labels.insert(CLUSTER_NAME_LABEL.to_string(), c.to_string());
-    }
-    let expiration =
-        if ttl.is_zero() { None } else { Some(now.checked_add(jiff::SignedDuration::try_from(ttl).context("--ttl")?).context("--ttl is too long")?) };
-    let options = bt::Options { description, expiration, authentication: true, signing: true, extra_groups, labels };
-    Ok(bt::secret(token, &options))
 }
 
 pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {

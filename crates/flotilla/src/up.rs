@@ -218,7 +218,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         keep_alive_timeout: args.tunnel_keepalive_timeout,
         probe_timeout: args.tunnel_probe_timeout,
     };
-    crate::cluster_proxy::install(&api, proxy, tunnel);
+    flotilla::cluster_proxy::install(&api, proxy, tunnel);
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     serve_cfg.header_read_timeout = args.header_read_timeout;

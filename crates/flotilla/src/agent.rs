@@ -7,7 +7,7 @@
 //! - Renews the Lease `karmada-cluster/<cluster>` every lease duration × fraction (40s × 0.25),
 //!   owned by the Cluster; the control plane marks the cluster Ready=Unknown when it lapses.
 //! - Runs the control plane's own cluster status, execution and work status controllers
-//!   ([`flotilla::controllers::AGENT_CONTROLLERS`]) for this one cluster: the same code as for
+//!   ([`crate::controllers::AGENT_CONTROLLERS`]) for this one cluster: the same code as for
 //!   Push members, reaching the member through [`flotilla_member::access::Clients::in_member`]
 //!   and watching only its execution space and its Cluster (all its RBAC allows).
 //! - While the control plane is unreachable it retries with backoff and says so once, and again
@@ -33,7 +33,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use flotilla::federation_args::{FederationArgs, parse_duration};
+use crate::federation_args::{FederationArgs, parse_duration};
 
 #[derive(clap::Args, Debug)]
 pub struct AgentArgs {
@@ -100,6 +100,9 @@ pub struct AgentArgs {
     /// The longest wait between two dials of the tunnel (backoff starts at 0.5s and doubles).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub tunnel_max_backoff: Duration,
+    /// Print nothing but errors (agents run as tasks of one process, as the benchmark runs them).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// The least time between two renewals (a certificate already past its rotation point when it
@@ -146,7 +149,7 @@ async fn renew_certificate(cp: &Client, args: &AgentArgs) -> anyhow::Result<()> 
     let api: Api<CertificateSigningRequest> = Api::all(cp.clone());
     let prefix = format!("agent-{}-", args.cluster_name);
     let (key, cert) =
-        crate::register_cmd::request_agent_certificate(&api, &args.cluster_name, &prefix, args.cert_expiration_seconds, Duration::from_secs(300)).await?;
+        crate::register::request_agent_certificate(&api, &args.cluster_name, &prefix, args.cert_expiration_seconds, Duration::from_secs(300), true).await?;
     let issued = flotilla_apiserver::pki::Issued { cert_pem: cert, key_pem: key.serialize_pem() };
     let text = flotilla_apiserver::pki::kubeconfig("flotilla", &id.server, &id.ca_pem, &issued);
     let tmp = args.control_plane_kubeconfig.with_extension("renewing");
@@ -156,7 +159,8 @@ async fn renew_certificate(cp: &Client, args: &AgentArgs) -> anyhow::Result<()> 
     Ok(())
 }
 
-pub(crate) async fn load(path: &Path) -> anyhow::Result<kube::Config> {
+/// A client configuration from the kubeconfig at `path`.
+pub async fn load(path: &Path) -> anyhow::Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
     kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.with_context(|| format!("use {}", path.display()))
 }
@@ -278,8 +282,29 @@ async fn run_tunnel(args: &AgentArgs, member: kube::Config, stop: CancellationTo
     Ok(flotilla_member::tunnel::agent::run(cp, args.cluster_name.clone(), member, config, stop))
 }
 
+/// `flotilla agent`: run until SIGTERM or Ctrl-C.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("install the SIGTERM handler")?;
+    let stop = CancellationToken::new();
+    let signalled = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        eprintln!("agent: shutting down");
+        signalled.cancel();
+    });
+    run_until(args, stop).await
+}
+
+/// Run the agent until `stop` is cancelled.
+pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Result<()> {
+    let say = |line: String| {
+        if !args.quiet {
+            println!("{line}");
+        }
+    };
     let errors = flotilla_api::admission::karmada::cluster_name_errors(&args.cluster_name);
     if !errors.is_empty() {
         bail!("--cluster-name {:?}: {}", args.cluster_name, errors.join("; "));
@@ -311,15 +336,14 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 eprintln!("agent: {text}; retrying in {wait:?}");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = term.recv() => return Ok(()),
-                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                    _ = stop.cancelled() => return Ok(()),
                 }
                 wait = (wait * 2).min(Duration::from_secs(30));
             }
         }
     };
     let name = args.cluster_name.clone();
-    println!("agent: cluster {name} registered in Pull mode (id {})", cluster.spec.id.as_deref().unwrap_or(""));
+    say(format!("agent: cluster {name} registered in Pull mode (id {})", cluster.spec.id.as_deref().unwrap_or("")));
 
     let every = args.cluster_lease_duration.mul_f64(args.cluster_lease_renew_interval_fraction);
     let settings = FederationArgs {
@@ -332,17 +356,16 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let mut cp = cp;
     let mut last_rotation = None;
     loop {
-        let stop = CancellationToken::new();
-        let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, stop.clone()));
+        let round = stop.child_token();
+        let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, round.clone()));
         let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
         let members = flotilla_member::access::Clients::in_member(&name, member_config.clone());
-        let controllers = flotilla::controllers::start_agent(&settings, cp.clone(), members, scope)?;
-        let tunnel = if args.tunnel { Some(tokio::spawn(run_tunnel(&args, member_config.clone(), stop.clone()).await?)) } else { None };
-        println!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", "));
+        let controllers = crate::controllers::start_agent(&settings, cp.clone(), members, scope)?;
+        let tunnel = if args.tunnel { Some(tokio::spawn(run_tunnel(&args, member_config.clone(), round.clone()).await?)) } else { None };
+        say(format!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", ")));
         let due = rotation_due(&args.control_plane_kubeconfig, args.certificate_rotation_fraction, last_rotation)?;
         let renewed = tokio::select! {
-            _ = term.recv() => false,
-            _ = tokio::signal::ctrl_c() => false,
+            _ = stop.cancelled() => false,
             _ = tokio::time::sleep(due) => true,
         };
         if renewed {
@@ -351,10 +374,8 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
                 tracing::warn!(error = %format!("{e:#}"), "renewing the agent certificate failed; retrying later");
             }
             last_rotation = Some(std::time::Instant::now());
-        } else {
-            eprintln!("agent: shutting down");
         }
-        stop.cancel();
+        round.cancel();
         let _ = lease.await;
         if let Some(t) = tunnel {
             let _ = t.await;
@@ -364,7 +385,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             break;
         }
         cp = Client::try_from(load(&args.control_plane_kubeconfig).await?).context("a control-plane client")?;
-        println!("agent: restarting with the renewed certificate");
+        say("agent: restarting with the renewed certificate".to_string());
     }
     Ok(())
 }

@@ -48,11 +48,60 @@ pub struct RegisterArgs {
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// How long to wait for the certificate.
-    #[arg(long, default_value = "5m", value_parser = crate::token_cmd::parse_ttl)]
+    #[arg(long, default_value = "5m", value_parser = parse_ttl)]
     pub wait: Duration,
     /// How long to wait for cluster-info to carry the token's signature.
-    #[arg(long, default_value = "30s", value_parser = crate::token_cmd::parse_ttl)]
+    #[arg(long, default_value = "30s", value_parser = parse_ttl)]
     pub discovery_timeout: Duration,
+    /// Print only the result, no progress.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The label naming the cluster a bootstrap token was made for.
+pub const CLUSTER_NAME_LABEL: &str = "flotilla.io/cluster-name";
+/// The extra group prefix binding a token to one cluster name.
+pub use flotilla_api::bootstrap_token::CLUSTER_GROUP_PREFIX;
+
+/// `30s`, `30m`, `24h`, `7d`, or `0` (never expires).
+pub fn parse_ttl(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(|| format!("{s:?}: give a unit (s, m, h or d)"))?);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?}: expected a number and a unit, e.g. 24h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (s, m, h or d)")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// What `create` writes for `token`.
+pub fn token_secret(
+    token: &Token,
+    cluster: Option<&str>,
+    ttl: Duration,
+    description: Option<String>,
+    now: jiff::Timestamp,
+) -> anyhow::Result<serde_json::Value> {
+    let mut extra_groups = vec![bt::KARMADA_GROUP.to_string()];
+    let mut labels = BTreeMap::new();
+    if let Some(c) = cluster {
+        let errors = flotilla_api::admission::karmada::cluster_name_errors(c);
+        if !errors.is_empty() {
+            bail!("--cluster-name {c:?}: a cluster name is a DNS label of at most 48 characters ([a-z0-9-]): {}", errors.join("; "));
+        }
+        extra_groups.push(format!("{CLUSTER_GROUP_PREFIX}{c}"));
+        labels.insert(CLUSTER_NAME_LABEL.to_string(), c.to_string());
+    }
+    let expiration =
+        if ttl.is_zero() { None } else { Some(now.checked_add(jiff::SignedDuration::try_from(ttl).context("--ttl")?).context("--ttl is too long")?) };
+    let options = bt::Options { description, expiration, authentication: true, signing: true, extra_groups, labels };
+    Ok(bt::secret(token, &options))
 }
 
 fn kubeconfig_yaml(server: &str, ca_pem: Option<&str>, user: &str) -> String {
@@ -84,12 +133,13 @@ async fn cluster_info(server: &str, ca_pem: Option<&str>) -> anyhow::Result<BTre
 /// A new key and an issued certificate for `cluster`'s agent: the request created through `api`
 /// (as the caller: a bootstrap token registering, or the agent renewing) under `name_prefix`,
 /// then awaited until it is issued, denied or failed, or `wait` has passed.
-pub(crate) async fn request_agent_certificate(
+pub async fn request_agent_certificate(
     api: &Api<CertificateSigningRequest>,
     cluster: &str,
     name_prefix: &str,
     expiration_seconds: u32,
     wait: Duration,
+    quiet: bool,
 ) -> anyhow::Result<(rcgen::KeyPair, String)> {
     let (key, pem) = agent_request(cluster)?;
     let request: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
@@ -106,7 +156,9 @@ pub(crate) async fn request_agent_certificate(
     .context("the CertificateSigningRequest")?;
     let created = api.create(&PostParams::default(), &request).await.context("create the agent's CertificateSigningRequest")?;
     let name = created.metadata.name.clone().unwrap_or_default();
-    eprintln!("CertificateSigningRequest {name} created; waiting for approval and signing (up to {wait:?})");
+    if !quiet {
+        eprintln!("CertificateSigningRequest {name} created; waiting for approval and signing (up to {wait:?})");
+    }
     let deadline = Instant::now() + wait;
     let mut last_note = Instant::now();
     loop {
@@ -141,7 +193,14 @@ fn agent_request(cluster: &str) -> anyhow::Result<(rcgen::KeyPair, String)> {
     Ok((key, pem))
 }
 
-pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
+/// Register as `flotilla register` does and return where the agent's kubeconfig was written;
+/// progress goes to stderr unless `args.quiet`.
+pub async fn register(args: &RegisterArgs) -> anyhow::Result<PathBuf> {
+    let note = |line: String| {
+        if !args.quiet {
+            eprintln!("{line}");
+        }
+    };
     let token = Token::parse(args.token.trim()).context("--token: expected <6 characters>.<16 characters> of [a-z0-9]")?;
     let errors = flotilla_api::admission::karmada::cluster_name_errors(&args.cluster_name);
     if !errors.is_empty() {
@@ -151,7 +210,7 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
     let discovery = format!("https://{address}");
 
     // 1. Token discovery.
-    eprintln!("register: reading cluster-info from {discovery} (not yet trusted)");
+    note(format!("register: reading cluster-info from {discovery} (not yet trusted)"));
     // A token just made is signed into cluster-info within moments: wait for its signature, as
     // kubeadm's discovery does.
     let deadline = Instant::now() + args.discovery_timeout;
@@ -162,7 +221,7 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
             break data;
         }
         if !noted {
-            eprintln!("register: cluster-info is not signed with token {} yet; waiting (up to {:?})", token.id, args.discovery_timeout);
+            note(format!("register: cluster-info is not signed with token {} yet; waiting (up to {:?})", token.id, args.discovery_timeout));
             noted = true;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -172,20 +231,26 @@ pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
     if again.get(bt::KUBECONFIG_KEY) != data.get(bt::KUBECONFIG_KEY) {
         bail!("cluster-info changed between the untrusted and the trusted read; try again");
     }
-    eprintln!("register: cluster-info signed by token {} and its CA pinned; control plane {}", token.id, endpoint.server);
+    note(format!("register: cluster-info signed by token {} and its CA pinned; control plane {}", token.id, endpoint.server));
 
     // 2. TLS bootstrap.
     let bootstrap = client(&kubeconfig_yaml(&endpoint.server, Some(&endpoint.ca_pem), &format!("{{token: {}}}", token.expose()))).await?;
     let api: Api<CertificateSigningRequest> = Api::all(bootstrap);
-    let (key, cert) = request_agent_certificate(&api, &args.cluster_name, &bt::csr_name_prefix(&token.id), args.cert_expiration_seconds, args.wait)
+    let (key, cert) = request_agent_certificate(&api, &args.cluster_name, &bt::csr_name_prefix(&token.id), args.cert_expiration_seconds, args.wait, args.quiet)
         .await
         .map_err(|e| e.context(format!("registering cluster {:?} (the token must have been made for it)", args.cluster_name)))?;
 
     // 3. The agent's kubeconfig.
-    let out = args.out.unwrap_or_else(|| PathBuf::from(format!("{}-agent.kubeconfig", args.cluster_name)));
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{}-agent.kubeconfig", args.cluster_name)));
     let issued = flotilla_apiserver::pki::Issued { cert_pem: cert, key_pem: key.serialize_pem() };
     let text = flotilla_apiserver::pki::kubeconfig("flotilla", &endpoint.server, &endpoint.ca_pem, &issued);
     flotilla_apiserver::pki::write_kubeconfig(&out, &text).with_context(|| format!("write {}", out.display()))?;
+    Ok(out)
+}
+
+/// `flotilla register`: register, then say what to run next.
+pub async fn run(args: RegisterArgs) -> anyhow::Result<()> {
+    let out = register(&args).await?;
     println!("registered cluster {}: agent identity {} ({})", args.cluster_name, csr::agent_user(&args.cluster_name), csr::AGENT_GROUP);
     println!("agent kubeconfig: {}", out.display());
     println!("run the agent beside the member (its kubeconfig stays here):");
@@ -202,7 +267,7 @@ pub struct UnregisterArgs {
     pub control_plane_kubeconfig: PathBuf,
     /// How long to wait for the Cluster to be gone (its agent removes what its Works made in the
     /// member first, while it runs).
-    #[arg(long, default_value = "2m", value_parser = crate::token_cmd::parse_ttl)]
+    #[arg(long, default_value = "2m", value_parser = parse_ttl)]
     pub wait: Duration,
 }
 
@@ -211,7 +276,7 @@ pub struct UnregisterArgs {
 /// authorizes nothing; stop the agent afterwards.
 pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
     use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
-    let config = crate::agent_cmd::load(&args.control_plane_kubeconfig).await?;
+    let config = crate::agent::load(&args.control_plane_kubeconfig).await?;
     let api: Api<Cluster> = Api::all(kube::Client::try_from(config).context("a client")?);
     let name = &args.cluster_name;
     let Some(cluster) = api.get_opt(name).await.with_context(|| format!("read Cluster {name}"))? else {
