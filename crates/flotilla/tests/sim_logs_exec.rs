@@ -2,7 +2,7 @@
 //! simulated member of `flotilla up --demo`, through the control plane's cluster proxy (a
 //! kubeconfig whose server is the proxy path, as Karmada documents it) and directly against the
 //! member: the fake log lines and options, the built-in shell with stdin and exit codes, and the
-//! API's errors (a container not named or not there, a pod not running, SPDY refused).
+//! API's errors (a container not named or not there, pods not running, SPDY refused).
 
 mod support;
 
@@ -23,6 +23,23 @@ spec:
     env: [{name: GREETING, value: hello from the sim}]
   - name: sidecar
     image: nginx:1.27
+";
+
+/// Pods that never run: one bound to a node that does not exist, one no node may take.
+const STUCK: &str = "
+apiVersion: v1
+kind: Pod
+metadata: {name: stuck, namespace: default}
+spec:
+  nodeName: no-such-node
+  containers: [{name: app, image: busybox:1.36}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unscheduled, namespace: default}
+spec:
+  nodeSelector: {flotilla.io/nowhere: \"true\"}
+  containers: [{name: app, image: busybox:1.36}]
 ";
 
 /// The admin kubeconfig with its server replaced by the cluster proxy of `member`.
@@ -50,10 +67,7 @@ fn logs_and_exec_of_a_simulated_pod_through_the_cluster_proxy() {
         if support::has_condition(&c, "Ready", "True") { Ok(()) } else { Err(c["status"].to_string()) }
     });
     apply_yaml(&member_kc, POD);
-    // Asked before it runs (it may already be scheduled): the kubelet's "not started yet" or
-    // kube-apiserver's empty answer, never lines.
-    let (_, early) = kubectl_try(&member_kc, &["logs", "shell", "-c", "app"]);
-    assert!(!early.contains("fake log line"), "no lines before the container runs: {early}");
+    apply_yaml(&member_kc, STUCK);
     let pod = wait_for("the pod Running", Duration::from_secs(60), || {
         let p = get_json(&member_kc, &["-n", "default", "get", "pod", "shell"])?;
         if p["status"]["phase"] == "Running" { Ok(p) } else { Err(p["status"].to_string()) }
@@ -106,6 +120,17 @@ fn logs_and_exec_of_a_simulated_pod_through_the_cluster_proxy() {
     assert!(err.contains("no-such-tool: command not found"), "stderr comes back on its channel: {err}");
     let (_, err) = kubectl_fails(&kubectl_bin(), &kc, &["exec", "shell", "-c", "missing", "--", "echo"]);
     assert!(err.contains("Error from server (BadRequest): container missing is not valid for pod shell"), "{err}");
+
+    // Pods that are not running: the kubelet's "waiting to start" when bound, kube-apiserver's
+    // empty log and "no host" when not.
+    let waiting = "Error from server (BadRequest): container \"app\" in pod \"stuck\" is waiting to start: ContainerCreating";
+    let (_, err) = kubectl_fails(&kubectl_bin(), &kc, &["logs", "stuck"]);
+    assert!(err.contains(waiting), "{err}");
+    let (_, err) = kubectl_fails(&kubectl_bin(), &kc, &["exec", "stuck", "--", "echo"]);
+    assert!(err.contains(waiting), "{err}");
+    assert_eq!(ok(&kc, &["logs", "unscheduled"]), "");
+    let (_, err) = kubectl_fails(&kubectl_bin(), &kc, &["exec", "unscheduled", "--", "echo"]);
+    assert!(err.contains("Error from server (BadRequest): pod unscheduled does not have a host assigned"), "{err}");
 
     // SPDY (kubectl 1.29 and older) is refused with a Status that says why.
     if let Some((version, old)) = support::kubectls().into_iter().find(|(v, _)| matches!(v.as_str(), "1.27" | "1.28" | "1.29")) {
