@@ -85,6 +85,10 @@ pub enum ConnectError {
     /// The object cannot serve this subresource at all (400 BadRequest).
     #[error("{0}")]
     Unsupported(String),
+    /// The request cannot be served as asked (400 BadRequest): a bad option, a part of the
+    /// object that is not there or not ready (a pod's container that has not started).
+    #[error("{0}")]
+    BadRequest(String),
     /// The target cannot be reached now, or did not answer in time (503 ServiceUnavailable).
     #[error("{0}")]
     Unavailable(String),
@@ -99,7 +103,7 @@ pub enum ConnectError {
 impl ConnectError {
     pub(crate) fn status(&self) -> ApiError {
         match self {
-            ConnectError::Unsupported(m) => ApiError::bad_request(m.clone()),
+            ConnectError::Unsupported(m) | ConnectError::BadRequest(m) => ApiError::bad_request(m.clone()),
             // No Retry-After: client-go would silently retry a dead member ten times.
             ConnectError::Unavailable(m) => ApiError::new(503, "ServiceUnavailable", m.clone()),
             ConnectError::Forbidden(m) => ApiError::new(403, "Forbidden", m.clone()),

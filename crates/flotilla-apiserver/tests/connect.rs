@@ -2,7 +2,7 @@
 //! `namespaces/proxy`: what reaches the handler (and what does not), authorization on the
 //! subresource, 404 for an absent object, 405 for a method not served, long-running streams,
 //! handler errors as Statuses, and discovery; over HTTPS, an upgrade handed to the handler, whose
-//! connection it then is.
+//! connection it then is. A namespaced core-group subresource (`pods/log`) goes the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -235,4 +235,56 @@ async fn an_upgrade_hands_the_connection_to_the_handler() {
     assert_eq!(client.send(req).await.unwrap().status(), StatusCode::ACCEPTED);
     drop(io);
     serving.shutdown().await.unwrap();
+}
+
+/// Answers with the pod it was handed; a `container=bad` query is refused as a bad request.
+struct PodLog;
+
+impl Connecter for PodLog {
+    fn connect(&self, r: ConnectRequest) -> BoxFuture<'static, Result<ConnectResponse, ConnectError>> {
+        Box::pin(async move {
+            if r.query.as_deref() == Some("container=bad") {
+                return Err(ConnectError::BadRequest("container bad is not valid for pod web".into()));
+            }
+            let who =
+                format!("{}/{} {}", r.object["metadata"]["namespace"].as_str().unwrap_or("?"), r.object["metadata"]["name"].as_str().unwrap_or("?"), r.path);
+            let mut h = HeaderMap::new();
+            h.insert("content-type", "text/plain".parse().unwrap());
+            Ok(ConnectResponse { status: StatusCode::OK, headers: h, body: futures::stream::once(async move { Ok(Bytes::from(who)) }).boxed() })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_namespaced_core_subresource_gets_its_object() {
+    let api = server().await;
+    api.install_connect(ConnectSubresource {
+        group: String::new(),
+        resource: "pods".into(),
+        subresource: "log".into(),
+        kind: "Pod".into(),
+        methods: vec![Method::GET],
+        handler: Arc::new(PodLog),
+    });
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let (code, _, s) = support::call(&api, "POST", "/api/v1/namespaces/default/pods", Some(admin()), Some(pod), &[("content-type", "application/json")]).await;
+    assert_eq!(code, StatusCode::CREATED, "{s}");
+    let (code, h, body) = support::call(&api, "GET", "/api/v1/namespaces/default/pods/web/log", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(h["content-type"], "text/plain");
+    assert_eq!(body, "default/web /");
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/default/pods/web/log?container=bad", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+    assert_eq!((s["reason"].as_str(), s["message"].as_str()), (Some("BadRequest"), Some("container bad is not valid for pod web")));
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/default/pods/absent/log", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert_eq!(s["message"], "pods \"absent\" not found");
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/other/pods/web/log", Some(admin()), None, &[]).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "the namespace is part of the name: {s}");
+    let (code, _, s) = support::call(&api, "GET", "/api/v1/namespaces/default/pods/web/log", Some(Identity::user("carol", &[])), None, &[]).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert!(s["message"].as_str().unwrap().contains("cannot get resource \"pods/log\""), "{s}");
+    let (_, _, list) = support::call(&api, "GET", "/api/v1", Some(admin()), None, &[]).await;
+    assert!(list["resources"].as_array().unwrap().iter().any(|r| r["name"] == "pods/log"), "discovery lists pods/log");
 }

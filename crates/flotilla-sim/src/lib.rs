@@ -5,7 +5,9 @@
 //! Start reading at [`member`] (one member: store, API server, simulator, faults), then
 //! [`simulator`] (the loop: one store watch feeding [`cache`], work dispatched to the
 //! controllers in [`workloads`] and [`nodes`]) and [`fleet`] (many members behind one HTTPS
-//! listener, routed by `/clusters/<name>`, with the admin endpoint).
+//! listener, routed by `/clusters/<name>`, with the admin endpoint). [`containers`] serves the
+//! simulated containers' `pods/log` and `pods/exec` (WebSocket) through the API server's
+//! connect seam.
 //!
 //! Invariants: the simulator writes only through its member's API (`api::Writer`), so every
 //! object it makes passed the API server's validation and admission; it reads from the
@@ -16,6 +18,7 @@ pub mod api;
 pub mod bench;
 pub mod cache;
 pub mod config;
+pub mod containers;
 pub mod cron;
 pub mod faults;
 pub mod fleet;

@@ -1,6 +1,6 @@
 //! One simulated member cluster: Flotilla's API server (RBAC enforced, service account
-//! tokens, CRDs, discovery with hidden kinds) on a store of its own, the workload simulator
-//! following that store, and the fault knobs in front of the API.
+//! tokens, CRDs, discovery with hidden kinds, the containers' logs and exec) on a store of its
+//! own, the workload simulator following that store, and the fault knobs in front of the API.
 //!
 //! Storage: without a data directory the member lives in a [`BTreeStore`] (no thread, no
 //! pages: cheap enough for a thousand members in one process); with one, in the embedded
@@ -108,6 +108,7 @@ impl Member {
         }
         let router = api.router();
         let writer = Writer::new(router.clone(), api.registry(), store.clone());
+        crate::containers::install(&api, writer.clone());
         let (tx, rx) = mpsc::channel(16);
         let faults = Faults::new(config.faults.clone());
         let compaction = config.timings.compaction_interval;
