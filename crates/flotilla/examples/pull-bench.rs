@@ -571,7 +571,10 @@ async fn run(args: &Args, sizes: &Sizes, errors: &Errors) -> anyhow::Result<()> 
     );
     println!("  {}", phase.end());
 
-    // 4. Request latency.
+    // 4. Request latency, once the members have simulated every pod of the run.
+    for m in fleet.members() {
+        let _ = m.member.idle().await;
+    }
     println!("\n## request latency: GET /api/v1/namespaces/default, {} each, sequential and interleaved", sizes.requests);
     let phase = Phase::start();
     let admin = client_from(&cp.admin_kubeconfig).await?;
