@@ -16,6 +16,7 @@ pub mod admission;
 pub mod bootstrap_token;
 pub mod certificates;
 pub mod defaults;
+pub mod edge;
 pub mod federation;
 pub mod interpreter;
 pub mod jsonpath;

@@ -446,3 +446,27 @@ fn cluster_taint_policies_refuse_no_execute_unless_allowed_and_duplicates() {
     let paths: Vec<String> = admission::validate(&gvk, &bad, None, &Default::default()).into_iter().map(|e| e.path).collect();
     assert_eq!(paths, ["spec.taints[0].effect", "spec.addOnConditions[0].operator"]);
 }
+
+#[test]
+fn edge_sync_annotations_are_checked_on_policies_and_clusters() {
+    let with = |mut obj: Value, annotations: Value| {
+        obj["metadata"]["annotations"] = annotations;
+        obj
+    };
+    let pp = policy(json!({"resourceSelectors": selectors(), "placement": {}}));
+    let good = with(
+        pp.clone(),
+        json!({"edge.flotilla.io/sync-policy": "EdgeWins", "edge.flotilla.io/edge-wins-fields": "spec.replicas, spec.template.spec.containers[*].image"}),
+    );
+    assert_eq!(admission::validate(&pp_gvk(), &good, None, &Default::default()), vec![]);
+    let bad = with(pp, json!({"edge.flotilla.io/sync-policy": "EdgeFirst"}));
+    let errors = admission::validate(&pp_gvk(), &bad, None, &Default::default());
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "metadata.annotations[edge.flotilla.io/sync-policy]");
+    assert!(errors[0].message.contains("\"EdgeFirst\"") && errors[0].message.contains("ControlPlaneWins"), "{}", errors[0].message);
+    let push = json!({"syncMode": "Push", "apiEndpoint": "https://10.0.0.1:6443"});
+    let bad_fields = with(cluster("edge-1", push), json!({"edge.flotilla.io/sync-policy": "EdgeWins", "edge.flotilla.io/edge-wins-fields": "spec..replicas"}));
+    let errors = admission::validate(&cluster_gvk(), &bad_fields, None, &Default::default());
+    assert_eq!(causes(&errors).len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "metadata.annotations[edge.flotilla.io/edge-wins-fields]");
+}

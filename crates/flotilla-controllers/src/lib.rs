@@ -15,6 +15,8 @@ pub mod cluster_status;
 pub mod cluster_taint_policy;
 pub mod dependencies;
 pub mod detector;
+pub mod edge_mirror;
+pub mod edge_recorder;
 pub mod execution;
 pub mod graceful_eviction;
 pub mod kinds;

@@ -60,7 +60,8 @@ impl ObjectRef {
         Ok(ObjectRef { gvk: GroupVersionKind { group, version, kind: kind.to_string() }, namespace, name: name.to_string() })
     }
 
-    fn display(&self) -> String {
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub fn display(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{}/{}", ns, self.name),
             None => self.name.clone(),
@@ -468,6 +469,25 @@ fn derivative(d: &Value, o: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Edge sync-back reports exactly what drift correction would revert.
+    #[test]
+    fn drift_as_field_changes_agrees_with_the_drift_check() {
+        let d = json!({"metadata": {"name": "w", "labels": {"a": "1"}}, "spec": {"replicas": 2, "flag": false, "list": [{"x": 1}], "empty": {}}});
+        let cases = [
+            json!({"metadata": {"name": "w", "labels": {"a": "1"}, "uid": "u"}, "spec": {"replicas": 2, "list": [{"x": 1, "y": 2}]}, "status": {}}),
+            json!({"metadata": {"name": "w", "labels": {"a": "1"}}, "spec": {"replicas": 3, "list": [{"x": 1}]}}),
+            json!({"metadata": {"name": "w", "labels": {"a": "2"}}, "spec": {"replicas": 2, "list": [{"x": 1}]}}),
+            json!({"metadata": {"name": "w", "labels": {"a": "1", "b": "x"}}, "spec": {"replicas": 2, "list": [{"x": 1}]}}),
+            json!({"metadata": {"name": "w", "labels": {"a": "1"}}, "spec": {"replicas": 2.0, "list": [{"x": 1}, {"x": 2}]}}),
+            json!({"metadata": {"name": "w", "labels": {"a": "1"}}, "spec": {"replicas": 2, "flag": true, "list": [{"x": 1}]}}),
+            json!({"metadata": {"name": "v", "labels": {"a": "1"}}, "spec": {"replicas": 2, "list": [{"x": 1}]}}),
+        ];
+        for o in &cases {
+            assert_eq!(flotilla_api::edge::drift(&d, o).is_empty(), is_derivative(&d, o), "{o}");
+        }
+        assert!(cases.iter().any(|o| is_derivative(&d, o)) && cases.iter().any(|o| !is_derivative(&d, o)));
+    }
     use serde_json::json;
 
     #[test]

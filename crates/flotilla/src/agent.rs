@@ -11,13 +11,17 @@
 //!   Push members, reaching the member through [`flotilla_member::access::Clients::in_member`]
 //!   and watching only its execution space and its Cluster (all its RBAC allows).
 //! - While the control plane is unreachable it retries with backoff and says so once, and again
-//!   when it is back.
+//!   when it is back. Once unreachable for `--edge-offline-after`, the member is offline: what
+//!   changes in it is recorded as EdgeChanges in its `flotilla-edge` namespace, against the
+//!   AppliedWorks the agent keeps there (ADR 0032) — from the agent's start, so an agent
+//!   restarted while offline records too.
 //! - Renews its certificate once `--certificate-rotation-fraction` (0.8) of its lifetime has
 //!   passed: a new key and a request made with the current certificate, which the control plane
 //!   approves for the agent itself (`selfclusteragent`); the kubeconfig is replaced atomically and
 //!   the controllers restart on the new identity.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -94,6 +98,15 @@ pub struct AgentArgs {
     /// it was deleted on purpose, otherwise kept and reported (ADR 0031).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub tombstone_sweep_interval: Duration,
+    /// How long the control plane must stay unreachable before the member counts as offline:
+    /// from then on, changes made in the member are recorded (EdgeChanges in namespace
+    /// flotilla-edge) instead of reverted (ADR 0032).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub edge_offline_after: Duration,
+    /// How often the control plane is probed, and, while offline, the member's objects are
+    /// compared with what the agent applied.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub edge_record_interval: Duration,
     /// Requests the tunnel carries at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub tunnel_max_streams: u32,
@@ -323,6 +336,22 @@ pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Resu
     };
     let member = Client::try_from(member_config.clone()).context("a member client")?;
 
+    // The edge recorder runs from the start: an agent restarted while the control plane is away
+    // records what changes in the member from the AppliedWorks it finds there (ADR 0032).
+    let recorder_members = Arc::new(flotilla_member::access::Clients::in_member(&args.cluster_name, member_config.clone()));
+    let recorder_config = flotilla_controllers::edge_recorder::Config {
+        probe_interval: args.edge_record_interval,
+        offline_after: args.edge_offline_after,
+        record_interval: args.edge_record_interval,
+        member_timeout: args.member_request_timeout,
+    };
+    let start_recorder = |cp: &Client| {
+        let token = stop.child_token();
+        let task = tokio::spawn(flotilla_controllers::edge_recorder::run(cp.clone(), token.clone(), recorder_config.clone(), recorder_members.clone()));
+        (task, token)
+    };
+    let mut recorder = start_recorder(&cp);
+
     // Register, retrying while the control plane is unreachable.
     let mut wait = Duration::from_millis(500);
     let cluster = loop {
@@ -385,7 +414,12 @@ pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Resu
             break;
         }
         cp = Client::try_from(load(&args.control_plane_kubeconfig).await?).context("a control-plane client")?;
+        recorder.1.cancel();
+        let _ = recorder.0.await;
+        recorder = start_recorder(&cp);
         say("agent: restarting with the renewed certificate".to_string());
     }
+    recorder.1.cancel();
+    let _ = recorder.0.await;
     Ok(())
 }

@@ -114,6 +114,10 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add(c::work_tombstones::SWEEPER, false, |cx: &Context| {
         Box::pin(c::work_tombstones::run_sweeper(cx.client(c::work_tombstones::SWEEPER), cx.runtime.clone(), cx.settings.tombstone_sweep(), cx.members.clone()))
     });
+    // A pull agent's alone: what it applied, recorded in its member (ADR 0032).
+    s.add(c::edge_mirror::NAME, false, |cx: &Context| {
+        Box::pin(c::edge_mirror::run(cx.client(c::edge_mirror::NAME), cx.runtime.clone(), cx.settings.edge_mirror(), cx.members.clone()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
@@ -185,8 +189,9 @@ fn spawn(chosen: &[&flotilla_runtime::set::Entry<Context>], cx: &Context) -> Run
 /// The controllers a pull agent runs for its own cluster — the control plane's own cluster
 /// status, execution and work status controllers, on `members` (the agent's in-member clients)
 /// and a runtime whose watches see only the agent's part (`scope`) — and the agent's own check
-/// of its member against tombstones after an outage.
-pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus,tombstoneSweep";
+/// of its member against tombstones after an outage and its record in the member of what it
+/// applied (ADR 0032; the agent runs the edge recorder itself, from its start).
+pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus,tombstoneSweep,edgeMirror";
 
 /// Start a pull agent's controllers: [`AGENT_CONTROLLERS`] of `settings`' set, every client
 /// `client` (the agent's identity), member access through `members`.

@@ -275,6 +275,12 @@ impl FederationArgs {
         flotilla_controllers::work_tombstones::SweepConfig { interval: self.tombstone_sweep_interval, member_timeout: self.member_request_timeout }
     }
 
+    /// The agent's record of what it applied: its resync looks for records of gone Works as
+    /// often as the tombstone sweep does.
+    pub fn edge_mirror(&self) -> flotilla_controllers::edge_mirror::Config {
+        flotilla_controllers::edge_mirror::Config { member_timeout: self.member_request_timeout, resync: self.tombstone_sweep_interval }
+    }
+
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
         flotilla_controllers::policy_report::Config { grace: self.unmatched_policy_grace }
     }

@@ -69,6 +69,13 @@ fn start_agent(name: &str, agent_kc: &Path, member: &Path) -> Daemon {
 }
 
 fn start_agent_with(name: &str, agent_kc: &Path, member: &Path, extra: &[&str]) -> Daemon {
+    let mut agent = spawn_agent(name, agent_kc, member, extra);
+    agent.wait_line("controllers running", Duration::from_secs(60));
+    agent
+}
+
+/// The agent process, started without waiting for it to reach the control plane.
+fn spawn_agent(name: &str, agent_kc: &Path, member: &Path, extra: &[&str]) -> Daemon {
     let mut args = vec![
         "agent",
         "--cluster-name",
@@ -83,9 +90,7 @@ fn start_agent_with(name: &str, agent_kc: &Path, member: &Path, extra: &[&str]) 
         "500ms",
     ];
     args.extend(extra);
-    let mut agent = Daemon::start(&args, "info");
-    agent.wait_line("controllers running", Duration::from_secs(60));
-    agent
+    Daemon::start(&args, "info")
 }
 
 /// A control plane that marks a pull cluster Unknown within seconds of its Lease lapsing.
@@ -182,6 +187,22 @@ spec:
         let item = &rb["status"]["aggregatedStatus"][0];
         if item["clusterName"] == name.as_str() && item["applied"] == true { Ok(()) } else { Err(rb["status"].to_string()) }
     });
+    // What the agent applied and the control plane acknowledged is recorded in the member itself
+    // (ADR 0032): the manifests, and the member object as of then.
+    let es = format!("karmada-es-{name}");
+    let applied = wait_for("the AppliedWork in the member", LONG, || {
+        let list = get_json(&member, &["-n", "flotilla-edge", "get", "appliedworks"])?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let found = items.into_iter().find(|a| a["spec"]["workNamespace"] == es.as_str() && a["spec"]["manifests"][0]["metadata"]["namespace"] == ns.as_str());
+        match found {
+            Some(a) if a["status"]["manifests"][0]["uid"] == uid.as_str() => Ok(a),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(applied["metadata"]["labels"]["edge.flotilla.io/cluster"], name.as_str());
+    assert_eq!(applied["spec"]["manifests"][0]["spec"]["replicas"], 2, "{applied}");
+    assert!(applied["status"]["manifests"][0]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()), "{applied}");
+    assert!(applied["status"]["acknowledgedAt"].is_string(), "{applied}");
     kubectl(&kubectl_bin(), &member, &["-n", &ns, "scale", "deployment/web", "--replicas=5"]);
     wait_for("the member's scale reverted by the agent", LONG, || {
         let d = get_json(&member, &["-n", &ns, "get", "deployment", "web"])?;
@@ -227,6 +248,8 @@ spec:
     assert!(ok && out.contains(&format!("cluster {name} unregistered")), "unregister with the agent's own credential: {out}");
     wait_for("the Cluster gone", LONG, || support::gone(&kc, &["get", "cluster", &name]));
     wait_for("the member's Deployment removed by the agent", LONG, || support::gone(&member, &["-n", &ns, "get", "deployment", "web"]));
+    let applied_name = applied["metadata"]["name"].as_str().unwrap();
+    wait_for("the AppliedWork gone with its Work", LONG, || support::gone(&member, &["-n", "flotilla-edge", "get", "appliedwork", applied_name]));
     let (ok, out) = kubectl_try(&agent_kc, &["get", "works.work.karmada.io", "-n", &format!("karmada-es-{name}")]);
     assert!(!ok && out.contains("Forbidden"), "the agent's RBAC went with its Cluster: {out}");
     let (ok, out) = kubectl_try(&agent_kc, &["get", "cluster", &name]);
@@ -648,5 +671,139 @@ fn the_agent_rides_out_a_cut_connection_and_a_control_plane_restart() {
     apply_yaml(&kc, &web("after"));
     wait_for("a template created after the restart in the member", LONG, || get_json(&member, &["-n", &ns, "get", "deployment", "after"]));
     same("after the restart");
+    drop(cp);
+}
+
+/// The member's EdgeChange records of objects in `ns` (ADR 0032).
+fn edge_changes(member: &Path, ns: &str) -> Vec<Value> {
+    let list = get_json(member, &["-n", "flotilla-edge", "get", "edgechanges"]).unwrap_or_default();
+    list["items"].as_array().cloned().unwrap_or_default().into_iter().filter(|c| c["spec"]["object"]["namespace"] == ns).collect()
+}
+
+fn change_of<'a>(changes: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    changes.iter().find(|c| c["spec"]["object"]["kind"] == kind && c["spec"]["object"]["name"] == name)
+}
+
+#[test]
+fn changes_made_at_the_edge_while_offline_are_recorded_there_even_by_an_agent_restarted_offline() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member3").kubeconfig.clone();
+    let cp = lease_watching_control_plane();
+    let kc = cp.kubeconfig.clone();
+    let name = unique("edge");
+    let ns = unique("edgy");
+    let agent_kc = register(&kc, cp.dir.path(), &name, &[]);
+    let relay = Relay::start(server_addr(&cp));
+    let text = std::fs::read_to_string(&agent_kc).unwrap();
+    std::fs::write(&agent_kc, text.replace(&cp.server, &format!("https://{}", relay.addr))).unwrap();
+    let flags = ["--tunnel-max-backoff", "1s", "--edge-offline-after", "2s", "--edge-record-interval", "1s"];
+    let agent = start_agent_with(&name, &agent_kc, &member, &flags);
+    wait_cluster(&kc, &name, "True");
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: c, image: "nginx:1.27"}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {ns}}}
+data: {{mode: cloud}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: edge, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}, {{apiVersion: v1, kind: ConfigMap, name: settings}}]
+  placement:
+    clusterAffinity: {{clusterNames: [{name}]}}
+"#
+        ),
+    );
+    let es = format!("karmada-es-{name}");
+    // Both objects applied and acknowledged: their AppliedWorks in the member are the base.
+    wait_for("both AppliedWorks acknowledged", LONG, || {
+        let list = get_json(&member, &["-n", "flotilla-edge", "get", "appliedworks"])?;
+        let acked = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["spec"]["workNamespace"] == es.as_str() && a["spec"]["manifests"][0]["metadata"]["namespace"] == ns.as_str())
+            .filter(|a| a["status"]["manifests"][0]["uid"].as_str().is_some_and(|u| !u.is_empty()))
+            .count();
+        if acked == 2 { Ok(()) } else { Err(format!("{acked} of 2")) }
+    });
+    let web_uid = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap()["metadata"]["uid"].clone();
+
+    // Offline: the edge scales, re-images and reconfigures; nothing is reverted, all is recorded.
+    relay.cut();
+    let bin = kubectl_bin();
+    kubectl(&bin, &member, &["-n", &ns, "scale", "deployment/web", "--replicas=5"]);
+    kubectl(&bin, &member, &["-n", &ns, "set", "image", "deployment/web", "c=nginx:1.28"]);
+    kubectl(&bin, &member, &["-n", &ns, "patch", "configmap", "settings", "--type", "merge", "-p", r#"{"data":{"mode":"edge"}}"#]);
+    let changes = wait_for("the edge's changes recorded", LONG, || {
+        let all = edge_changes(&member, &ns);
+        let web = change_of(&all, "Deployment", "web").map(|c| c["spec"]["fields"].as_array().map_or(0, Vec::len)).unwrap_or(0);
+        let cm = change_of(&all, "ConfigMap", "settings").is_some();
+        if web == 2 && cm { Ok(all) } else { Err(format!("{all:?}")) }
+    });
+    let web = change_of(&changes, "Deployment", "web").unwrap();
+    assert_eq!(web["spec"]["change"], "Modified");
+    assert_eq!(web["spec"]["cluster"], name.as_str());
+    assert_eq!(web["spec"]["object"]["uid"], web_uid);
+    let fields = web["spec"]["fields"].as_array().unwrap();
+    assert_eq!(
+        (fields[0]["path"].as_str(), &fields[0]["old"], &fields[0]["new"]),
+        (Some("spec.replicas"), &serde_json::json!(2), &serde_json::json!(5)),
+        "{web}"
+    );
+    assert_eq!(fields[1]["path"], "spec.template.spec.containers[0].image");
+    assert_eq!((&fields[1]["old"], &fields[1]["new"]), (&serde_json::json!("nginx:1.27"), &serde_json::json!("nginx:1.28")));
+    assert!(web["spec"]["manager"].as_str().is_some_and(|m| m.starts_with("kubectl")), "who changed it: {web}");
+    let cm = change_of(&changes, "ConfigMap", "settings").unwrap();
+    assert_eq!(cm["spec"]["fields"][0]["path"], "data.mode", "{cm}");
+    assert_eq!(cm["spec"]["fields"][0]["new"], "edge");
+    let now = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap();
+    assert_eq!(now["spec"]["replicas"], 5, "nothing is reverted while offline");
+
+    // The agent restarted while still offline: it cannot register, but it records from the
+    // AppliedWorks it finds in the member — here, a deletion at the edge.
+    agent.kill();
+    let mut agent = spawn_agent(&name, &agent_kc, &member, &flags);
+    kubectl(&bin, &member, &["-n", &ns, "delete", "configmap", "settings"]);
+    wait_for("the deletion recorded by the restarted agent", LONG, || {
+        let all = edge_changes(&member, &ns);
+        match change_of(&all, "ConfigMap", "settings") {
+            Some(c) if c["spec"]["change"] == "Deleted" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let web_again = change_of(&edge_changes(&member, &ns), "Deployment", "web").cloned().unwrap();
+    assert_eq!(web_again["spec"]["firstSeen"], web["spec"]["firstSeen"], "the earlier record kept");
+
+    // Back online: today the control plane wins (the sync policies come next) — reverted, and
+    // the records stay.
+    relay.restore(None);
+    agent.wait_line("controllers running", LONG);
+    wait_ready_untainted(&kc, &name, "Ready after the outage");
+    wait_for("the scale reverted once back", LONG, || {
+        let d = get_json(&member, &["-n", &ns, "get", "deployment", "web"])?;
+        if d["spec"]["replicas"] == 2 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
+    });
+    wait_for("the ConfigMap re-created once back", LONG, || get_json(&member, &["-n", &ns, "get", "configmap", "settings"]));
+    let after = edge_changes(&member, &ns);
+    assert!(change_of(&after, "Deployment", "web").is_some() && change_of(&after, "ConfigMap", "settings").is_some(), "records kept: {after:?}");
+    drop(agent);
     drop(cp);
 }

@@ -134,16 +134,25 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
 /// Karmada's validating step.
 pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>, settings: &Settings) -> Vec<FieldError> {
     let result = match kind(gvk) {
-        Some(Kind::Cluster) => decode::<Cluster>(obj).map(|c| validate_cluster(&c)),
+        // Edge sync-back's annotations (ADR 0032) on the Cluster and the propagation policies.
+        Some(Kind::Cluster) => decode::<Cluster>(obj).map(|c| {
+            let mut errors = validate_cluster(&c);
+            errors.extend(crate::edge::validate_annotations(c.metadata.annotations.as_ref()));
+            errors
+        }),
         Some(Kind::PropagationPolicy) => decode::<PropagationPolicy>(obj).and_then(|p| {
             let old = old.map(decode::<PropagationPolicy>).transpose()?;
             let old = old.as_ref().map(|o| (&o.metadata, &o.spec));
-            Ok(validate_policy(&p.metadata, &p.spec, old, PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            let mut errors = validate_policy(&p.metadata, &p.spec, old, PROPAGATION_POLICY_PERMANENT_ID_LABEL);
+            errors.extend(crate::edge::validate_annotations(p.metadata.annotations.as_ref()));
+            Ok(errors)
         }),
         Some(Kind::ClusterPropagationPolicy) => decode::<ClusterPropagationPolicy>(obj).and_then(|p| {
             let old = old.map(decode::<ClusterPropagationPolicy>).transpose()?;
             let old = old.as_ref().map(|o| (&o.metadata, &o.spec.0));
-            Ok(validate_policy(&p.metadata, &p.spec.0, old, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            let mut errors = validate_policy(&p.metadata, &p.spec.0, old, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL);
+            errors.extend(crate::edge::validate_annotations(p.metadata.annotations.as_ref()));
+            Ok(errors)
         }),
         Some(Kind::OverridePolicy) => decode::<OverridePolicy>(obj).map(|p| validate_override_spec(&p.spec)),
         Some(Kind::ClusterOverridePolicy) => decode::<ClusterOverridePolicy>(obj).map(|p| validate_override_spec(&p.spec.0)),
