@@ -2,7 +2,8 @@
 //! of its execution space whose current generation the control plane acknowledged as applied
 //! (`Applied` True), an `edge.flotilla.io/v1alpha1` `AppliedWork` in the member's
 //! `flotilla-edge` namespace, named as the Work — the manifests as received and, per manifest,
-//! the member object's uid and resourceVersion as of then. It is the base against which changes
+//! the member object's uid and resourceVersion as of then (a Secret's values kept as digests
+//! only: the record must not copy them out of the Secret). It is the base against which changes
 //! made at the edge while the control plane is away are found, and it is in the member, not on
 //! the agent's disk, so an agent restarted while offline — here or elsewhere — still has it.
 //!
@@ -72,9 +73,9 @@ pub fn acknowledged(work: &Work) -> Option<String> {
     (c.status == "True" && current).then(|| c.last_transition_time.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
-/// The manifests of `work`.
+/// The manifests of `work`, a Secret's values as digests only.
 fn manifests(work: &Work) -> Vec<Value> {
-    work.spec.workload.as_ref().and_then(|w| w.manifests.clone()).unwrap_or_default()
+    work.spec.workload.as_ref().and_then(|w| w.manifests.as_ref()).into_iter().flatten().map(flotilla_api::edge::without_secret_values).collect()
 }
 
 /// The AppliedWork of `work` (spec and labels; its status is [`applied_status`]).

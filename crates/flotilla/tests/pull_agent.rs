@@ -721,29 +721,39 @@ kind: ConfigMap
 metadata: {{name: settings, namespace: {ns}}}
 data: {{mode: cloud}}
 ---
+apiVersion: v1
+kind: Secret
+metadata: {{name: creds, namespace: {ns}}}
+data: {{password: c2VjcmV0LXZhbHVl}}
+---
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
 metadata: {{name: edge, namespace: {ns}}}
 spec:
-  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}, {{apiVersion: v1, kind: ConfigMap, name: settings}}]
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}, {{apiVersion: v1, kind: ConfigMap, name: settings}}, {{apiVersion: v1, kind: Secret, name: creds}}]
   placement:
     clusterAffinity: {{clusterNames: [{name}]}}
 "#
         ),
     );
     let es = format!("karmada-es-{name}");
-    // Both objects applied and acknowledged: their AppliedWorks in the member are the base.
-    wait_for("both AppliedWorks acknowledged", LONG, || {
+    // The three objects applied and acknowledged: their AppliedWorks in the member are the base.
+    let applied = wait_for("the AppliedWorks acknowledged", LONG, || {
         let list = get_json(&member, &["-n", "flotilla-edge", "get", "appliedworks"])?;
-        let acked = list["items"]
+        let acked: Vec<Value> = list["items"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|a| a["spec"]["workNamespace"] == es.as_str() && a["spec"]["manifests"][0]["metadata"]["namespace"] == ns.as_str())
             .filter(|a| a["status"]["manifests"][0]["uid"].as_str().is_some_and(|u| !u.is_empty()))
-            .count();
-        if acked == 2 { Ok(()) } else { Err(format!("{acked} of 2")) }
+            .cloned()
+            .collect();
+        if acked.len() == 3 { Ok(acked) } else { Err(format!("{} of 3", acked.len())) }
     });
+    // A Secret's value is not copied into the records, only its digest.
+    let secret = applied.iter().find(|a| a["spec"]["manifests"][0]["kind"] == "Secret").unwrap();
+    assert!(!secret.to_string().contains("c2VjcmV0LXZhbHVl"), "{secret}");
+    assert!(secret["spec"]["manifests"][0]["data"]["password"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{secret}");
     let web_uid = get_json(&member, &["-n", &ns, "get", "deployment", "web"]).unwrap()["metadata"]["uid"].clone();
 
     // Offline: the edge scales, re-images and reconfigures; nothing is reverted, all is recorded.

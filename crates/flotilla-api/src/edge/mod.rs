@@ -9,6 +9,7 @@
 //! - [`drift`]: the field changes between what the last applied manifest wants (after Karmada's
 //!   Retain) and the member's object — exactly what drift correction would revert.
 //! - [`decide`]: one change's outcome given the control plane's current value (three-way).
+//! - [`without_secret_values`]: a Secret as the records may hold it (digests, not values).
 
 mod drift;
 mod path;
@@ -164,6 +165,37 @@ pub fn validate_annotations(annotations: Option<&BTreeMap<String, String>>) -> V
     }
 }
 
+/// The annotation `kubectl apply` keeps the whole last applied object in — a Secret's values
+/// included.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn digest(v: &mut Value) {
+    if let Some(text) = v.as_str() {
+        let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        *v = Value::String(format!("sha256:{}", digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()));
+    }
+}
+
+/// `manifest` as edge records may hold it: a core Secret's `data` and `stringData` values, and
+/// the copy of them `kubectl apply` keeps in an annotation, replaced by their digests
+/// (`sha256:<hex>`), so that no Secret's content is copied out of it into an object others may
+/// read. Applied alike to the member's Secret, a change of a value still shows, as a change of
+/// its digest.
+pub fn without_secret_values(manifest: &Value) -> Value {
+    let secret = manifest["kind"] == "Secret" && manifest["apiVersion"] == "v1";
+    let mut out = manifest.clone();
+    if !secret {
+        return out;
+    }
+    for field in ["data", "stringData"] {
+        out.get_mut(field).and_then(Value::as_object_mut).into_iter().flat_map(|m| m.values_mut()).for_each(digest);
+    }
+    if let Some(v) = out.pointer_mut(&format!("/metadata/annotations/{}", LAST_APPLIED_ANNOTATION.replace('/', "~1"))) {
+        digest(v);
+    }
+    out
+}
+
 /// What becomes of one edge change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -230,6 +262,27 @@ mod tests {
         assert_eq!(errors[0].path, "metadata.annotations[edge.flotilla.io/sync-policy]");
         assert!(errors[0].message.contains("\"edgewins\""), "{}", errors[0].message);
         assert!(validate_annotations(Some(&annotations(&[(SYNC_POLICY_ANNOTATION, "EdgeWins")]))).is_empty());
+    }
+
+    #[test]
+    fn secret_values_are_kept_as_digests_only() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "data": {"password": "c2VjcmV0"}, "stringData": {"token": "t0p"},
+            "metadata": {"name": "s", "annotations": {LAST_APPLIED_ANNOTATION: "{\"data\":{\"password\":\"c2VjcmV0\"}}", "team": "a"}}});
+        let kept = without_secret_values(&secret);
+        let text = kept.to_string();
+        assert!(!text.contains("c2VjcmV0") && !text.contains("t0p"), "{text}");
+        assert!(kept["data"]["password"].as_str().unwrap().starts_with("sha256:"));
+        assert_eq!(kept["metadata"]["name"], "s");
+        assert_eq!(kept["metadata"]["annotations"]["team"], "a");
+        // A changed value shows as a changed digest; an unchanged one does not.
+        let mut edited = secret.clone();
+        edited["data"]["password"] = json!("b3RoZXI=");
+        let changes = drift(&kept, &without_secret_values(&edited));
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].path.to_string(), "data.password");
+        assert!(drift(&kept, &without_secret_values(&secret)).is_empty());
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}});
+        assert_eq!(without_secret_values(&cm), cm);
     }
 
     fn change(path: &str, old: Value, new: Value) -> FieldChange {
