@@ -12,7 +12,7 @@
 //! control plane no longer has (deleted while the agent was away) goes at the next resync.
 //! Agent only (`flotilla agent`); not part of the control plane's set.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef as Key, Store};
 use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::execution::APPLIED;
@@ -133,6 +134,9 @@ struct Context {
     members: Arc<Clients>,
     control_plane: Client,
     clusters: Store<Cluster>,
+    /// Work name → (uid, generation, acknowledged at) of the record last written or found up to
+    /// date: a Work's frequent status updates then cost no request to the member.
+    recorded: Mutex<HashMap<String, (String, i64, String)>>,
 }
 
 impl Context {
@@ -167,19 +171,22 @@ async fn prepare(ctx: &Context) -> Result<(), Error> {
     }
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": EDGE_NAMESPACE}});
     Api::<Namespace>::all(conn.client.clone()).patch(EDGE_NAMESPACE, &params, &Patch::Apply(&ns)).await.map_err(ctx.api_err("creating the namespace"))?;
-    // The kinds are served once their CRDs are established.
-    for _ in 0..60 {
-        if Api::<AppliedWork>::namespaced(conn.client.clone(), EDGE_NAMESPACE).list(&Default::default()).await.is_ok() {
-            return Ok(());
+    // The kinds are served once their CRDs are established (30s at most; then the caller retries).
+    let applied: Api<AppliedWork> = Api::namespaced(conn.client, EDGE_NAMESPACE);
+    let mut tries = 0;
+    loop {
+        match applied.list(&Default::default()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tries == 60 => return Err(ctx.api_err("waiting for the AppliedWork kind")(e)),
+            Err(_) => tries += 1,
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Api::<AppliedWork>::namespaced(conn.client, EDGE_NAMESPACE).list(&Default::default()).await.map_err(ctx.api_err("waiting for the AppliedWork kind"))?;
-    Ok(())
 }
 
 /// Delete the record of Work `name` (being deleted, or gone).
 async fn forget(name: &str, ctx: &Context) -> Result<Next, Error> {
+    ctx.recorded.lock().remove(name);
     let conn = ctx.connection().await?;
     match Api::<AppliedWork>::namespaced(conn.client, EDGE_NAMESPACE).delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(Next::Done),
@@ -198,8 +205,13 @@ async fn reconcile(work: Arc<Work>, ctx: Arc<Context>) -> Result<Next, Error> {
     // Until the control plane acknowledges this generation, the last acknowledged one stays
     // the base; a change of the Applied condition queues the Work again.
     let Some(at) = acknowledged(&work) else { return Ok(Next::Done) };
+    let key = (work.uid().unwrap_or_default(), work.metadata.generation.unwrap_or(0), at.clone());
+    if ctx.recorded.lock().get(&name) == Some(&key) {
+        return Ok(Next::Done);
+    }
     let current = api.get_opt(&name).await.map_err(ctx.api_err(format!("reading the AppliedWork of {name}")))?;
     if current.as_ref().is_some_and(|c| up_to_date(c, &work, &at)) {
+        ctx.recorded.lock().insert(name, key);
         return Ok(Next::Done);
     }
     let desired = applied_work_of(&work, &ctx.cluster);
@@ -218,6 +230,7 @@ async fn reconcile(work: Arc<Work>, ctx: Arc<Context>) -> Result<Next, Error> {
     api.patch(&name, &params, &Patch::Apply(&body)).await.map_err(ctx.api_err(format!("writing the AppliedWork of {name}")))?;
     let status = json!({"apiVersion": "edge.flotilla.io/v1alpha1", "kind": "AppliedWork", "status": serde_json::to_value(&status).map_err(encode)?});
     api.patch_status(&name, &params, &Patch::Apply(&status)).await.map_err(ctx.api_err(format!("writing the status of the AppliedWork of {name}")))?;
+    ctx.recorded.lock().insert(name, key);
     Ok(Next::Done)
 }
 
@@ -231,6 +244,7 @@ async fn collect(ctx: &Context, works: &Store<Work>) -> Result<usize, Error> {
     for a in api.list(&Default::default()).await.map_err(ctx.api_err("listing AppliedWorks"))?.items {
         let mine = a.labels().get(CLUSTER_LABEL).is_none_or(|c| *c == ctx.cluster) && a.spec.work_namespace == es;
         if mine && !known.contains(&a.spec.work_name) {
+            ctx.recorded.lock().remove(&a.name_any());
             match api.delete(&a.name_any(), &DeleteParams::default()).await {
                 Ok(_) => removed += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -247,7 +261,14 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, 
         tracing::warn!(controller = NAME, "the edge mirror runs in a pull agent only");
         return;
     };
-    let ctx = Arc::new(Context { cluster: cluster.clone(), config: config.clone(), members, control_plane: client, clusters: rt.informers.store::<Cluster>() });
+    let ctx = Arc::new(Context {
+        cluster: cluster.clone(),
+        config: config.clone(),
+        members,
+        control_plane: client,
+        clusters: rt.informers.store::<Cluster>(),
+        recorded: Mutex::new(HashMap::new()),
+    });
     let mut wait = Duration::from_millis(500);
     while let Err(e) = prepare(&ctx).await {
         tracing::warn!(controller = NAME, %cluster, error = %e, "cannot install the edge records' kinds in the member; retrying");
