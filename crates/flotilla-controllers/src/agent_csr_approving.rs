@@ -144,6 +144,9 @@ pub fn agent_rbac(cluster: &str) -> Vec<Value> {
             rule(&["work.karmada.io"], &["works/status"], &["patch", "update"], &[]),
             // Tombstones of its Works, read and cleared by its sweep (ADR 0031).
             rule(&["work.flotilla.io"], &["worktombstones"], &["get", "list", "delete"], &[]),
+            // Its copies of what its member changed while offline; the decisions on them are the
+            // control plane's (status) (ADR 0032).
+            rule(&["edge.flotilla.io"], &["edgechanges"], &["get", "list", "watch", "create", "update", "delete"], &[]),
         ]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": work, "namespace": es, "labels": labels, "finalizers": [AGENT_ACCESS_FINALIZER]}, "subjects": user,
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": work}}),
