@@ -36,6 +36,7 @@ use flotilla_api::federation::karmada::work::{
     Work, WorkSpec, WorkloadTemplate, binding_of_work,
 };
 use flotilla_api::interpreter::{self, Health};
+use flotilla_api::federation::flotilla::edge::EdgeOverride;
 use flotilla_api::overrides::{self, AppliedOverrides};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -341,6 +342,8 @@ struct Context {
     clusters: Store<Cluster>,
     ops: Store<OverridePolicy>,
     cops: Store<ClusterOverridePolicy>,
+    /// Edge values adopted per binding (ADR 0032), applied after the user's overrides.
+    edge_overrides: Store<EdgeOverride>,
     /// The Works of each binding, kept by the Work watch.
     index: Arc<WorkIndex>,
     /// Template kinds resolved through discovery.
@@ -360,6 +363,14 @@ impl Context {
     fn works_of(&self, key: &BindingKey) -> Vec<Arc<Work>> {
         let refs = self.index.works_of(key);
         refs.iter().filter_map(|(ns, name)| self.works.get(&ObjectRef::new(name).within(ns))).filter(|w| binding_of_work(w).as_ref() == Some(key)).collect()
+    }
+
+    /// The binding's EdgeOverride, if the edge has won anything of it.
+    fn edge_override(&self, key: &BindingKey) -> Option<Arc<EdgeOverride>> {
+        let (namespace, name) = crate::edge_sync::override_location(key);
+        self.edge_overrides.get(&ObjectRef::new(&name).within(&namespace)).filter(|o| {
+            o.spec.binding.name == key.name && o.spec.binding.namespace == key.namespace
+        })
     }
 
     fn api_err(&self, key: &BindingKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -523,6 +534,9 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     let name = work_name(kind, &b.spec.resource.name, b.spec.resource.namespace.as_deref());
     let ops: Vec<OverridePolicy> = ctx.ops.state().iter().map(|p| (**p).clone()).collect();
     let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
+    let edge = ctx.edge_override(&b.key);
+    // Clusters whose object the edge deleted, and the edge won: no Work there.
+    let mut dropped_at_edge = Vec::new();
     let mut failures = Vec::new();
     // Failures that retrying cannot mend (a Work that cannot be rendered).
     let mut unrenderable = 0usize;
@@ -585,6 +599,20 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
         if ctx.config.inject_preserved_state {
             inject_preserved_label_state(&b.spec, cluster_name, targets.len(), &mut manifest);
         }
+        if let Some(edge) = &edge {
+            match crate::edge_sync::apply_edge_override(&edge.spec, cluster_name, &mut manifest) {
+                Ok(true) => {}
+                Ok(false) => {
+                    dropped_at_edge.push(cluster_name.as_str());
+                    continue;
+                }
+                Err(e) => {
+                    failures.push((cluster_name.as_str(), format!("cluster {cluster_name}: {e}")));
+                    unrenderable += 1;
+                    continue;
+                }
+            }
+        }
         let want = desired_work(b, &namespace, &name, &work_id, manifest, &applied, cluster_name);
         if existing.as_ref().is_some_and(|have| work_matches(have, &want)) {
             continue;
@@ -636,7 +664,8 @@ async fn sync_works(ctx: &Context, b: &Binding, template: &Value) -> Result<Next
     for w in ctx.works_of(&b.key) {
         let ns = w.metadata.namespace.as_deref().unwrap_or_default();
         let Some(cluster) = cluster_of_execution_space(ns) else { continue };
-        if targets.contains_key(cluster) || keep.contains(&cluster) || w.metadata.deletion_timestamp.is_some() {
+        let targeted = targets.contains_key(cluster) && !dropped_at_edge.contains(&cluster);
+        if targeted || keep.contains(&cluster) || w.metadata.deletion_timestamp.is_some() {
             continue;
         }
         match Api::<Work>::namespaced(ctx.client.clone(), ns).delete(&w.name_any(), &DeleteParams::default()).await {
@@ -824,6 +853,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             let changed = deleted || old.is_none_or(|old| cluster_fingerprint(old) != cluster_fingerprint(c));
             if changed { on_cluster() } else { Vec::new() }
         })
+        .watches(|o: &EdgeOverride, _| Some(BindingKey { namespace: o.spec.binding.namespace.clone(), name: o.spec.binding.name.clone() }))
         .watches(move |_: &OverridePolicy, _| on_op())
         .watches(move |_: &ClusterOverridePolicy, _| on_cop());
     let ctx = Arc::new(Context {
@@ -836,6 +866,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         clusters: rt.informers.store::<Cluster>(),
         ops: rt.informers.store::<OverridePolicy>(),
         cops: rt.informers.store::<ClusterOverridePolicy>(),
+        edge_overrides: rt.informers.store::<EdgeOverride>(),
         index,
         kinds: Default::default(),
     });

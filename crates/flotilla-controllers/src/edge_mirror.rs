@@ -62,6 +62,8 @@ pub enum Error {
     Read { cluster: String, object: String, source: flotilla_member::apply::ApplyError },
     #[error("cluster {cluster}: the AppliedWork of {work}: {source}")]
     Encode { cluster: String, work: String, source: serde_json::Error },
+    #[error("cluster {cluster}: on the control plane: {step}: {source}")]
+    ControlPlane { cluster: String, step: String, source: kube::Error },
 }
 
 impl ReconcileError for Error {}

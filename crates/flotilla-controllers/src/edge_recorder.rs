@@ -16,14 +16,16 @@
 //! AppliedWorks its predecessor left. Agent only, and outside the controller set: it runs from
 //! the agent's start, before the agent has reached the control plane at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::edge::{FieldChange, FieldPath, Segment, drift};
-use flotilla_api::federation::flotilla::edge::{AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, change_kind};
+use flotilla_api::federation::flotilla::edge::{AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, change_kind, phase};
+use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::work::{WORK_PERMANENT_ID_LABEL, Work};
+use flotilla_member::Connection;
 use flotilla_member::access::Clients;
 use flotilla_member::apply::{self, ObjectRef};
 use flotilla_runtime::CancellationToken;
@@ -46,6 +48,9 @@ pub struct Config {
     /// How often, while offline, the member's objects are compared with their Works.
     pub record_interval: Duration,
     pub member_timeout: Duration,
+    /// How long a failing catch-up (the records cannot be handed over) may hold every object
+    /// before the agent lets the objects without a record go.
+    pub catch_up_limit: Duration,
 }
 
 impl Default for Config {
@@ -55,6 +60,7 @@ impl Default for Config {
             offline_after: Duration::from_secs(20),
             record_interval: Duration::from_secs(5),
             member_timeout: Duration::from_secs(30),
+            catch_up_limit: Duration::from_secs(120),
         }
     }
 }
@@ -173,8 +179,33 @@ pub fn record_name(applied: &str, ordinal: usize) -> String {
     format!("{applied}-{ordinal}")
 }
 
-/// One pass while offline: every object of every AppliedWork compared; records written.
-async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, config: &Config) -> Result<usize, Error> {
+/// A member list that 404s: the member does not serve the kind yet (the edge mirror installs the
+/// CRDs once the agent first reaches its control plane) — nothing recorded yet.
+fn absent(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The fields of `fields` the control plane does not want either: `current`'s Work (its Work as
+/// the control plane holds it now, when known) may already ask for the member's value — a
+/// control-plane change that reached the member, not an edge change.
+fn beyond_current(fields: Vec<FieldChange>, current: Option<(&Work, &Value)>, observed: Option<&Value>) -> Vec<FieldChange> {
+    let (Some((work, manifest)), Some(observed)) = (current, observed) else { return fields };
+    let desired = desired_object(work, manifest);
+    let Some((_, now)) = change_of(manifest, &desired, Some(observed)) else { return Vec::new() };
+    fields.into_iter().filter(|f| now.iter().any(|n| n.path == f.path)).collect()
+}
+
+/// The manifest of `work` making the object `r`.
+fn manifest_for<'a>(work: &'a Work, r: &ObjectRef) -> Option<&'a Value> {
+    crate::execution::manifests(work).iter().find(|m| ObjectRef::of(m).is_ok_and(|m| m.gvk.group == r.gvk.group && m.gvk.kind == r.gvk.kind && m.namespace == r.namespace && m.name == r.name))
+}
+
+/// One pass: every object of every AppliedWork compared; records written. While offline,
+/// against the last acknowledged manifests; back online (`current`: the control plane's Works
+/// by name), a field the control plane now asks for anyway is no edge change. A recorded
+/// object found as its Work wants it again keeps its record, emptied (the edge undid its
+/// change): the control plane decides that too, and says so.
+async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, config: &Config, current: Option<&BTreeMap<String, Work>>) -> Result<usize, Error> {
     let conn = members.connect(cp, cluster, config.member_timeout).await.map_err(|source| Error::Member { cluster: name.to_string(), source })?;
     let api_err = |step: String| {
         let cluster = name.to_string();
@@ -182,11 +213,19 @@ async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, c
     };
     let applied: Api<AppliedWork> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
     let changes: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
-    let existing: BTreeMap<String, EdgeChange> =
-        changes.list(&Default::default()).await.map_err(api_err("listing EdgeChanges".into()))?.items.into_iter().map(|c| (c.name_any(), c)).collect();
+    let existing: BTreeMap<String, EdgeChange> = match changes.list(&Default::default()).await {
+        Ok(l) => l.items.into_iter().map(|c| (c.name_any(), c)).collect(),
+        Err(e) if absent(&e) => return Ok(0),
+        Err(e) => return Err(api_err("listing EdgeChanges".into())(e)),
+    };
     let at = now();
     let mut written = 0;
-    for a in applied.list(&Default::default()).await.map_err(api_err("listing AppliedWorks".into()))?.items {
+    let applied_works = match applied.list(&Default::default()).await {
+        Ok(l) => l.items,
+        Err(e) if absent(&e) => return Ok(0),
+        Err(e) => return Err(api_err("listing AppliedWorks".into())(e)),
+    };
+    for a in applied_works {
         if a.labels().get(CLUSTER_LABEL).is_some_and(|c| c != name) {
             continue;
         }
@@ -203,9 +242,19 @@ async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, c
             // The record holds a Secret's values as digests: so is the member's Secret compared.
             let observed = observed.as_ref().map(flotilla_api::edge::without_secret_values);
             let desired = desired_object(&work, manifest);
-            let Some((kind, fields)) = change_of(manifest, &desired, observed.as_ref()) else { continue };
             let record_name = record_name(&a.name_any(), i);
             let previous = existing.get(&record_name);
+            let now_wanted = current.and_then(|c| c.get(&a.spec.work_name)).and_then(|w| manifest_for(w, &r).map(|m| (w, m)));
+            let found = change_of(manifest, &desired, observed.as_ref()).and_then(|(kind, fields)| {
+                let fields = if kind == change_kind::MODIFIED { beyond_current(fields, now_wanted, observed.as_ref()) } else { fields };
+                (kind != change_kind::MODIFIED || !fields.is_empty()).then_some((kind, fields))
+            });
+            let (kind, fields) = match (found, previous) {
+                (Some(f), _) => f,
+                // Undone at the edge since it was recorded: recorded as undone.
+                (None, Some(p)) if p.spec.change == change_kind::MODIFIED && !p.spec.fields.is_empty() => (change_kind::MODIFIED, Vec::new()),
+                (None, _) => continue,
+            };
             let spec = record_of(name, &a, i, observed.as_ref(), (kind, &fields), previous.map(|p| &p.spec), &at);
             if previous.is_some_and(|p| p.spec == spec) {
                 continue;
@@ -228,6 +277,127 @@ async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, c
     Ok(written)
 }
 
+/// The object of a record as the agent's holds name it.
+pub fn held_key(spec: &EdgeChangeSpec) -> String {
+    let group = spec.object.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    flotilla_member::holds::key_of(group, &spec.object.kind, spec.object.namespace.as_deref(), &spec.object.name)
+}
+
+/// The objects `records` hold: every recorded object but one born at the edge (nothing of the
+/// control plane's writes it).
+pub fn held_keys<'a>(records: impl IntoIterator<Item = &'a EdgeChange>) -> BTreeSet<String> {
+    records.into_iter().filter(|r| r.spec.change != change_kind::CREATED).map(|r| held_key(&r.spec)).collect()
+}
+
+/// The member's records of this cluster.
+async fn member_records(name: &str, conn: &Connection) -> Result<Vec<EdgeChange>, Error> {
+    let changes: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
+    match changes.list(&Default::default()).await {
+        Ok(l) => Ok(l.items.into_iter().filter(|c| c.labels().get(CLUSTER_LABEL).is_none_or(|c| c == name)).collect()),
+        Err(e) if absent(&e) => Ok(Vec::new()),
+        Err(source) => Err(Error::MemberApi { cluster: name.to_string(), step: "listing EdgeChanges".into(), source }),
+    }
+}
+
+/// What one hand-over did.
+#[derive(Debug, Default)]
+pub struct HandOver {
+    pub uploaded: usize,
+    pub released: usize,
+    /// The records still in the member (held, or open conflicts).
+    pub remaining: Vec<EdgeChange>,
+}
+
+/// Online: every record of the member copied to the control plane (the cluster's execution
+/// space, same name); a record the control plane has decided for good ([`phase::is_final`], for
+/// the copy's current spec) is released — removed from the member, its copy staying on the
+/// control plane as the history — and the decision so far is copied into the member's record,
+/// so that an agent restarted offline knows which conflicts are open.
+async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOver, Error> {
+    let records = member_records(name, conn).await?;
+    let mut out = HandOver::default();
+    if records.is_empty() {
+        return Ok(out);
+    }
+    let cp_err = |step: String| {
+        let cluster = name.to_string();
+        move |source| Error::ControlPlane { cluster, step, source }
+    };
+    let member_err = |step: String| {
+        let cluster = name.to_string();
+        move |source| Error::MemberApi { cluster, step, source }
+    };
+    let copies: Api<EdgeChange> = Api::namespaced(cp.clone(), &execution_space(name));
+    let local: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
+    for record in records {
+        let record_name = record.name_any();
+        let copy = copies.get_opt(&record_name).await.map_err(cp_err(format!("reading EdgeChange {record_name}")))?;
+        match copy {
+            None => {
+                let mut c = EdgeChange::new(&record_name, record.spec.clone());
+                c.metadata.labels = Some([(CLUSTER_LABEL.to_string(), name.to_string())].into());
+                copies.create(&PostParams::default(), &c).await.map_err(cp_err(format!("creating EdgeChange {record_name}")))?;
+                tracing::info!(controller = NAME, cluster = name, record = %record_name, "edge change handed to the control plane");
+                out.uploaded += 1;
+                out.remaining.push(record);
+            }
+            Some(mut c) if c.spec != record.spec => {
+                c.spec = record.spec.clone();
+                copies.replace(&record_name, &PostParams::default(), &c).await.map_err(cp_err(format!("updating EdgeChange {record_name}")))?;
+                out.uploaded += 1;
+                out.remaining.push(record);
+            }
+            Some(c) => {
+                let status = c.status.clone().unwrap_or_default();
+                let current = status.observed_generation.is_some() && status.observed_generation == c.metadata.generation;
+                if current && phase::is_final(&status.phase) {
+                    match local.delete(&record_name, &Default::default()).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(member_err(format!("removing EdgeChange {record_name}"))(e)),
+                    }
+                    tracing::info!(controller = NAME, cluster = name, record = %record_name, phase = %status.phase, "edge change decided; the object is released");
+                    out.released += 1;
+                    continue;
+                }
+                if current && record.status.as_ref() != Some(&status) {
+                    let mut mine = record.clone();
+                    mine.status = Some(status);
+                    match local.replace_status(&record_name, &PostParams::default(), &mine).await {
+                        Ok(updated) => {
+                            out.remaining.push(updated);
+                            continue;
+                        }
+                        // Changed meanwhile (the recorder): next time.
+                        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                        Err(e) => return Err(member_err(format!("writing the decision on EdgeChange {record_name}"))(e)),
+                    }
+                }
+                out.remaining.push(record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Back in touch (or just started with the control plane answering): what changed in the
+/// member meanwhile recorded — against the control plane's Works as they are now — and every
+/// record handed over, before the agent's controllers may write to the member again.
+async fn catch_up(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, config: &Config) -> Result<HandOver, Error> {
+    let works: Api<Work> = Api::namespaced(cp.clone(), &execution_space(name));
+    let current: BTreeMap<String, Work> = works
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::ControlPlane { cluster: name.to_string(), step: "listing Works".into(), source })?
+        .items
+        .into_iter()
+        .map(|w| (w.name_any(), w))
+        .collect();
+    record(cluster, name, members, cp, config, Some(&current)).await?;
+    let conn = members.connect(cp, cluster, config.member_timeout).await.map_err(|source| Error::Member { cluster: name.to_string(), source })?;
+    hand_over(name, &conn, cp).await
+}
+
 /// What a probe of the control plane found.
 enum Probe {
     /// It answered (with the agent's Cluster, when it has one yet).
@@ -246,23 +416,30 @@ async fn probe(cp: &Client, name: &str, timeout: Duration) -> Probe {
 }
 
 /// The agent's part, from its start (before it has registered, so that an agent restarted while
-/// offline records too) until `shutdown`: probe the control plane, and record the edge's
-/// changes while it is away.
+/// offline records too) until `shutdown`: probe the control plane; record the edge's changes
+/// while it is away; once it answers, catch up and hand the records over, and keep the
+/// member's holds ([`Clients::holds`]) as the records say. Until the first catch-up, and
+/// while offline, every object is held: the agent's controllers write nothing to the member.
 pub async fn run(client: Client, shutdown: CancellationToken, config: Config, members: Arc<Clients>) {
     let Some(name) = members.own_cluster().map(str::to_string) else {
         tracing::warn!(controller = NAME, "the edge recorder runs in a pull agent only");
         return;
     };
+    let holds = members.holds();
+    holds.hold_all(true);
     // The Cluster as last read: enough to reach the member through the agent's own access.
     let mut cluster = Cluster::new(&name, Default::default());
     let mut last_answer = Instant::now();
     let mut offline = false;
+    // Whether what changed while nobody handed it over is handed over.
+    let mut caught_up = false;
+    let mut catching_up_since = Instant::now();
     let mut next_record = Instant::now();
     loop {
         match probe(&client, &name, config.probe_interval.max(Duration::from_secs(1))).await {
             Probe::Answered(c) => {
                 if offline {
-                    tracing::info!(controller = NAME, cluster = %name, "the control plane answers again: edge changes are no longer recorded");
+                    tracing::info!(controller = NAME, cluster = %name, "the control plane answers again: recording stops; catching up");
                 }
                 if let Some(c) = c {
                     cluster = c;
@@ -273,20 +450,61 @@ pub async fn run(client: Client, shutdown: CancellationToken, config: Config, me
             Probe::Unreachable if !offline && last_answer.elapsed() >= config.offline_after => {
                 tracing::warn!(controller = NAME, cluster = %name, after = ?config.offline_after, "the control plane is unreachable: the member runs on its own, and changes made in it are recorded");
                 offline = true;
+                caught_up = false;
+                catching_up_since = Instant::now();
+                holds.hold_all(true);
                 next_record = Instant::now();
             }
             Probe::Unreachable => {}
         }
-        if offline && Instant::now() >= next_record {
-            if let Err(e) = record(&cluster, &name, &members, &client, &config).await {
-                tracing::warn!(controller = NAME, cluster = %name, error = %e, "recording edge changes failed; trying again");
+        if offline {
+            if Instant::now() >= next_record {
+                if let Err(e) = record(&cluster, &name, &members, &client, &config, None).await {
+                    tracing::warn!(controller = NAME, cluster = %name, error = %e, "recording edge changes failed; trying again");
+                }
+                next_record = Instant::now() + config.record_interval;
             }
-            next_record = Instant::now() + config.record_interval;
+            refresh_holds(&cluster, &name, &members, &client, &config).await;
+        } else if last_answer.elapsed() < config.offline_after {
+            let handed = if caught_up {
+                match members.connect(&client, &cluster, config.member_timeout).await {
+                    Ok(conn) => hand_over(&name, &conn, &client).await,
+                    Err(source) => Err(Error::Member { cluster: name.clone(), source }),
+                }
+            } else {
+                catch_up(&cluster, &name, &members, &client, &config).await
+            };
+            match handed {
+                Ok(h) => {
+                    holds.replace(held_keys(&h.remaining));
+                    if !caught_up {
+                        tracing::info!(controller = NAME, cluster = %name, held = holds.len(), "caught up with the member: only objects with undecided edge changes stay held");
+                        caught_up = true;
+                        holds.hold_all(false);
+                    }
+                }
+                Err(e) if !caught_up && catching_up_since.elapsed() >= config.catch_up_limit => {
+                    tracing::error!(controller = NAME, cluster = %name, error = %e, limit = ?config.catch_up_limit, "cannot hand the member's changes over to the control plane; no longer holding every object (changes recorded in flotilla-edge stay held)");
+                    refresh_holds(&cluster, &name, &members, &client, &config).await;
+                    caught_up = true;
+                    holds.hold_all(false);
+                }
+                Err(e) => tracing::warn!(controller = NAME, cluster = %name, error = %e, "handing edge changes over failed; trying again"),
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(config.probe_interval.min(config.record_interval)) => {}
             () = shutdown.cancelled() => return,
         }
+    }
+}
+
+/// The holds as the member's records say (kept as they are when the member cannot be read).
+async fn refresh_holds(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, config: &Config) {
+    let Ok(conn) = members.connect(cp, cluster, config.member_timeout).await else { return };
+    match member_records(name, &conn).await {
+        Ok(records) => members.holds().replace(held_keys(&records)),
+        Err(e) => tracing::debug!(controller = NAME, cluster = %name, error = %e, "cannot read the member's records"),
     }
 }
 

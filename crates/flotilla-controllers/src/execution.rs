@@ -86,6 +86,8 @@ pub struct Config {
     pub retry_max: Duration,
     /// Timeout of each request to a member.
     pub member_timeout: Duration,
+    /// How often a Work with an object held as the edge left it (ADR 0032) is looked at again.
+    pub held_requeue: Duration,
 }
 
 impl Default for Config {
@@ -96,6 +98,7 @@ impl Default for Config {
             retry_base: Duration::from_millis(500),
             retry_max: Duration::from_secs(300),
             member_timeout: Duration::from_secs(30),
+            held_requeue: Duration::from_secs(2),
         }
     }
 }
@@ -423,6 +426,10 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster not ready; waiting");
         return Ok(Next::After(ctx.config.not_ready_requeue));
     }
+    if ctx.clients.holds().holds_all() {
+        tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "the member is catching up with what changed in it while offline; waiting");
+        return Ok(Next::After(ctx.config.held_requeue));
+    }
     let conn = ctx.connect(&key, &cluster).await?;
     sync(&ctx, &key, &api, &work, dispatched.stored.as_ref(), &conn).await
 }
@@ -434,9 +441,16 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
     let list = manifests(work);
     let mut errors = Vec::new();
     let mut wrote = false;
+    let mut held = 0usize;
     for manifest in list {
         let desired = desired_object(work, manifest);
         let what = manifest_display(manifest);
+        // Changed at the edge while offline and not decided yet (ADR 0032): left as it is.
+        if ObjectRef::of(&desired).is_ok_and(|r| ctx.clients.holds().is_held(&r)) {
+            tracing::debug!(controller = NAME, work = %key, cluster, object = %what, "held as the edge left it until the control plane decides");
+            held += 1;
+            continue;
+        }
         match apply::apply(conn.member(), &desired, apply_options(work, manifest)).await {
             Ok(applied) => {
                 if !matches!(applied, Applied::Unchanged(_)) {
@@ -469,7 +483,11 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
             }
         }
     }
-    let applied = applied_condition(list.len() - errors.len(), list.len(), &errors);
+    if held > 0 && errors.is_empty() {
+        // Not applied yet, so not acknowledged as applied: looked at again until released.
+        return Ok(Next::After(ctx.config.held_requeue));
+    }
+    let applied = applied_condition(list.len() - errors.len() - held, list.len(), &errors);
     let changed = update_work_conditions(api, &key.name, Some(written.unwrap_or(work)), |conds| set_condition(conds, applied.clone()))
         .await
         .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?

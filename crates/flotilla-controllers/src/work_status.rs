@@ -86,6 +86,9 @@ pub struct Config {
     /// First retry after a failed correction; doubles per failure up to `retry_max`.
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// How often a Work with an object held as the edge left it (ADR 0032) is looked at again
+    /// for its release.
+    pub held_recheck: Duration,
 }
 
 impl Default for Config {
@@ -97,6 +100,7 @@ impl Default for Config {
             watch_retry: Duration::from_secs(30),
             retry_base: Duration::from_millis(500),
             retry_max: Duration::from_secs(300),
+            held_recheck: Duration::from_secs(2),
         }
     }
 }
@@ -447,7 +451,12 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         if observed.as_ref().is_some_and(|o| !owned_by(o, &key)) {
             continue;
         }
-        if correct && observed.as_ref().is_none_or(|o| apply::needs_update(&desired, o)) {
+        // Changed at the edge while offline and not decided yet (ADR 0032): not reverted now.
+        let held = ctx.clients.holds().is_held(&r);
+        if held {
+            look_again = Some(look_again.map_or(ctx.config.held_recheck, |d: Duration| d.min(ctx.config.held_recheck)));
+        }
+        if correct && !held && observed.as_ref().is_none_or(|o| apply::needs_update(&desired, o)) {
             let req = match &requests {
                 Some(c) => c.clone(),
                 None => {

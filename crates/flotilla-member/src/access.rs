@@ -197,6 +197,8 @@ pub struct Clients {
     accesses: parking_lot::Mutex<std::collections::HashMap<String, ReadAccess>>,
     /// A pull agent's one member (its name and access); None on the control plane.
     in_member: Option<MemberAccess>,
+    /// Member objects held as the edge left them (a pull agent's, shared by its clients).
+    holds: Arc<crate::holds::Holds>,
 }
 
 /// How long access data read from a Cluster's Secret is reused by [`Clients::connect`]: a
@@ -265,7 +267,19 @@ impl Clients {
     /// A new, empty cache reaching members the same way (for a controller that keeps its
     /// long-lived watch clients apart).
     pub fn same_mode(&self) -> Clients {
-        Clients { in_member: self.in_member.clone(), ..Clients::default() }
+        Clients { in_member: self.in_member.clone(), holds: self.holds.clone(), ..Clients::default() }
+    }
+
+    /// These clients sharing `holds` (a pull agent's recorder and its controllers share one).
+    pub fn with_holds(mut self, holds: Arc<crate::holds::Holds>) -> Clients {
+        self.holds = holds;
+        self
+    }
+
+    /// The member objects that must not be written now: held as the edge left them until the
+    /// control plane decides what becomes of the changes made there while offline (ADR 0032).
+    pub fn holds(&self) -> &crate::holds::Holds {
+        &self.holds
     }
 
     /// A pull agent's own cluster; None on the control plane.

@@ -21,6 +21,7 @@ pub mod access;
 pub mod applied;
 pub mod apply;
 pub mod discovery;
+pub mod holds;
 pub mod join;
 pub mod proxy;
 pub mod tunnel;

@@ -338,12 +338,16 @@ pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Resu
 
     // The edge recorder runs from the start: an agent restarted while the control plane is away
     // records what changes in the member from the AppliedWorks it finds there (ADR 0032).
-    let recorder_members = Arc::new(flotilla_member::access::Clients::in_member(&args.cluster_name, member_config.clone()));
+    // One set of holds for the recorder and every round of controllers: an object changed at the
+    // edge stays as it is until the control plane decides.
+    let holds = Arc::new(flotilla_member::holds::Holds::default());
+    let recorder_members = Arc::new(flotilla_member::access::Clients::in_member(&args.cluster_name, member_config.clone()).with_holds(holds.clone()));
     let recorder_config = flotilla_controllers::edge_recorder::Config {
         probe_interval: args.edge_record_interval,
         offline_after: args.edge_offline_after,
         record_interval: args.edge_record_interval,
         member_timeout: args.member_request_timeout,
+        ..Default::default()
     };
     let start_recorder = |cp: &Client| {
         let token = stop.child_token();
@@ -388,7 +392,7 @@ pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Resu
         let round = stop.child_token();
         let lease = tokio::spawn(renew_lease(cp.clone(), cluster.clone(), args.cluster_lease_duration, every, round.clone()));
         let scope = flotilla_runtime::WatchScope::default().namespace_of::<Work>(&execution_space(&name)).name_of::<Cluster>(&name);
-        let members = flotilla_member::access::Clients::in_member(&name, member_config.clone());
+        let members = flotilla_member::access::Clients::in_member(&name, member_config.clone()).with_holds(holds.clone());
         let controllers = crate::controllers::start_agent(&settings, cp.clone(), members, scope)?;
         let tunnel = if args.tunnel { Some(tokio::spawn(run_tunnel(&args, member_config.clone(), round.clone()).await?)) } else { None };
         say(format!("agent: cluster {name}: {} controllers running: {}", controllers.names.len(), controllers.names.join(", ")));

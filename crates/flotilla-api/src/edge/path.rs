@@ -163,6 +163,72 @@ impl FieldPath {
             Segment::Index(n) => v.get(*n),
         })
     }
+
+    /// Set the value at this path in `obj`, making the objects on the way; a list index must
+    /// exist already (or be the list's length: appended). The root replaces `obj` whole.
+    pub fn set(&self, obj: &mut Value, value: Value) -> Result<(), String> {
+        let Some((last, parents)) = self.0.split_last() else {
+            *obj = value;
+            return Ok(());
+        };
+        let mut at = obj;
+        for (i, s) in parents.iter().enumerate() {
+            let next_is_index = matches!(self.0.get(i + 1), Some(Segment::Index(_)));
+            at = match s {
+                Segment::Key(k) => {
+                    if at.is_null() {
+                        *at = Value::Object(Default::default());
+                    }
+                    let map = at.as_object_mut().ok_or_else(|| format!("{self}: {k} is not inside an object"))?;
+                    map.entry(k.clone()).or_insert_with(|| if next_is_index { Value::Array(Vec::new()) } else { Value::Object(Default::default()) })
+                }
+                Segment::Index(n) => at.as_array_mut().and_then(|a| a.get_mut(*n)).ok_or_else(|| format!("{self}: no element {n}"))?,
+            };
+        }
+        match last {
+            Segment::Key(k) => {
+                if at.is_null() {
+                    *at = Value::Object(Default::default());
+                }
+                at.as_object_mut().ok_or_else(|| format!("{self}: {k} is not inside an object"))?.insert(k.clone(), value);
+            }
+            Segment::Index(n) => {
+                let list = at.as_array_mut().ok_or_else(|| format!("{self}: not a list"))?;
+                match list.len().cmp(n) {
+                    std::cmp::Ordering::Greater => list[*n] = value,
+                    std::cmp::Ordering::Equal => list.push(value),
+                    std::cmp::Ordering::Less => return Err(format!("{self}: no element {n}")),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove the value at this path in `obj` (nothing there: nothing to do).
+    pub fn remove(&self, obj: &mut Value) {
+        let Some((last, parents)) = self.0.split_last() else { return };
+        let mut at = obj;
+        for s in parents {
+            let next = match s {
+                Segment::Key(k) => at.get_mut(k),
+                Segment::Index(n) => at.get_mut(*n),
+            };
+            let Some(next) = next else { return };
+            at = next;
+        }
+        match last {
+            Segment::Key(k) => {
+                if let Some(m) = at.as_object_mut() {
+                    m.remove(k);
+                }
+            }
+            Segment::Index(n) => {
+                if let Some(l) = at.as_array_mut().filter(|l| *n < l.len()) {
+                    l.remove(*n);
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for FieldPath {
@@ -225,6 +291,21 @@ mod tests {
         let obj = json!({"spec": {"containers": [{"image": "a"}, {"image": "b"}]}});
         assert_eq!(FieldPath::parse("spec.containers[1].image").unwrap().get(&obj), Some(&json!("b")));
         assert_eq!(FieldPath::root().get(&obj), Some(&obj));
+    }
+
+    #[test]
+    fn values_are_set_and_removed_by_path() {
+        let mut obj = json!({"spec": {"containers": [{"image": "a"}]}});
+        FieldPath::parse("spec.containers[0].image").unwrap().set(&mut obj, json!("b")).unwrap();
+        FieldPath::parse("metadata.labels['app.kubernetes.io/version']").unwrap().set(&mut obj, json!("2")).unwrap();
+        FieldPath::parse("spec.containers[1]").unwrap().set(&mut obj, json!({"image": "c"})).unwrap();
+        assert_eq!(obj, json!({"spec": {"containers": [{"image": "b"}, {"image": "c"}]}, "metadata": {"labels": {"app.kubernetes.io/version": "2"}}}));
+        assert!(FieldPath::parse("spec.containers[5].image").unwrap().set(&mut obj, json!("x")).unwrap_err().contains("no element 5"));
+        assert!(FieldPath::parse("spec.containers.image").unwrap().set(&mut obj, json!("x")).is_err());
+        FieldPath::parse("spec.containers[0]").unwrap().remove(&mut obj);
+        FieldPath::parse("metadata.labels['app.kubernetes.io/version']").unwrap().remove(&mut obj);
+        FieldPath::parse("spec.nothing.here").unwrap().remove(&mut obj);
+        assert_eq!(obj, json!({"spec": {"containers": [{"image": "c"}]}, "metadata": {"labels": {}}}));
     }
 
     #[test]
