@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_api::admission::karmada::prepare_work_manifest;
+use flotilla_api::federation::flotilla::edge::EdgeOverride;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
 use flotilla_api::federation::karmada::policy::{ClusterOverridePolicy, ConflictResolution, OverridePolicy, PurgeMode};
@@ -36,7 +37,6 @@ use flotilla_api::federation::karmada::work::{
     Work, WorkSpec, WorkloadTemplate, binding_of_work,
 };
 use flotilla_api::interpreter::{self, Health};
-use flotilla_api::federation::flotilla::edge::EdgeOverride;
 use flotilla_api::overrides::{self, AppliedOverrides};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -368,9 +368,9 @@ impl Context {
     /// The binding's EdgeOverride, if the edge has won anything of it.
     fn edge_override(&self, key: &BindingKey) -> Option<Arc<EdgeOverride>> {
         let (namespace, name) = crate::edge_sync::override_location(key);
-        self.edge_overrides.get(&ObjectRef::new(&name).within(&namespace)).filter(|o| {
-            o.spec.binding.name == key.name && o.spec.binding.namespace == key.namespace
-        })
+        self.edge_overrides
+            .get(&ObjectRef::new(&name).within(&namespace))
+            .filter(|o| o.spec.binding.name == key.name && o.spec.binding.namespace == key.namespace)
     }
 
     fn api_err(&self, key: &BindingKey, step: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {

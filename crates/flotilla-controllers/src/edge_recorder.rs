@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use flotilla_api::edge::{FieldChange, FieldPath, Segment, drift};
 use flotilla_api::federation::flotilla::edge::{AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, change_kind, phase};
-use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_api::federation::karmada::work::{WORK_PERMANENT_ID_LABEL, Work};
 use flotilla_member::Connection;
 use flotilla_member::access::Clients;
@@ -197,7 +197,9 @@ fn beyond_current(fields: Vec<FieldChange>, current: Option<(&Work, &Value)>, ob
 
 /// The manifest of `work` making the object `r`.
 fn manifest_for<'a>(work: &'a Work, r: &ObjectRef) -> Option<&'a Value> {
-    crate::execution::manifests(work).iter().find(|m| ObjectRef::of(m).is_ok_and(|m| m.gvk.group == r.gvk.group && m.gvk.kind == r.gvk.kind && m.namespace == r.namespace && m.name == r.name))
+    crate::execution::manifests(work)
+        .iter()
+        .find(|m| ObjectRef::of(m).is_ok_and(|m| m.gvk.group == r.gvk.group && m.gvk.kind == r.gvk.kind && m.namespace == r.namespace && m.name == r.name))
 }
 
 /// One pass: every object of every AppliedWork compared; records written. While offline,
@@ -205,7 +207,14 @@ fn manifest_for<'a>(work: &'a Work, r: &ObjectRef) -> Option<&'a Value> {
 /// by name), a field the control plane now asks for anyway is no edge change. A recorded
 /// object found as its Work wants it again keeps its record, emptied (the edge undid its
 /// change): the control plane decides that too, and says so.
-async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, config: &Config, current: Option<&BTreeMap<String, Work>>) -> Result<usize, Error> {
+async fn record(
+    cluster: &Cluster,
+    name: &str,
+    members: &Clients,
+    cp: &Client,
+    config: &Config,
+    current: Option<&BTreeMap<String, Work>>,
+) -> Result<usize, Error> {
     let conn = members.connect(cp, cluster, config.member_timeout).await.map_err(|source| Error::Member { cluster: name.to_string(), source })?;
     let api_err = |step: String| {
         let cluster = name.to_string();
@@ -225,7 +234,7 @@ async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, c
         Err(e) if absent(&e) => return Ok(0),
         Err(e) => return Err(api_err("listing AppliedWorks".into())(e)),
     };
-    for a in applied_works {
+    for a in &applied_works {
         if a.labels().get(CLUSTER_LABEL).is_some_and(|c| c != name) {
             continue;
         }
@@ -272,6 +281,99 @@ async fn record(cluster: &Cluster, name: &str, members: &Clients, cp: &Client, c
             result.map_err(api_err(format!("writing EdgeChange {record_name}")))?;
             tracing::info!(controller = NAME, cluster = name, object = %r.display(), change = kind, fields = fields.len(), "edge change recorded");
             written += 1;
+        }
+    }
+    if current.is_none() {
+        written += record_born(name, &conn, &applied_works, &existing, &at).await?;
+    }
+    Ok(written)
+}
+
+/// Where objects born at the edge are looked for: per namespace of the AppliedWorks' namespaced
+/// manifests, each kind found there and the latest acknowledgement of the AppliedWorks there.
+pub fn born_scope(applied: &[AppliedWork]) -> BTreeMap<(String, String, String), String> {
+    let mut scope: BTreeMap<(String, String, String), String> = BTreeMap::new();
+    for a in applied {
+        let acked = a.status.as_ref().and_then(|s| s.acknowledged_at.clone()).unwrap_or_default();
+        for m in &a.spec.manifests {
+            let (Some(ns), Some(api_version), Some(kind)) =
+                (m.pointer("/metadata/namespace").and_then(Value::as_str), m["apiVersion"].as_str(), m["kind"].as_str())
+            else {
+                continue;
+            };
+            let latest = scope.entry((ns.to_string(), api_version.to_string(), kind.to_string())).or_default();
+            if acked > *latest {
+                *latest = acked.clone();
+            }
+        }
+    }
+    scope
+}
+
+/// Whether `obj` was born at the edge: made by no Work (no permanent-id label, not owned by
+/// another object) after `since` (the latest acknowledgement there: the control plane last
+/// knew the namespace then).
+pub fn born_at_edge(obj: &Value, since: &str) -> bool {
+    let made_by_work = obj.pointer("/metadata/labels").and_then(|l| l.get(WORK_PERMANENT_ID_LABEL)).is_some();
+    let owned = obj.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|o| !o.is_empty());
+    let created = obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or_default();
+    !made_by_work && !owned && !since.is_empty() && created > since
+}
+
+/// The record name of an object born at the edge.
+pub fn born_record_name(kind: &str, namespace: &str, name: &str) -> String {
+    let full = format!("born-{}-{namespace}-{name}", kind.to_lowercase());
+    if full.len() <= 253 { full } else { full[..253].trim_end_matches(['-', '.']).to_string() }
+}
+
+/// Records of objects created at the edge from no Work while offline (kinds and namespaces the
+/// control plane's Works use).
+async fn record_born(name: &str, conn: &Connection, applied: &[AppliedWork], existing: &BTreeMap<String, EdgeChange>, at: &str) -> Result<usize, Error> {
+    let changes: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
+    let mut written = 0;
+    for ((namespace, api_version, kind), since) in born_scope(applied) {
+        let probe = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "-", "namespace": namespace}});
+        let Ok(r) = ObjectRef::of(&probe) else { continue };
+        let objects = match apply::list(conn.member(), &r).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::debug!(controller = NAME, cluster = name, kind = %kind, namespace = %namespace, error = %e, "cannot list the member's objects; next time");
+                continue;
+            }
+        };
+        for obj in objects.iter().filter(|o| born_at_edge(o, &since)) {
+            let object_name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            let record_name = born_record_name(&kind, &namespace, object_name);
+            if existing.contains_key(&record_name) {
+                continue;
+            }
+            let spec = EdgeChangeSpec {
+                cluster: name.to_string(),
+                object: ObjectReference {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    namespace: Some(namespace.clone()),
+                    name: object_name.to_string(),
+                    uid: obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
+                },
+                work_name: None,
+                change: change_kind::CREATED.into(),
+                fields: Vec::new(),
+                manager: latest_manager(obj, &[]),
+                first_seen: at.to_string(),
+                last_seen: at.to_string(),
+            };
+            let mut record = EdgeChange::new(&record_name, spec);
+            record.metadata.namespace = Some(EDGE_NAMESPACE.into());
+            record.metadata.labels = Some([(CLUSTER_LABEL.to_string(), name.to_string())].into());
+            match changes.create(&PostParams::default(), &record).await {
+                Ok(_) => {
+                    tracing::info!(controller = NAME, cluster = name, kind = %kind, namespace = %namespace, object = object_name, "object born at the edge recorded");
+                    written += 1;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(source) => return Err(Error::MemberApi { cluster: name.to_string(), step: format!("writing EdgeChange {record_name}"), source }),
+            }
         }
     }
     Ok(written)
@@ -350,7 +452,9 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
             Some(c) => {
                 let status = c.status.clone().unwrap_or_default();
                 let current = status.observed_generation.is_some() && status.observed_generation == c.metadata.generation;
-                if current && phase::is_final(&status.phase) {
+                // An object born at the edge stays listed (its record kept, so that it is not
+                // found "new" again) until it is promoted.
+                if current && phase::is_final(&status.phase) && status.phase != phase::LISTED {
                     match local.delete(&record_name, &Default::default()).await {
                         Ok(_) => {}
                         Err(kube::Error::Api(s)) if s.code == 404 => {}

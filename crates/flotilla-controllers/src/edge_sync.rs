@@ -138,16 +138,14 @@ pub fn decide_change(record: &str, spec: &EdgeChangeSpec, desired: Option<&Value
     }
     let Some(desired) = desired else {
         d.status.phase = phase::DECIDED.into();
-        d.status.message = "its Work is gone from the control plane (deleted while the edge was away): the object is removed only by the Work's tombstone".into();
+        d.status.message =
+            "its Work is gone from the control plane (deleted while the edge was away): the object is removed only by the Work's tombstone".into();
         return d;
     };
     let changes: Vec<FieldChange> = if spec.change == change_kind::DELETED {
         vec![FieldChange { path: FieldPath::root(), old: Some(desired.clone()), new: None }]
     } else {
-        spec.fields
-            .iter()
-            .filter_map(|f| FieldPath::parse(&f.path).ok().map(|path| FieldChange { path, old: f.old.clone(), new: f.new.clone() }))
-            .collect()
+        spec.fields.iter().filter_map(|f| FieldPath::parse(&f.path).ok().map(|path| FieldChange { path, old: f.old.clone(), new: f.new.clone() })).collect()
     };
     let mut notes = Vec::new();
     for change in &changes {
@@ -316,7 +314,8 @@ impl Context {
 fn wanted(work: &Work, spec: &EdgeChangeSpec) -> Option<(Value, Value)> {
     let group = spec.object.api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let m = manifests(work).iter().find(|m| {
-        ObjectRef::of(m).is_ok_and(|r| r.gvk.group == group && r.gvk.kind == spec.object.kind && r.namespace == spec.object.namespace && r.name == spec.object.name)
+        ObjectRef::of(m)
+            .is_ok_and(|r| r.gvk.group == group && r.gvk.kind == spec.object.kind && r.namespace == spec.object.namespace && r.name == spec.object.name)
     })?;
     Some((m.clone(), desired_object(work, m)))
 }
@@ -332,7 +331,12 @@ async fn reconcile(key: ChangeKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let previous = record.status.clone().unwrap_or_default();
     let resolution = record.annotations().get(RESOLVE_ANNOTATION).map(String::as_str).filter(|r| *r == KEEP_EDGE || *r == KEEP_CONTROL_PLANE);
     let same_generation = generation.is_some() && previous.observed_generation == generation;
-    let work = record.spec.work_name.as_ref().and_then(|w| ctx.works.get(&StoreRef::new(w).within(&key.namespace))).filter(|w| w.metadata.deletion_timestamp.is_none());
+    let work = record
+        .spec
+        .work_name
+        .as_ref()
+        .and_then(|w| ctx.works.get(&StoreRef::new(w).within(&key.namespace)))
+        .filter(|w| w.metadata.deletion_timestamp.is_none());
     let found = work.as_ref().and_then(|w| wanted(w, &record.spec));
     if same_generation {
         match previous.phase.as_str() {
@@ -340,7 +344,8 @@ async fn reconcile(key: ChangeKey, ctx: Arc<Context>) -> Result<Next, Error> {
             phase::CONFLICT if resolution.is_none() || previous.resolution.as_deref() == resolution => return Ok(Next::Done),
             phase::ADOPTING => {
                 // Decided already; waiting for the Work to carry the adopted values.
-                let d = Decision { status: previous.clone(), adopt: adopted_ops(&key.name, &record.spec, &previous), adopt_deletion: adopted_deletion(&previous) };
+                let d =
+                    Decision { status: previous.clone(), adopt: adopted_ops(&key.name, &record.spec, &previous), adopt_deletion: adopted_deletion(&previous) };
                 if carried(&d, found.as_ref().map(|(_, desired)| desired)) {
                     let mut status = previous.clone();
                     status.phase = phase::DECIDED.into();
@@ -384,7 +389,11 @@ async fn reconcile(key: ChangeKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     // What people hear of it: once per decision.
     let template = found.as_ref().and_then(|(m, _)| template_reference(m));
-    let object = format!("{} {}", record.spec.object.kind, record.spec.object.namespace.as_ref().map_or(record.spec.object.name.clone(), |ns| format!("{ns}/{}", record.spec.object.name)));
+    let object = format!(
+        "{} {}",
+        record.spec.object.kind,
+        record.spec.object.namespace.as_ref().map_or(record.spec.object.name.clone(), |ns| format!("{ns}/{}", record.spec.object.name))
+    );
     let by = record.spec.manager.as_deref().map(|m| format!(" by {m}")).unwrap_or_default();
     let announce = |warning: bool, reason: &'static str, paths: Vec<&str>, verb: &str| {
         let note = if record.spec.change == change_kind::DELETED {
@@ -555,9 +564,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         .controller::<ChangeKey>(NAME)
         .workers(config.workers)
         .backoff(Duration::from_millis(200), Duration::from_secs(30))
-        .watches(|c: &EdgeChange, deleted| {
-            (!deleted).then(|| ChangeKey { namespace: c.namespace().unwrap_or_default(), name: c.name_any() })
-        })
+        .watches(|c: &EdgeChange, deleted| (!deleted).then(|| ChangeKey { namespace: c.namespace().unwrap_or_default(), name: c.name_any() }))
         // A Work changed (carrying adopted values, or gone): its records looked at again.
         .watches(move |w: &Work, _| {
             let (ns, name) = (w.namespace().unwrap_or_default(), w.name_any());
@@ -592,7 +599,13 @@ mod tests {
     fn spec(change: &str, fields: &[(&str, Option<Value>, Option<Value>)]) -> EdgeChangeSpec {
         EdgeChangeSpec {
             cluster: "edge-1".into(),
-            object: ObjectReference { api_version: "apps/v1".into(), kind: "Deployment".into(), namespace: Some("shop".into()), name: "web".into(), uid: "u".into() },
+            object: ObjectReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("shop".into()),
+                name: "web".into(),
+                uid: "u".into(),
+            },
             work_name: Some("web-deployment".into()),
             change: change.into(),
             fields: fields.iter().map(|(p, o, n)| FieldChangeRecord { path: p.to_string(), old: o.clone(), new: n.clone() }).collect(),
@@ -632,7 +645,8 @@ mod tests {
     fn edge_wins_adopts_the_listed_fields_and_reverts_the_rest() {
         let s = settings(SyncPolicy::EdgeWins, Some(&["spec.replicas"]));
         // The control plane changed the image meanwhile (three-way: another field, both kept).
-        let d = decide_change("r", &spec(change_kind::MODIFIED, &[("spec.replicas", Some(json!(2)), Some(json!(5)))]), Some(&desired(2, "nginx:1.29")), &s, None);
+        let d =
+            decide_change("r", &spec(change_kind::MODIFIED, &[("spec.replicas", Some(json!(2)), Some(json!(5)))]), Some(&desired(2, "nginx:1.29")), &s, None);
         assert_eq!(d.paths_with(outcome::ADOPTED), ["spec.replicas"]);
         assert_eq!(d.adopt, vec![EdgeOperation { path: "spec.replicas".into(), op: "replace".into(), value: Some(json!(5)), source: "r".into() }]);
         let d = decide_change("r", &edits(), Some(&desired(3, "nginx:1.27")), &s, None);

@@ -487,7 +487,13 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
         // Not applied yet, so not acknowledged as applied: looked at again until released.
         return Ok(Next::After(ctx.config.held_requeue));
     }
-    let applied = applied_condition(list.len() - errors.len() - held, list.len(), &errors);
+    let mut applied = applied_condition(list.len() - errors.len() - held, list.len(), &errors);
+    // A pull agent says which generation it applied (Karmada's condition does not): its record
+    // of what the control plane acknowledged (ADR 0032) must not take a Work updated while its
+    // objects were held for one applied.
+    if ctx.clients.own_cluster().is_some() {
+        applied.observed_generation = work.metadata.generation;
+    }
     let changed = update_work_conditions(api, &key.name, Some(written.unwrap_or(work)), |conds| set_condition(conds, applied.clone()))
         .await
         .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?

@@ -209,6 +209,12 @@ pub async fn get(m: Member<'_>, r: &ObjectRef) -> Result<Option<Value>, ApplyErr
     api.get_opt(&r.name).await.map(|o| o.map(to_value)).map_err(|e| classify(m.cluster, r, "get", e))
 }
 
+/// The member's objects of `r`'s kind in `r`'s namespace (the name is not looked at).
+pub async fn list(m: Member<'_>, r: &ObjectRef) -> Result<Vec<Value>, ApplyError> {
+    let (api, _) = served(m, r).await?;
+    api.list(&Default::default()).await.map(|l| l.items.into_iter().map(to_value).collect()).map_err(|e| classify(m.cluster, r, "list", e))
+}
+
 /// How to apply.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ApplyOptions {

@@ -674,9 +674,10 @@ fn the_agent_rides_out_a_cut_connection_and_a_control_plane_restart() {
     drop(cp);
 }
 
-/// The member's EdgeChange records of objects in `ns` (ADR 0032).
-fn edge_changes(member: &Path, ns: &str) -> Vec<Value> {
-    let list = get_json(member, &["-n", "flotilla-edge", "get", "edgechanges"]).unwrap_or_default();
+/// The EdgeChange records of objects in `ns` (ADR 0032): the member's (in `flotilla-edge`), or
+/// the control plane's copies (in the cluster's execution space).
+fn edge_changes(kubeconfig: &Path, ns: &str) -> Vec<Value> {
+    let list = get_json(kubeconfig, &["get", "edgechanges", "-A"]).unwrap_or_default();
     list["items"].as_array().cloned().unwrap_or_default().into_iter().filter(|c| c["spec"]["object"]["namespace"] == ns).collect()
 }
 
@@ -802,8 +803,8 @@ spec:
     let web_again = change_of(&edge_changes(&member, &ns), "Deployment", "web").cloned().unwrap();
     assert_eq!(web_again["spec"]["firstSeen"], web["spec"]["firstSeen"], "the earlier record kept");
 
-    // Back online: today the control plane wins (the sync policies come next) — reverted, and
-    // the records stay.
+    // Back online, under the default policy (ControlPlaneWins): the records are handed to the
+    // control plane, decided there — reverted, and said so — and released in the member.
     relay.restore(None);
     agent.wait_line("controllers running", LONG);
     wait_ready_untainted(&kc, &name, "Ready after the outage");
@@ -812,8 +813,294 @@ spec:
         if d["spec"]["replicas"] == 2 { Ok(()) } else { Err(d["spec"]["replicas"].to_string()) }
     });
     wait_for("the ConfigMap re-created once back", LONG, || get_json(&member, &["-n", &ns, "get", "configmap", "settings"]));
-    let after = edge_changes(&member, &ns);
-    assert!(change_of(&after, "Deployment", "web").is_some() && change_of(&after, "ConfigMap", "settings").is_some(), "records kept: {after:?}");
+    let decided = wait_for("the records decided on the control plane", LONG, || {
+        let all = edge_changes(&kc, &ns);
+        let on_cp = |k: &str, n: &str| change_of(&all, k, n).is_some_and(|c| c["status"]["phase"] == "Decided");
+        if on_cp("Deployment", "web") && on_cp("ConfigMap", "settings") { Ok(all) } else { Err(format!("{all:?}")) }
+    });
+    let web = change_of(&decided, "Deployment", "web").unwrap();
+    assert_eq!(web["metadata"]["namespace"], es.as_str());
+    assert_eq!(web["status"]["policy"], "ControlPlaneWins");
+    let outcomes: Vec<&str> = web["status"]["fields"].as_array().unwrap().iter().map(|f| f["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["Reverted", "Reverted"], "{web}");
+    assert_eq!(change_of(&decided, "ConfigMap", "settings").unwrap()["spec"]["change"], "Deleted");
+    wait_for("the member's records released", LONG, || {
+        let left = edge_changes(&member, &ns);
+        if left.is_empty() { Ok(()) } else { Err(format!("{left:?}")) }
+    });
+    let events = events_with_reason(&kc, &ns, "EdgeChangeReverted");
+    assert!(events.iter().any(|e| e.contains("web") && e.contains("spec.replicas")), "{events:?}");
+    drop(agent);
+    drop(cp);
+}
+
+/// The notes of the Events with `reason` in `ns`.
+fn events_with_reason(kc: &Path, ns: &str, reason: &str) -> Vec<String> {
+    let list = get_json(kc, &["-n", ns, "get", "events"]).unwrap_or_default();
+    list["items"].as_array().into_iter().flatten().filter(|e| e["reason"] == reason).map(|e| e["message"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// A Deployment template for the sync-policy test: `annotations` set the policy per resource.
+fn edge_deployment(ns: &str, name: &str, annotations: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{tier: cloud}}
+  annotations: {{{annotations}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: c, image: "nginx:1.27"}}]}}
+---
+"#
+    )
+}
+
+fn member_deployment(member: &Path, ns: &str, name: &str) -> Result<Value, String> {
+    get_json(member, &["-n", ns, "get", "deployment", name])
+}
+
+/// Issue 23's "Must show" 1 and 2 with a real member behind an agent whose connection is cut:
+/// the member keeps running (a pod deleted there is replaced), an agent restarted offline keeps
+/// its records, and every kind of edge edit — scale, image, a label, a ConfigMap edited, an
+/// object deleted, a Deployment created — comes home under each sync policy, with control-plane
+/// edits made meanwhile (three-way: another field → both kept; the same field → the policy
+/// decides). After reconnect: the exact state in the member and on the control plane, an Event
+/// and a record per decision; `Manual` held until resolved.
+#[test]
+fn edge_changes_come_home_by_sync_policy() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let member = env.member("member1").kubeconfig.clone();
+    let cp = lease_watching_control_plane();
+    let kc = cp.kubeconfig.clone();
+    let name = unique("home");
+    let ns = unique("sync");
+    let es = format!("karmada-es-{name}");
+    let agent_kc = register(&kc, cp.dir.path(), &name, &[]);
+    let relay = Relay::start(server_addr(&cp));
+    let text = std::fs::read_to_string(&agent_kc).unwrap();
+    std::fs::write(&agent_kc, text.replace(&cp.server, &format!("https://{}", relay.addr))).unwrap();
+    let flags = ["--tunnel-max-backoff", "1s", "--edge-offline-after", "2s", "--edge-record-interval", "1s"];
+    let agent = start_agent_with(&name, &agent_kc, &member, &flags);
+    wait_cluster(&kc, &name, "True");
+    let edge_wins = |fields: &str| format!("edge.flotilla.io/sync-policy: EdgeWins, edge.flotilla.io/edge-wins-fields: '{fields}'");
+    let mut yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n");
+    yaml += &edge_deployment(&ns, "cpw", "");
+    yaml += &edge_deployment(&ns, "ew", &edge_wins("spec.replicas, spec.template.spec.containers[*].image, metadata.labels"));
+    yaml += &edge_deployment(&ns, "ewsame", &edge_wins("spec.replicas"));
+    yaml += &edge_deployment(&ns, "manual", "edge.flotilla.io/sync-policy: Manual");
+    yaml += &edge_deployment(&ns, "gone-cpw", "");
+    yaml += &edge_deployment(&ns, "gone-ew", "edge.flotilla.io/sync-policy: EdgeWins");
+    yaml += &format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {ns}}}
+data: {{mode: cloud}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: local, namespace: {ns}, annotations: {{edge.flotilla.io/sync-policy: EdgeWins}}}}
+data: {{mode: cloud}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: edge, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}, {{apiVersion: v1, kind: ConfigMap, name: settings}}, {{apiVersion: v1, kind: ConfigMap, name: local}}]
+  placement:
+    clusterAffinity: {{clusterNames: [{name}]}}
+"#
+    );
+    apply_yaml(&kc, &yaml);
+    wait_for("the eight objects applied and acknowledged", LONG, || {
+        let list = get_json(&member, &["-n", "flotilla-edge", "get", "appliedworks"])?;
+        let acked = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["spec"]["workNamespace"] == es.as_str() && a["spec"]["manifests"][0]["metadata"]["namespace"] == ns.as_str())
+            .filter(|a| a["status"]["manifests"][0]["uid"].as_str().is_some_and(|u| !u.is_empty()))
+            .count();
+        if acked == 8 { Ok(()) } else { Err(format!("{acked} of 8")) }
+    });
+    let pods_of = |app: &str| -> Vec<String> {
+        let list = get_json(&member, &["-n", &ns, "get", "pods", "-l", &format!("app={app}")]).unwrap_or_default();
+        list["items"].as_array().into_iter().flatten().map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    wait_for("cpw's pods running in the member", LONG, || if pods_of("cpw").len() == 2 { Ok(()) } else { Err(format!("{:?}", pods_of("cpw"))) });
+
+    // Offline. The member keeps running: a pod deleted at the edge is replaced by the member.
+    relay.cut();
+    let bin = kubectl_bin();
+    let before = pods_of("cpw");
+    kubectl(&bin, &member, &["-n", &ns, "delete", "pod", &before[0], "--wait=false"]);
+    wait_for("the deleted pod replaced by the member", LONG, || {
+        let now = pods_of("cpw");
+        if now.len() == 2 && !now.contains(&before[0]) { Ok(()) } else { Err(format!("{now:?}")) }
+    });
+    // The edge's edits.
+    kubectl(&bin, &member, &["-n", &ns, "scale", "deployment/cpw", "--replicas=5"]);
+    kubectl(&bin, &member, &["-n", &ns, "set", "image", "deployment/ew", "c=nginx:1.28"]);
+    kubectl(&bin, &member, &["-n", &ns, "label", "--overwrite", "deployment/ew", "tier=edge"]);
+    kubectl(&bin, &member, &["-n", &ns, "scale", "deployment/ewsame", "--replicas=6"]);
+    kubectl(&bin, &member, &["-n", &ns, "set", "image", "deployment/manual", "c=nginx:1.28"]);
+    kubectl(&bin, &member, &["-n", &ns, "delete", "deployment", "gone-cpw", "gone-ew"]);
+    kubectl(&bin, &member, &["-n", &ns, "patch", "configmap", "settings", "--type", "merge", "-p", r#"{"data":{"mode":"edge"}}"#]);
+    kubectl(&bin, &member, &["-n", &ns, "patch", "configmap", "local", "--type", "merge", "-p", r#"{"data":{"mode":"edge"}}"#]);
+    kubectl(&bin, &member, &["-n", &ns, "create", "deployment", "born", "--image=nginx:1.27"]);
+    // The control plane's edits meanwhile: the same field as the edge (cpw, ewsame), another (ew).
+    kubectl(&bin, &kc, &["-n", &ns, "scale", "deployment/cpw", "--replicas=3"]);
+    kubectl(&bin, &kc, &["-n", &ns, "scale", "deployment/ewsame", "--replicas=3"]);
+    kubectl(&bin, &kc, &["-n", &ns, "set", "env", "deployment/ew", "MODE=cloud"]);
+    let expected = [
+        ("Deployment", "cpw", "Modified"),
+        ("Deployment", "ew", "Modified"),
+        ("Deployment", "ewsame", "Modified"),
+        ("Deployment", "manual", "Modified"),
+        ("Deployment", "gone-cpw", "Deleted"),
+        ("Deployment", "gone-ew", "Deleted"),
+        ("ConfigMap", "settings", "Modified"),
+        ("ConfigMap", "local", "Modified"),
+        ("Deployment", "born", "Created"),
+    ];
+    let recorded = |kubeconfig: &Path| {
+        let all = edge_changes(kubeconfig, &ns);
+        let missing: Vec<_> = expected.iter().filter(|(k, n, c)| !change_of(&all, k, n).is_some_and(|r| r["spec"]["change"] == *c)).collect();
+        if missing.is_empty() { Ok(all) } else { Err(format!("missing {missing:?} in {all:?}")) }
+    };
+    let offline = wait_for("every edge change recorded in the member", LONG, || recorded(&member));
+    let ew = change_of(&offline, "Deployment", "ew").unwrap();
+    let paths: Vec<&str> = ew["spec"]["fields"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["metadata.labels.tier", "spec.template.spec.containers[0].image"], "{ew}");
+
+    // The agent restarted while still offline keeps its Works (AppliedWorks) and its records.
+    agent.kill();
+    let mut agent = spawn_agent(&name, &agent_kc, &member, &flags);
+    std::thread::sleep(Duration::from_secs(3));
+    recorded(&member).expect("the records kept across the restart");
+    let applied = get_json(&member, &["-n", "flotilla-edge", "get", "appliedworks"]).unwrap();
+    let ours = applied["items"].as_array().unwrap().iter().filter(|a| a["spec"]["workNamespace"] == es.as_str()).count();
+    assert!(ours >= 8, "the AppliedWorks kept: {ours}");
+    assert_eq!(member_deployment(&member, &ns, "cpw").unwrap()["spec"]["replicas"], 5, "nothing reverted offline");
+
+    // Back online.
+    relay.restore(None);
+    agent.wait_line("controllers running", LONG);
+    wait_ready_untainted(&kc, &name, "Ready after the outage");
+    let decided = wait_for("every record decided on the control plane", LONG, || {
+        let all = recorded(&kc)?;
+        let open: Vec<String> = all
+            .iter()
+            .filter(|c| !matches!(c["status"]["phase"].as_str(), Some("Decided" | "Listed" | "Conflict")))
+            .map(|c| format!("{} {}", c["spec"]["object"]["name"], c["status"]))
+            .collect();
+        if open.is_empty() { Ok(all) } else { Err(open.join("; ")) }
+    });
+    let outcome = |n: &str| -> Vec<(String, String)> {
+        change_of(&decided, if n == "settings" || n == "local" { "ConfigMap" } else { "Deployment" }, n).unwrap()["status"]["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| (f["path"].as_str().unwrap_or_default().to_string(), f["outcome"].as_str().unwrap_or_default().to_string()))
+            .collect()
+    };
+    let pair = |p: &str, o: &str| (p.to_string(), o.to_string());
+    // ControlPlaneWins, the same field changed on both sides: the control plane's 3.
+    assert_eq!(outcome("cpw"), [pair("spec.replicas", "Reverted")]);
+    // EdgeWins for the listed fields; the control plane's env (another field) kept too.
+    assert_eq!(outcome("ew"), [pair("metadata.labels.tier", "Adopted"), pair("spec.template.spec.containers[0].image", "Adopted")]);
+    // EdgeWins, the same field changed on both sides: the edge's 6, over the control plane's 3.
+    assert_eq!(outcome("ewsame"), [pair("spec.replicas", "Adopted")]);
+    let ewsame = change_of(&decided, "Deployment", "ewsame").unwrap();
+    assert_eq!(ewsame["status"]["fields"][0]["overControlPlane"], true, "{ewsame}");
+    assert_eq!(ewsame["status"]["fields"][0]["controlPlane"], 3);
+    assert_eq!(outcome("gone-cpw"), [pair("", "Reverted")]);
+    assert_eq!(outcome("gone-ew"), [pair("", "Adopted")]);
+    assert_eq!(outcome("settings"), [pair("data.mode", "Reverted")]);
+    assert_eq!(outcome("local"), [pair("data.mode", "Adopted")]);
+    assert_eq!(outcome("manual"), [pair("spec.template.spec.containers[0].image", "Conflict")]);
+    assert_eq!(change_of(&decided, "Deployment", "born").unwrap()["status"]["phase"], "Listed");
+
+    // The member as decided.
+    let replicas = |d: &str, want: i64| {
+        wait_for(&format!("{d} at {want} replicas"), LONG, || {
+            let got = member_deployment(&member, &ns, d)?["spec"]["replicas"].clone();
+            if got == want { Ok(()) } else { Err(got.to_string()) }
+        })
+    };
+    replicas("cpw", 3);
+    replicas("ewsame", 6);
+    let ew = wait_for("ew with the edge's image and label and the control plane's env", LONG, || {
+        let d = member_deployment(&member, &ns, "ew")?;
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        if c["image"] == "nginx:1.28" && c["env"][0]["value"] == "cloud" && d["metadata"]["labels"]["tier"] == "edge" {
+            Ok(d)
+        } else {
+            Err(d["spec"].to_string())
+        }
+    });
+    assert_eq!(ew["spec"]["replicas"], 2);
+    wait_for("gone-cpw re-created", LONG, || member_deployment(&member, &ns, "gone-cpw"));
+    let mode = |cm: &str| get_json(&member, &["-n", &ns, "get", "configmap", cm]).map(|c| c["data"]["mode"].as_str().unwrap_or_default().to_string());
+    wait_for("settings reverted", LONG, || if mode("settings")? == "cloud" { Ok(()) } else { Err("edge".into()) });
+    assert_eq!(mode("local").unwrap(), "edge");
+    assert!(member_deployment(&member, &ns, "gone-ew").is_err(), "deleted at the edge, and the edge won");
+    assert!(member_deployment(&member, &ns, "born").is_ok(), "born at the edge: left alone");
+    let held = member_deployment(&member, &ns, "manual").unwrap();
+    assert_eq!(held["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.28", "held as the edge left it");
+
+    // The control plane: its templates untouched, the edge's values in EdgeOverrides, the Works
+    // carrying them; gone-ew's Work gone.
+    let template = get_json(&kc, &["-n", &ns, "get", "deployment", "ew"]).unwrap();
+    assert_eq!(template["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27", "the user's template is never edited");
+    let overrides = get_json(&kc, &["-n", &ns, "get", "edgeoverrides"]).unwrap();
+    let by_binding = |b: &str| overrides["items"].as_array().unwrap().iter().find(|o| o["spec"]["binding"]["name"] == b).cloned();
+    let ew_override = by_binding("ew-deployment").unwrap_or_else(|| panic!("{overrides}"));
+    let ops = &ew_override["spec"]["clusters"][0]["operations"];
+    assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ew_override}");
+    assert_eq!(ew_override["metadata"]["ownerReferences"][0]["kind"], "ResourceBinding");
+    assert_eq!(by_binding("gone-ew-deployment").unwrap()["spec"]["clusters"][0]["deleted"], true);
+    assert_eq!(by_binding("local-configmap").unwrap()["spec"]["clusters"][0]["operations"][0]["value"], "edge");
+    let works = get_json(&kc, &["-n", &es, "get", "works"]).unwrap();
+    let work_of =
+        |n: &str| works["items"].as_array().unwrap().iter().find(|w| w["metadata"]["name"].as_str().is_some_and(|w| w.starts_with(&format!("{n}-")))).cloned();
+    assert!(work_of("gone-ew").is_none(), "gone-ew's Work dropped");
+    assert_eq!(work_of("ewsame").unwrap()["spec"]["workload"]["manifests"][0]["spec"]["replicas"], 6);
+
+    // An Event per decision, on the templates.
+    let reverted = events_with_reason(&kc, &ns, "EdgeChangeReverted");
+    assert!(reverted.iter().any(|e| e.contains("cpw") && e.contains("spec.replicas")), "{reverted:?}");
+    assert!(reverted.iter().any(|e| e.contains("gone-cpw") && e.contains("deleted")), "{reverted:?}");
+    let adopted = events_with_reason(&kc, &ns, "EdgeChangeAdopted");
+    assert!(adopted.iter().any(|e| e.contains("ewsame")), "{adopted:?}");
+    let conflicts = events_with_reason(&kc, &ns, "EdgeConflict");
+    assert!(conflicts.iter().any(|e| e.contains("manual")), "{conflicts:?}");
+
+    // Manual: the conflict on the binding until resolved; resolved for the control plane, the
+    // member goes back to its image.
+    let binding = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "manual-deployment"]).unwrap();
+    assert!(has_condition(&binding, "EdgeConflict", "True"), "{binding}");
+    let record = change_of(&decided, "Deployment", "manual").unwrap()["metadata"]["name"].as_str().unwrap().to_string();
+    kubectl(&bin, &kc, &["-n", &es, "annotate", "edgechange", &record, "edge.flotilla.io/resolve=control-plane"]);
+    wait_for("manual back to the control plane's image", LONG, || {
+        let d = member_deployment(&member, &ns, "manual")?;
+        let image = d["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+        if image == "nginx:1.27" { Ok(()) } else { Err(image.to_string()) }
+    });
+    wait_for("the conflict cleared on the binding", LONG, || {
+        let b = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "manual-deployment"])?;
+        if has_condition(&b, "EdgeConflict", "False") { Ok(()) } else { Err(b["status"].to_string()) }
+    });
+    // Only the born object's record stays in the member.
+    wait_for("the member's records released", LONG, || {
+        let left: Vec<String> = edge_changes(&member, &ns).iter().map(|c| c["spec"]["object"]["name"].to_string()).collect();
+        if left == ["\"born\""] { Ok(()) } else { Err(format!("{left:?}")) }
+    });
     drop(agent);
     drop(cp);
 }
