@@ -118,6 +118,10 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add(c::edge_mirror::NAME, false, |cx: &Context| {
         Box::pin(c::edge_mirror::run(cx.client(c::edge_mirror::NAME), cx.runtime.clone(), cx.settings.edge_mirror(), cx.members.clone()))
     });
+    // Per Pull cluster, its connectivity and what became of its edge's changes (ADR 0032).
+    s.add(c::edge_report::NAME, true, |cx: &Context| {
+        Box::pin(c::edge_report::run(cx.client(c::edge_report::NAME), cx.runtime.clone(), cx.settings.edge_report()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
