@@ -17,6 +17,7 @@ pub mod dependencies;
 pub mod detector;
 pub mod edge_mirror;
 pub mod edge_recorder;
+pub mod edge_report;
 pub mod edge_sync;
 pub mod execution;
 pub mod graceful_eviction;

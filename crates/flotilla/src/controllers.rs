@@ -120,6 +120,10 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     });
     // The control plane's decisions on what pull members changed while offline (ADR 0032).
     s.add(c::edge_sync::NAME, true, |cx: &Context| Box::pin(c::edge_sync::run(cx.client(c::edge_sync::NAME), cx.runtime.clone(), Default::default())));
+    // Per Pull cluster, its connectivity and what became of its edge's changes (ADR 0032).
+    s.add(c::edge_report::NAME, true, |cx: &Context| {
+        Box::pin(c::edge_report::run(cx.client(c::edge_report::NAME), cx.runtime.clone(), cx.settings.edge_report()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))

@@ -74,6 +74,10 @@ pub struct FederationArgs {
     /// How long a new propagation policy may select nothing before a Warning Event says so.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub unmatched_policy_grace: Duration,
+    /// How many changes an edge report (`flotilla edge status`) lists at most, the newest; the
+    /// rest are counted.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(1..))]
+    pub edge_report_max_entries: u16,
     /// Resource templates the detector reconciles at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_resource_template_syncs: u16,
@@ -190,6 +194,7 @@ impl Default for FederationArgs {
             tombstone_sweep_interval: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
             unmatched_policy_grace: Duration::from_secs(10),
+            edge_report_max_entries: 200,
             concurrent_resource_template_syncs: 8,
             concurrent_schedules: 8,
             concurrent_resourcebinding_syncs: 8,
@@ -283,6 +288,10 @@ impl FederationArgs {
 
     pub fn policy_report(&self) -> flotilla_controllers::policy_report::Config {
         flotilla_controllers::policy_report::Config { grace: self.unmatched_policy_grace }
+    }
+
+    pub fn edge_report(&self) -> flotilla_controllers::edge_report::Config {
+        flotilla_controllers::edge_report::Config { max_entries: self.edge_report_max_entries.into() }
     }
 
     pub fn dependencies(&self) -> flotilla_controllers::dependencies::Config {

@@ -3,6 +3,7 @@
 
 mod certs_cmd;
 mod controllers_cmd;
+mod edge_cmd;
 mod enable_cmd;
 mod explain_cmd;
 mod get_cmd;
@@ -91,6 +92,10 @@ enum Command {
     /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
     /// (`flotilla get deploy -A --clusters all`).
     Get(get_cmd::GetArgs),
+    /// Changes made at the edge while a pull cluster was away: `status` prints each pull
+    /// cluster's edge report, `resolve` decides a change held in conflict (ADR 0032).
+    #[command(subcommand)]
+    Edge(edge_cmd::EdgeCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -137,6 +142,7 @@ fn main() -> std::process::ExitCode {
             Command::Disable(args) => enable_cmd::disable(args).await,
             Command::Federate(args) => enable_cmd::federate(args).await,
             Command::Explain(args) => explain_cmd::explain(args).await,
+            Command::Edge(cmd) => edge_cmd::run(cmd).await,
         }
     });
     match result {

@@ -1085,8 +1085,14 @@ spec:
     // member goes back to its image.
     let binding = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "manual-deployment"]).unwrap();
     assert!(has_condition(&binding, "EdgeConflict", "True"), "{binding}");
-    let record = change_of(&decided, "Deployment", "manual").unwrap()["metadata"]["name"].as_str().unwrap().to_string();
-    kubectl(&bin, &kc, &["-n", &es, "annotate", "edgechange", &record, "edge.flotilla.io/resolve=control-plane"]);
+    let kc_arg = kc.to_str().unwrap();
+    let report = wait_for("the edge report with the decisions", LONG, || {
+        let (ok, out) = flotilla_cmd(&["edge", "status", "--cluster", &name, "--control-plane-kubeconfig", kc_arg]);
+        if ok && out.contains("manual") && out.contains("Conflict") && out.contains("born") && out.contains("Listed") { Ok(out) } else { Err(out) }
+    });
+    assert!(report.contains("Reverted") && report.contains("Adopted"), "{report}");
+    let (ok, out) = flotilla_cmd(&["edge", "resolve", "deployment/manual", "-n", &ns, "--cluster", &name, "--keep", "control-plane", "--control-plane-kubeconfig", kc_arg]);
+    assert!(ok, "{out}");
     wait_for("manual back to the control plane's image", LONG, || {
         let d = member_deployment(&member, &ns, "manual")?;
         let image = d["spec"]["template"]["spec"]["containers"][0]["image"].clone();

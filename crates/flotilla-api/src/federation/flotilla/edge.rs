@@ -327,9 +327,17 @@ pub struct EdgeReportStatus {
     pub conflicts: i64,
     #[serde(default)]
     pub born_at_edge: i64,
-    /// One entry per recorded change the control plane holds, newest first.
+    /// One entry per recorded change the control plane holds, newest first (by `lastSeen`), at
+    /// most as many as the controller is configured to keep (`--edge-report-max-entries`).
     #[serde(default)]
     pub entries: Vec<EdgeReportEntry>,
+    /// How many older recorded changes the entries leave out (the counts include them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_entries: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// One recorded change and what became of it.
@@ -341,9 +349,10 @@ pub struct EdgeReportEntry {
     pub object: ObjectReference,
     /// [`change_kind`]'s words.
     pub change: String,
-    /// [`phase`]'s words.
+    /// [`phase`]'s words (a record not looked at yet is `Pending`).
     pub phase: String,
-    /// `path: outcome` per field.
+    /// `path: outcome` per field: the decisions; for a change not decided yet, the recorded
+    /// paths with outcome `Pending`.
     #[serde(default)]
     pub fields: Vec<FieldDecision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
