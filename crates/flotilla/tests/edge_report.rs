@@ -48,7 +48,9 @@ async fn control_plane(dir: &Path) -> ControlPlane {
     let serving = serve_on(listener, api.router(), serve).await.unwrap();
     let kubeconfig = dir.join("admin.kubeconfig");
     pki::write_kubeconfig(&kubeconfig, &pki::kubeconfig("flotilla", &format!("https://{advertise}"), &bundle.ca.cert_pem, &bundle.admin)).unwrap();
-    let controllers = flotilla::controllers::start(&api, &FederationArgs::default(), None).unwrap();
+    // The test plays edgeSync (it writes the decisions itself).
+    let settings = FederationArgs { controllers: "*,-edgeSync".into(), ..FederationArgs::default() };
+    let controllers = flotilla::controllers::start(&api, &settings, None).unwrap();
     ControlPlane { serving, controllers, client: flotilla::controllers::client(&api, "edge-report-test"), kubeconfig }
 }
 
