@@ -116,7 +116,18 @@ const EXPECTED: &[Expected] = &[
     ("core.kubefed.io", "v1alpha1", "ClusterPropagatedVersion", "clusterpropagatedversions", "clusterpropagatedversion", "Cluster", &[], &[], true, &[]),
     // Flotilla's own.
     ("work.flotilla.io", "v1alpha1", "WorkTombstone", "worktombstones", "worktombstone", "Namespaced", &[], &[], false, &["REASON", "DELETED"]),
-    ("edge.flotilla.io", "v1alpha1", "EdgeChange", "edgechanges", "edgechange", "Namespaced", &[], &[], true, &["CHANGE", "KIND", "OBJECT", "BY", "LAST-SEEN", "DECISION"]),
+    (
+        "edge.flotilla.io",
+        "v1alpha1",
+        "EdgeChange",
+        "edgechanges",
+        "edgechange",
+        "Namespaced",
+        &[],
+        &[],
+        true,
+        &["CHANGE", "KIND", "OBJECT", "BY", "LAST-SEEN", "DECISION"],
+    ),
     ("edge.flotilla.io", "v1alpha1", "EdgeOverride", "edgeoverrides", "edgeoverride", "Namespaced", &[], &[], false, &["BINDING"]),
     ("edge.flotilla.io", "v1alpha1", "EdgeReport", "edgereports", "edgereport", "Cluster", &[], &[], true, &["ONLINE", "PENDING", "CONFLICTS", "BORN-AT-EDGE"]),
 ];
