@@ -8,6 +8,7 @@ mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
+mod promote_cmd;
 mod store_cmd;
 mod token_cmd;
 mod up;
@@ -91,6 +92,11 @@ enum Command {
     /// Show objects of member clusters through the cluster proxy, with a CLUSTER column
     /// (`flotilla get deploy -A --clusters all`).
     Get(get_cmd::GetArgs),
+    /// Adopt an object running in a member, as `karmadactl promote`: read it through the cluster
+    /// proxy (push or pull member), create it on the control plane as a resource template with a
+    /// PropagationPolicy placing it on that cluster with `conflictResolution: Overwrite`, so the
+    /// member's object is taken over where it is (same UID, pods untouched), not re-created.
+    Promote(promote_cmd::PromoteArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -137,6 +143,7 @@ fn main() -> std::process::ExitCode {
             Command::Disable(args) => enable_cmd::disable(args).await,
             Command::Federate(args) => enable_cmd::federate(args).await,
             Command::Explain(args) => explain_cmd::explain(args).await,
+            Command::Promote(args) => promote_cmd::promote(args).await,
         }
     });
     match result {
