@@ -433,6 +433,18 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
     let local: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
     for record in records {
         let record_name = record.name_any();
+        if record.spec.change == change_kind::CREATED && born_is_settled(conn, &record.spec).await {
+            // Promoted (a Work's object now) or gone: nothing left to list.
+            for result in [copies.delete(&record_name, &Default::default()).await, local.delete(&record_name, &Default::default()).await] {
+                match result {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(member_err(format!("removing EdgeChange {record_name}"))(e)),
+                }
+            }
+            tracing::info!(controller = NAME, cluster = name, record = %record_name, "an object born at the edge was promoted or removed; its record goes");
+            continue;
+        }
         let copy = copies.get_opt(&record_name).await.map_err(cp_err(format!("reading EdgeChange {record_name}")))?;
         match copy {
             None => {
@@ -482,6 +494,18 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
         }
     }
     Ok(out)
+}
+
+/// Whether an object born at the edge is now a Work's (promoted) or gone.
+async fn born_is_settled(conn: &Connection, spec: &EdgeChangeSpec) -> bool {
+    let probe =
+        json!({"apiVersion": spec.object.api_version, "kind": spec.object.kind, "metadata": {"name": spec.object.name, "namespace": spec.object.namespace}});
+    let Ok(r) = ObjectRef::of(&probe) else { return false };
+    match apply::get(conn.member(), &r).await {
+        Ok(None) => true,
+        Ok(Some(o)) => o.pointer("/metadata/labels").and_then(|l| l.get(WORK_PERMANENT_ID_LABEL)).is_some(),
+        Err(_) => false,
+    }
 }
 
 /// Back in touch (or just started with the control plane answering): what changed in the

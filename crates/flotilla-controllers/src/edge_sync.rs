@@ -131,8 +131,11 @@ pub fn decide_change(record: &str, spec: &EdgeChangeSpec, desired: Option<&Value
     if spec.change == change_kind::CREATED {
         d.status.phase = phase::LISTED.into();
         d.status.message = format!(
-            "created at the edge from no Work: left alone; `flotilla promote {}/{} --cluster {}` adopts it",
-            spec.object.kind, spec.object.name, spec.cluster
+            "created at the edge from no Work: left alone; `flotilla promote {}/{}{} --cluster {}` adopts it",
+            spec.object.kind.to_lowercase(),
+            spec.object.name,
+            spec.object.namespace.as_ref().map(|ns| format!(" -n {ns}")).unwrap_or_default(),
+            spec.cluster
         );
         return d;
     }
@@ -193,8 +196,11 @@ pub fn decide_change(record: &str, spec: &EdgeChangeSpec, desired: Option<&Value
     };
     if conflicts > 0 {
         message.push_str(&format!(
-            "; held as the edge left it until `flotilla edge resolve {}/{} --cluster {} --keep edge|control-plane`",
-            spec.object.kind, spec.object.name, spec.cluster
+            "; held as the edge left it until `flotilla edge resolve {}/{}{} --cluster {} --keep edge|control-plane`",
+            spec.object.kind.to_lowercase(),
+            spec.object.name,
+            spec.object.namespace.as_ref().map(|ns| format!(" -n {ns}")).unwrap_or_default(),
+            spec.cluster
         ));
     }
     for n in notes {
@@ -663,7 +669,7 @@ mod tests {
         let d = decide_change("r", &edits(), Some(&desired(2, "nginx:1.27")), &s, None);
         assert_eq!(d.status.phase, phase::CONFLICT);
         assert_eq!(d.paths_with(outcome::CONFLICT).len(), 2);
-        assert!(d.status.message.contains("flotilla edge resolve Deployment/web --cluster edge-1"), "{}", d.status.message);
+        assert!(d.status.message.contains("flotilla edge resolve deployment/web -n shop --cluster edge-1"), "{}", d.status.message);
         let keep_edge = decide_change("r", &edits(), Some(&desired(2, "nginx:1.27")), &s, Some(KEEP_EDGE));
         assert_eq!((keep_edge.status.phase.as_str(), keep_edge.adopt.len()), (phase::DECIDED, 2));
         let keep_cp = decide_change("r", &edits(), Some(&desired(2, "nginx:1.27")), &s, Some(KEEP_CONTROL_PLANE));
@@ -683,7 +689,7 @@ mod tests {
         assert_eq!(decide_change("r", &deleted, Some(&desired(2, "a")), &settings(SyncPolicy::Manual, None), None).status.phase, phase::CONFLICT);
         let born = decide_change("r", &spec(change_kind::CREATED, &[]), None, &SyncSettings::default(), None);
         assert_eq!(born.status.phase, phase::LISTED);
-        assert!(born.status.message.contains("flotilla promote Deployment/web --cluster edge-1"));
+        assert!(born.status.message.contains("flotilla promote deployment/web -n shop --cluster edge-1"), "{}", born.status.message);
         let orphan = decide_change("r", &edits(), None, &settings(SyncPolicy::EdgeWins, None), None);
         assert_eq!(orphan.status.phase, phase::DECIDED);
         assert!(orphan.status.message.contains("tombstone"));

@@ -130,12 +130,13 @@ struct MemberView {
     result: Result<(Resolved, Value), String>,
 }
 
-fn proxy_base(cluster: &str) -> String {
+/// The path of `cluster`'s API through the cluster proxy.
+pub(crate) fn proxy_base(cluster: &str) -> String {
     format!("/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy")
 }
 
 /// The message of a failed request: the server's Status message when there is one.
-fn describe(e: kube::Error) -> String {
+pub(crate) fn describe(e: kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
         other => {
@@ -150,23 +151,47 @@ fn describe(e: kube::Error) -> String {
     }
 }
 
-async fn fetch(client: &kube::Client, path: String, accept: &str, timeout: Duration) -> Result<Value, String> {
-    let req = http::Request::get(&path).header(http::header::ACCEPT, accept).body(Vec::new()).map_err(|e| e.to_string())?;
+/// GET `path`: the JSON answer, or the failure's message with the HTTP code when the server
+/// answered with one.
+async fn request(client: &kube::Client, path: &str, accept: &str, timeout: Duration) -> Result<Value, (Option<u16>, String)> {
+    let req = http::Request::get(path).header(http::header::ACCEPT, accept).body(Vec::new()).map_err(|e| (None, e.to_string()))?;
     let text = match tokio::time::timeout(timeout, client.request_text(req)).await {
-        Err(_) => return Err(format!("no answer within {}s", timeout.as_secs())),
-        Ok(r) => r.map_err(describe)?,
+        Err(_) => return Err((None, format!("no answer within {}s", timeout.as_secs()))),
+        Ok(Err(kube::Error::Api(s))) => return Err((Some(s.code), s.message)),
+        Ok(r) => r.map_err(|e| (None, describe(e)))?,
     };
-    serde_json::from_str(&text).map_err(|e| format!("the answer to {path} is not JSON: {e}"))
+    serde_json::from_str(&text).map_err(|e| (None, format!("the answer to {path} is not JSON: {e}")))
 }
 
-async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeout: Duration) -> Result<(Resolved, Value), String> {
+async fn fetch(client: &kube::Client, path: String, accept: &str, timeout: Duration) -> Result<Value, String> {
+    request(client, &path, accept, timeout).await.map_err(|(_, message)| message)
+}
+
+/// GET one object as JSON: `None` when the server answers 404.
+pub(crate) async fn fetch_object(client: &kube::Client, path: &str, timeout: Duration) -> Result<Option<Value>, String> {
+    match request(client, path, "application/json", timeout).await {
+        Ok(v) => Ok(Some(v)),
+        Err((Some(404), _)) => Ok(None),
+        Err((_, message)) => Err(message),
+    }
+}
+
+/// A member's aggregated discovery (`/api`, then `/apis`) through the cluster proxy, for
+/// [`resolve`].
+pub(crate) async fn member_discovery(client: &kube::Client, cluster: &str, timeout: Duration) -> Result<Vec<Value>, String> {
     let base = proxy_base(cluster);
     let core = fetch(client, format!("{base}/api"), AGGREGATED, timeout).await?;
     let groups = fetch(client, format!("{base}/apis"), AGGREGATED, timeout).await?;
     if core["kind"] != "APIGroupDiscoveryList" {
         return Err("the member does not serve aggregated discovery (Kubernetes 1.26 or later is needed)".into());
     }
-    let r = resolve(&args.kind, &[core, groups]).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
+    Ok(vec![core, groups])
+}
+
+async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeout: Duration) -> Result<(Resolved, Value), String> {
+    let base = proxy_base(cluster);
+    let discovery = member_discovery(client, cluster, timeout).await?;
+    let r = resolve(&args.kind, &discovery).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
     let namespace = if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or(client.default_namespace())) };
     let mut path = format!("{base}{}", r.path(namespace, args.name.as_deref()));
     let mut query = Vec::new();

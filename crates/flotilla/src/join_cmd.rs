@@ -28,6 +28,11 @@ impl ControlPlane {
     pub(crate) async fn client(&self) -> anyhow::Result<kube::Client> {
         control_plane_client(self.control_plane_kubeconfig.clone(), self.control_plane_context.clone()).await
     }
+
+    /// The client configuration, for a caller that changes it before building the client.
+    pub(crate) async fn config(&self) -> anyhow::Result<kube::Config> {
+        control_plane_config(self.control_plane_kubeconfig.clone(), self.control_plane_context.clone()).await
+    }
 }
 
 /// A client for the control plane from `kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.

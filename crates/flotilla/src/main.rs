@@ -9,6 +9,7 @@ mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
 mod member_cmd;
+mod promote_cmd;
 mod store_cmd;
 mod token_cmd;
 mod up;
@@ -96,6 +97,11 @@ enum Command {
     /// cluster's edge report, `resolve` decides a change held in conflict (ADR 0032).
     #[command(subcommand)]
     Edge(edge_cmd::EdgeCommand),
+    /// Adopt an object running in a member, as `karmadactl promote`: read it through the cluster
+    /// proxy (push or pull member), create it on the control plane as a resource template with a
+    /// PropagationPolicy placing it on that cluster with `conflictResolution: Overwrite`, so the
+    /// member's object is taken over where it is (same UID, pods untouched), not re-created.
+    Promote(promote_cmd::PromoteArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -143,6 +149,7 @@ fn main() -> std::process::ExitCode {
             Command::Federate(args) => enable_cmd::federate(args).await,
             Command::Explain(args) => explain_cmd::explain(args).await,
             Command::Edge(cmd) => edge_cmd::run(cmd).await,
+            Command::Promote(args) => promote_cmd::promote(args).await,
         }
     });
     match result {

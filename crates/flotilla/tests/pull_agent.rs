@@ -1091,7 +1091,8 @@ spec:
         if ok && out.contains("manual") && out.contains("Conflict") && out.contains("born") && out.contains("Listed") { Ok(out) } else { Err(out) }
     });
     assert!(report.contains("Reverted") && report.contains("Adopted"), "{report}");
-    let (ok, out) = flotilla_cmd(&["edge", "resolve", "deployment/manual", "-n", &ns, "--cluster", &name, "--keep", "control-plane", "--control-plane-kubeconfig", kc_arg]);
+    let (ok, out) =
+        flotilla_cmd(&["edge", "resolve", "deployment/manual", "-n", &ns, "--cluster", &name, "--keep", "control-plane", "--control-plane-kubeconfig", kc_arg]);
     assert!(ok, "{out}");
     wait_for("manual back to the control plane's image", LONG, || {
         let d = member_deployment(&member, &ns, "manual")?;
@@ -1102,11 +1103,21 @@ spec:
         let b = get_json(&kc, &["-n", &ns, "get", "resourcebinding", "manual-deployment"])?;
         if has_condition(&b, "EdgeConflict", "False") { Ok(()) } else { Err(b["status"].to_string()) }
     });
-    // Only the born object's record stays in the member.
+    // Only the born object's record stays in the member; promoted, it is a Work's object (the
+    // same one) and its record goes.
     wait_for("the member's records released", LONG, || {
         let left: Vec<String> = edge_changes(&member, &ns).iter().map(|c| c["spec"]["object"]["name"].to_string()).collect();
         if left == ["\"born\""] { Ok(()) } else { Err(format!("{left:?}")) }
     });
+    let born_uid = member_deployment(&member, &ns, "born").unwrap()["metadata"]["uid"].clone();
+    let (ok, out) = flotilla_cmd(&["promote", "deployment/born", "-n", &ns, "--cluster", &name, "--control-plane-kubeconfig", kc_arg]);
+    assert!(ok, "{out}");
+    wait_for("the born object's record gone once promoted", LONG, || {
+        let left = edge_changes(&member, &ns);
+        let on_cp = edge_changes(&kc, &ns);
+        if left.is_empty() && on_cp.iter().all(|c| c["spec"]["change"] != "Created") { Ok(()) } else { Err(format!("{left:?}")) }
+    });
+    assert_eq!(member_deployment(&member, &ns, "born").unwrap()["metadata"]["uid"], born_uid, "adopted where it runs");
     drop(agent);
     drop(cp);
 }

@@ -6,6 +6,10 @@
 //!   cluster-scoped templates): default/nginx/Deployment → `nginx-687f7fb96f`, the same name in
 //!   every execution space.
 //! - Execution space: `karmada-es-<cluster>`, the namespace holding a cluster's Works.
+//! - Policy made for one object (`karmadactl promote`, `karmadactl apply`): lowercase
+//!   `<name>-<suffix>`, `:` replaced by `.`, the suffix being `SafeEncodeString` of the decimal
+//!   FNV-32a hash of `<namespace><group>/<version>, Kind=<kind>` (Go's `GroupVersionKind.String()`
+//!   after the namespace, empty for cluster-scoped objects).
 
 use super::work::EXECUTION_SPACE_PREFIX;
 
@@ -32,6 +36,20 @@ pub fn binding_reference_key(namespace: Option<&str>, name: &str) -> String {
         None => name.to_string(),
     };
     safe_encode(&fnv32a(key.as_bytes()).to_string())
+}
+
+/// Karmada's `GeneratePolicyName`: the name of the (Cluster)PropagationPolicy made for one
+/// object, `namespace` empty for a cluster-scoped one; `api_version` is `group/version` (`v1` for
+/// the core group).
+pub fn policy_name(namespace: &str, name: &str, api_version: &str, kind: &str) -> String {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    policy_name_of_key(name, &format!("{namespace}{group}/{version}, Kind={kind}"))
+}
+
+/// `GeneratePolicyName` on the key it hashes (Karmada's `DeepHashObject` of a string hashes its
+/// bytes as they are).
+fn policy_name_of_key(name: &str, key: &str) -> String {
+    format!("{}-{}", name.replace(':', "."), safe_encode(&fnv32a(key.as_bytes()).to_string())).to_lowercase()
 }
 
 /// The execution space of `cluster`.
@@ -77,5 +95,19 @@ mod tests {
         assert_eq!(fnv32a(b""), 0x811c_9dc5);
         // Karmada's dependencies-distributor test: binding test/test-binding.
         assert_eq!(binding_reference_key(Some("test"), "test-binding"), "5dbb6dc9c8");
+    }
+
+    #[test]
+    fn policy_names_match_karmada() {
+        // Karmada's TestGeneratePolicyName: namespace `ns-foo`, gvk string `rand`.
+        assert_eq!(policy_name_of_key("foo", "ns-foorand"), "foo-b4978784");
+        assert_eq!(policy_name_of_key("system:foo", "ns-foorand"), "system.foo-b4978784");
+        // The key is Go's GroupVersionKind.String() after the namespace.
+        assert_eq!(policy_name("default", "nginx", "apps/v1", "Deployment"), policy_name_of_key("nginx", "defaultapps/v1, Kind=Deployment"));
+        assert_eq!(policy_name("", "shop", "v1", "Namespace"), policy_name_of_key("shop", "/v1, Kind=Namespace"));
+        assert_eq!(
+            policy_name("", "Edge:Admin", "rbac.authorization.k8s.io/v1", "ClusterRole"),
+            policy_name_of_key("edge.admin", "rbac.authorization.k8s.io/v1, Kind=ClusterRole")
+        );
     }
 }
