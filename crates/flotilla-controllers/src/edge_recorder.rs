@@ -238,7 +238,7 @@ async fn record(
         if a.labels().get(CLUSTER_LABEL).is_some_and(|c| c != name) {
             continue;
         }
-        let work = work_of(&a);
+        let work = work_of(a);
         for (i, manifest) in a.spec.manifests.iter().enumerate() {
             let Ok(r) = ObjectRef::of(manifest) else { continue };
             let observed = match apply::get(conn.member(), &r).await {
@@ -264,7 +264,7 @@ async fn record(
                 (None, Some(p)) if p.spec.change == change_kind::MODIFIED && !p.spec.fields.is_empty() => (change_kind::MODIFIED, Vec::new()),
                 (None, _) => continue,
             };
-            let spec = record_of(name, &a, i, observed.as_ref(), (kind, &fields), previous.map(|p| &p.spec), &at);
+            let spec = record_of(name, a, i, observed.as_ref(), (kind, &fields), previous.map(|p| &p.spec), &at);
             if previous.is_some_and(|p| p.spec == spec) {
                 continue;
             }
