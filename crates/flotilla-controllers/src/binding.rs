@@ -699,6 +699,12 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
     for c in evicting_clusters(&b.spec) {
         targets.entry(c.to_string()).or_insert(None);
     }
+    // A cluster whose object the edge deleted, and the edge won (ADR 0032), has no Work to wait for.
+    if let Some(edge) = ctx.edge_override(&b.key) {
+        for c in edge.spec.clusters.iter().filter(|c| c.deleted) {
+            targets.remove(&c.cluster);
+        }
+    }
     let works: HashMap<String, Arc<Work>> =
         ctx.works_of(&b.key).into_iter().filter_map(|w| Some((cluster_of_execution_space(w.metadata.namespace.as_deref()?)?.to_string(), w))).collect();
     let items: Vec<AggregatedStatusItem> = targets.keys().filter_map(|c| works.get(c).map(|w| status_item(c, w))).collect();

@@ -1,4 +1,5 @@
-//! The pull agent's record of what the edge changes while its control plane is away (ADR 0032).
+//! The pull agent's record of what the edge changes while its control plane is away, and its
+//! hand-over once it is back (ADR 0032).
 //!
 //! The agent probes the control plane (a read of its own Cluster) every `probe_interval`; once
 //! the probes have failed for `offline_after`, the member is offline. While offline, every
@@ -7,14 +8,24 @@
 //! the member's object ([`flotilla_api::edge::drift`]). Each object the edge changed or deleted
 //! gets an `edge.flotilla.io/v1alpha1` `EdgeChange` in `flotilla-edge`: the fields with the
 //! manifest's and the member's values, the member-side field manager that made the latest change
-//! (from `managedFields`), and when it was first and last seen. Nothing is reverted meanwhile
-//! (drift correction needs the control plane to confirm the Work first) and nothing is removed.
+//! (from `managedFields`), and when it was first and last seen; an object of a Work's kind made
+//! in a Work's namespace from no Work after the control plane last acknowledged anything there
+//! is recorded as born at the edge. A change the edge undoes stays recorded, emptied.
 //!
-//! Records are never deleted here: a change the edge undid again stays recorded, and what
-//! becomes of each record once the control plane is back is decided there by the sync policy.
+//! Holding: from the agent's start and while offline, every object is held
+//! ([`Clients::holds`]: the agent's execution and work-status controllers write nothing to the
+//! member). Once the control plane answers, the agent catches up — records once more, against
+//! the control plane's Works as they are now (a field the control plane now asks for anyway is
+//! no edge change), and copies every record into its execution space — and from then on holds
+//! only the objects whose records are not decided. A record the control plane has decided
+//! (`Decided`) is removed from the member, which releases its object (drift correction then
+//! puts back what was reverted); an open conflict stays held, the decision so far copied into
+//! the member's record; an object born at the edge stays listed until promoted or gone. A
+//! catch-up that keeps failing lets go of the unrecorded objects after `catch_up_limit`.
+//!
 //! Everything it reads is in the member, so an agent restarted while offline records from the
-//! AppliedWorks its predecessor left. Agent only, and outside the controller set: it runs from
-//! the agent's start, before the agent has reached the control plane at all.
+//! AppliedWorks and records its predecessor left. Agent only, and outside the controller set: it
+//! runs from the agent's start, before the agent has reached the control plane at all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -14,7 +14,10 @@
 //!   when it is back. Once unreachable for `--edge-offline-after`, the member is offline: what
 //!   changes in it is recorded as EdgeChanges in its `flotilla-edge` namespace, against the
 //!   AppliedWorks the agent keeps there (ADR 0032) — from the agent's start, so an agent
-//!   restarted while offline records too.
+//!   restarted while offline records too. Offline, and back until it has caught up (recorded
+//!   once more and handed the records to its execution space), the agent writes nothing to the
+//!   member; after that, only the objects with a record the control plane has not decided yet
+//!   stay held as the edge left them ([`flotilla_member::holds`]).
 //! - Renews its certificate once `--certificate-rotation-fraction` (0.8) of its lifetime has
 //!   passed: a new key and a request made with the current certificate, which the control plane
 //!   approves for the agent itself (`selfclusteragent`); the kubeconfig is replaced atomically and
@@ -107,6 +110,11 @@ pub struct AgentArgs {
     /// compared with what the agent applied.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub edge_record_interval: Duration,
+    /// Back in touch, how long the agent keeps holding every object while it cannot hand the
+    /// member's records over to the control plane, before it lets go of those without a
+    /// record (an error is logged; recorded objects stay held).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub edge_catch_up_limit: Duration,
     /// Requests the tunnel carries at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub tunnel_max_streams: u32,
@@ -347,7 +355,7 @@ pub async fn run_until(args: AgentArgs, stop: CancellationToken) -> anyhow::Resu
         offline_after: args.edge_offline_after,
         record_interval: args.edge_record_interval,
         member_timeout: args.member_request_timeout,
-        ..Default::default()
+        catch_up_limit: args.edge_catch_up_limit,
     };
     let start_recorder = |cp: &Client| {
         let token = stop.child_token();
