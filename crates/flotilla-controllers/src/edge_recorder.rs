@@ -739,4 +739,66 @@ mod tests {
         assert!(spec.fields.is_empty() && spec.manager.is_none());
         assert_eq!(record_name("web-1", 0), "web-1-0");
     }
+
+    #[test]
+    fn a_field_the_control_plane_now_asks_for_is_no_edge_change() {
+        let a = applied();
+        let desired = desired_object(&work_of(&a), &a.spec.manifests[0]);
+        let mut observed = desired.clone();
+        observed["spec"]["replicas"] = json!(3);
+        observed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.28");
+        let (_, fields) = change_of(&a.spec.manifests[0], &desired, Some(&observed)).unwrap();
+        assert_eq!(fields.len(), 2);
+        // The control plane scaled to 3 meanwhile (and the member got it before the cut): only
+        // the image is the edge's.
+        let mut now = work_of(&a);
+        let mut manifest = a.spec.manifests[0].clone();
+        manifest["spec"]["replicas"] = json!(3);
+        now.spec.workload = Some(serde_json::from_value(json!({"manifests": [manifest.clone()]})).unwrap());
+        let r = ObjectRef::of(&manifest).unwrap();
+        let m = manifest_for(&now, &r).expect("the Work's manifest for the object");
+        let left = beyond_current(fields.clone(), Some((&now, m)), Some(&observed));
+        assert_eq!(left.iter().map(|f| f.path.to_string()).collect::<Vec<_>>(), ["spec.template.spec.containers[0].image"]);
+        assert_eq!(beyond_current(fields, None, Some(&observed)).len(), 2, "no current Work: everything counts");
+    }
+
+    #[test]
+    fn objects_born_at_the_edge_are_those_no_work_made_after_the_last_acknowledgement() {
+        let mut a = applied();
+        a.status =
+            Some(flotilla_api::federation::flotilla::edge::AppliedWorkStatus { acknowledged_at: Some("2026-12-05T10:00:00Z".into()), manifests: vec![] });
+        let scope = born_scope(&[a]);
+        assert_eq!(scope.get(&("shop".to_string(), "apps/v1".to_string(), "Deployment".to_string())).map(String::as_str), Some("2026-12-05T10:00:00Z"));
+        let since = "2026-12-05T10:00:00Z";
+        let obj = |created: &str, extra: Value| {
+            let mut o = json!({"metadata": {"name": "x", "creationTimestamp": created}});
+            if let (Some(m), Some(e)) = (o["metadata"].as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            o
+        };
+        assert!(born_at_edge(&obj("2026-12-05T10:05:00Z", json!({})), since));
+        assert!(!born_at_edge(&obj("2026-12-05T09:05:00Z", json!({})), since), "older than what the control plane saw");
+        assert!(!born_at_edge(&obj("2026-12-05T10:05:00Z", json!({"labels": {WORK_PERMANENT_ID_LABEL: "p"}})), since), "a Work's");
+        assert!(!born_at_edge(&obj("2026-12-05T10:05:00Z", json!({"ownerReferences": [{"kind": "ReplicaSet"}]})), since), "made by a controller");
+        assert!(!born_at_edge(&obj("2026-12-05T10:05:00Z", json!({})), ""), "nothing acknowledged there yet");
+        assert_eq!(born_record_name("Deployment", "shop", "web"), "born-deployment-shop-web");
+    }
+
+    #[test]
+    fn every_record_holds_its_object_but_one_born_at_the_edge() {
+        let record = |change: &str, kind: &str, api_version: &str| {
+            let mut spec = EdgeChangeSpec { change: change.into(), ..Default::default() };
+            spec.object =
+                ObjectReference { api_version: api_version.into(), kind: kind.into(), namespace: Some("shop".into()), name: "web".into(), uid: String::new() };
+            EdgeChange::new("r", spec)
+        };
+        let records = [
+            record(change_kind::MODIFIED, "Deployment", "apps/v1"),
+            record(change_kind::DELETED, "ConfigMap", "v1"),
+            record(change_kind::CREATED, "Service", "v1"),
+        ];
+        let keys = held_keys(&records);
+        assert_eq!(keys.into_iter().collect::<Vec<_>>(), ["/ConfigMap/shop/web", "apps/Deployment/shop/web"]);
+    }
 }
