@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::edge::{FieldChange, FieldPath, Segment, drift};
-use flotilla_api::federation::flotilla::edge::{AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, change_kind, phase};
+use flotilla_api::federation::flotilla::edge::{
+    AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, RESOLVE_ANNOTATION, change_kind, phase,
+};
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_api::federation::karmada::work::{WORK_PERMANENT_ID_LABEL, Work};
@@ -238,7 +240,7 @@ async fn record(
         if a.labels().get(CLUSTER_LABEL).is_some_and(|c| c != name) {
             continue;
         }
-        let work = work_of(&a);
+        let work = work_of(a);
         for (i, manifest) in a.spec.manifests.iter().enumerate() {
             let Ok(r) = ObjectRef::of(manifest) else { continue };
             let observed = match apply::get(conn.member(), &r).await {
@@ -264,7 +266,7 @@ async fn record(
                 (None, Some(p)) if p.spec.change == change_kind::MODIFIED && !p.spec.fields.is_empty() => (change_kind::MODIFIED, Vec::new()),
                 (None, _) => continue,
             };
-            let spec = record_of(name, &a, i, observed.as_ref(), (kind, &fields), previous.map(|p| &p.spec), &at);
+            let spec = record_of(name, a, i, observed.as_ref(), (kind, &fields), previous.map(|p| &p.spec), &at);
             if previous.is_some_and(|p| p.spec == spec) {
                 continue;
             }
@@ -457,6 +459,11 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
             }
             Some(mut c) if c.spec != record.spec => {
                 c.spec = record.spec.clone();
+                // A new change (another offline period): a resolution given for the previous one
+                // must not decide it — edgeSync would read the annotation as this one's.
+                if let Some(a) = c.metadata.annotations.as_mut() {
+                    a.remove(RESOLVE_ANNOTATION);
+                }
                 copies.replace(&record_name, &PostParams::default(), &c).await.map_err(cp_err(format!("updating EdgeChange {record_name}")))?;
                 out.uploaded += 1;
                 out.remaining.push(record);

@@ -431,10 +431,10 @@ async fn reconcile(key: ChangeKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     // The conflict condition, set or cleared.
     let in_conflict = d.status.phase == phase::CONFLICT;
-    if in_conflict || previous.phase == phase::CONFLICT {
-        if let Some(w) = &work {
-            set_conflict_conditions(&ctx, &key, w, binding.as_ref(), in_conflict, &d.status.message).await?;
-        }
+    if (in_conflict || previous.phase == phase::CONFLICT)
+        && let Some(w) = &work
+    {
+        set_conflict_conditions(&ctx, &key, w, binding.as_ref(), in_conflict, &d.status.message).await?;
     }
     d.status.observed_generation = generation;
     d.status.decided_at = Some(now());
