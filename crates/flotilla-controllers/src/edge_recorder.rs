@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flotilla_api::edge::{FieldChange, FieldPath, Segment, drift};
-use flotilla_api::federation::flotilla::edge::{AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, change_kind, phase};
+use flotilla_api::federation::flotilla::edge::{
+    AppliedWork, CLUSTER_LABEL, EDGE_NAMESPACE, EdgeChange, EdgeChangeSpec, ObjectReference, RESOLVE_ANNOTATION, change_kind, phase,
+};
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::execution_space;
 use flotilla_api::federation::karmada::work::{WORK_PERMANENT_ID_LABEL, Work};
@@ -468,6 +470,11 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
             }
             Some(mut c) if c.spec != record.spec => {
                 c.spec = record.spec.clone();
+                // A new change (another offline period): a resolution given for the previous one
+                // must not decide it — edgeSync would read the annotation as this one's.
+                if let Some(a) = c.metadata.annotations.as_mut() {
+                    a.remove(RESOLVE_ANNOTATION);
+                }
                 copies.replace(&record_name, &PostParams::default(), &c).await.map_err(cp_err(format!("updating EdgeChange {record_name}")))?;
                 out.uploaded += 1;
                 out.remaining.push(record);

@@ -467,7 +467,13 @@ fn adopted_deletion(status: &EdgeChangeStatus) -> bool {
 
 async fn write_status(ctx: &Context, key: &ChangeKey, record: &EdgeChange, status: EdgeChangeStatus) -> Result<(), Error> {
     let api: Api<EdgeChange> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let patch = json!({"metadata": {"resourceVersion": record.resource_version()}, "status": status});
+    let mut body = serde_json::to_value(&status).unwrap_or_default();
+    if status.resolution.is_none() {
+        // A merge patch keeps what it omits: a new generation decided without a resolution must
+        // clear the previous one's, or the same resolution given again is taken as seen.
+        body["resolution"] = Value::Null;
+    }
+    let patch = json!({"metadata": {"resourceVersion": record.resource_version()}, "status": body});
     match api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
