@@ -642,18 +642,20 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
     let deadline = Instant::now() + args.settle_timeout;
     let mut last_report = Instant::now();
     loop {
-        let mut done = 0;
+        let mut behind = Vec::new();
         for i in 0..n {
-            if acknowledged(&fleet.member(&member_name(i)).expect("a member").store()).await >= objects {
-                done += 1;
+            let acked = acknowledged(&fleet.member(&member_name(i)).expect("a member").store()).await;
+            if acked < objects {
+                behind.push(format!("{}: {acked}", member_name(i)));
             }
         }
-        if done == n {
+        if behind.is_empty() {
             break;
         }
-        anyhow::ensure!(Instant::now() < deadline, "only {done} of {n} members have all {objects} objects applied and acknowledged");
+        let behind_s = behind.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        anyhow::ensure!(Instant::now() < deadline, "{} of {n} members without all {objects} objects applied and acknowledged ({behind_s} …)", behind.len());
         if last_report.elapsed() >= Duration::from_secs(15) {
-            println!("    … {done} of {n} members with every object acknowledged ({:.0}s)", phase.elapsed().as_secs_f64());
+            println!("    … {} of {n} members with every object acknowledged ({:.0}s; behind: {behind_s})", n - behind.len(), phase.elapsed().as_secs_f64());
             last_report = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -769,7 +771,9 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
             errors.add(format!("{}: not every decision applied within {}: {}", member_name(i), secs(args.settle_timeout), waiting[i]));
         }
     }
-    // Each decision as its change wants it.
+    // Each decision as its change wants it (wrong ones also counted by change and outcome,
+    // since only the first errors are printed).
+    let mut wrong = std::collections::BTreeMap::new();
     for i in 0..n {
         let es = format!("karmada-es-{}", member_name(i));
         for c in Change::of_member(i) {
@@ -780,9 +784,13 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
             let outcomes: Vec<&str> =
                 record.and_then(|r| r["status"]["fields"].as_array()).into_iter().flatten().filter_map(|f| f["outcome"].as_str()).collect();
             if outcomes.is_empty() || outcomes.iter().any(|o| *o != c.outcome()) {
+                *wrong.entry(format!("{c:?} decided {outcomes:?}, want {}", c.outcome())).or_insert(0usize) += 1;
                 errors.add(format!("{}: {kind} {name} ({c:?}): decided {outcomes:?}, want {}", member_name(i), c.outcome()));
             }
         }
+    }
+    for (what, count) in &wrong {
+        println!("  WRONG DECISIONS: {count} × {what}");
     }
     let decisions = 5 * n;
     println!(
