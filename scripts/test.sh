@@ -175,6 +175,9 @@ bench_smoke() {
     # run behind agents (tasks of one process, each with its own certificate and tunnel); fails
     # only on errors, never on speed or memory.
     "$CARGO_TARGET_DIR/debug/examples/pull-bench" --smoke &&
+    # 3 members behind agents whose connections are cut, 5 edge changes each, then all
+    # reconnecting at once; fails only on errors or wrong end states, never on speed or CPU.
+    "$CARGO_TARGET_DIR/debug/examples/edge-bench" --smoke &&
     # 20 simulated members in one process: /readyz over HTTPS, a watch each, Deployments and
     # pods to Ready; fails only on errors, never on memory or speed.
     "$CARGO_TARGET_DIR/debug/examples/sim-bench" --smoke
