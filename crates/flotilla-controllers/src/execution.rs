@@ -422,7 +422,9 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster missing, terminating or unreachable from here; waiting");
         return Ok(Next::After(ctx.config.not_ready_requeue));
     };
-    if !is_cluster_ready(&cluster) {
+    // A pull agent does not wait for its own Cluster's Ready (the control plane derives it from
+    // the agent's own Lease; the agent's holds say when it may write, ADR 0032).
+    if !is_cluster_ready(&cluster) && ctx.clients.own_cluster().is_none() {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster not ready; waiting");
         return Ok(Next::After(ctx.config.not_ready_requeue));
     }

@@ -411,7 +411,11 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     }
     let Some(cluster) = ctx.clusters.get(&reflector::ObjectRef::new(&cluster_name)) else { return Ok(Next::Done) };
-    if !ctx.clients.reaches(&cluster) || cluster.metadata.deletion_timestamp.is_some() || !is_cluster_ready(&cluster) {
+    // A pull agent does not wait for its own Cluster's Ready: the control plane derives it from
+    // the agent's own Lease (and marks it only after the agent's watches are back), while the
+    // agent knows itself whether it may write (its holds, ADR 0032).
+    let ready = is_cluster_ready(&cluster) || ctx.clients.own_cluster().is_some();
+    if !ctx.clients.reaches(&cluster) || cluster.metadata.deletion_timestamp.is_some() || !ready {
         // The Cluster watch queues the Work again when this changes.
         return Ok(Next::Done);
     }
@@ -600,6 +604,17 @@ pub fn start(
             enqueue_cluster(&works_for_clusters, &q, &name);
         }
     });
+    // A pull agent's objects released after the edge's changes were decided (ADR 0032): every
+    // Work looked at again, so what was decided for the control plane is put back now.
+    let released = clients.own_cluster().map(|own| {
+        let (own, works, q, mut releases) = (own.to_string(), works.clone(), queue.clone(), clients.holds().releases());
+        async move {
+            while releases.changed().await.is_ok() {
+                enqueue_cluster(&works, &q, &own);
+            }
+            std::future::pending::<()>().await
+        }
+    });
     let ctx = Arc::new(Context {
         events: Events::new(client.clone(), NAME),
         client,
@@ -621,10 +636,17 @@ pub fn start(
             let span = tracing::debug_span!("reconcile", controller = NAME, work = %key);
             tracing::Instrument::instrument(reconcile(key, worker_ctx.clone()), span)
         });
+        let released = async move {
+            match released {
+                Some(r) => r.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = works_task => tracing::warn!(controller = NAME, "work watch ended"),
             _ = clusters_task => tracing::warn!(controller = NAME, "cluster watch ended"),
             _ = workers => {},
+            () = released => {},
         }
     };
     (ctx, fut)

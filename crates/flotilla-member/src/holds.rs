@@ -29,6 +29,9 @@ pub struct Holds {
     all: std::sync::atomic::AtomicBool,
     loaded: tokio::sync::Notify,
     is_loaded: std::sync::atomic::AtomicBool,
+    /// Counts releases (objects let go, or "everything" no longer held): the controllers look at
+    /// their Works again on each, instead of waiting for an event of their own.
+    released: tokio::sync::watch::Sender<u64>,
 }
 
 impl Holds {
@@ -40,7 +43,15 @@ impl Holds {
     /// Hold every object (`true`) — while the member is offline and until what changed meanwhile
     /// is recorded and handed to the control plane — or only those recorded (`false`).
     pub fn hold_all(&self, all: bool) {
-        self.all.store(all, std::sync::atomic::Ordering::SeqCst);
+        let before = self.all.swap(all, std::sync::atomic::Ordering::SeqCst);
+        if before && !all {
+            self.released.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Notified on every release.
+    pub fn releases(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.released.subscribe()
     }
 
     pub fn holds_all(&self) -> bool {
@@ -49,12 +60,16 @@ impl Holds {
 
     /// The whole set (keys of [`key_of`]) as found now; the first call marks it loaded.
     pub fn replace(&self, keys: BTreeSet<String>) {
-        let changed = {
+        let (changed, released) = {
             let mut held = self.held.lock();
             let changed = *held != keys;
+            let released = held.iter().any(|k| !keys.contains(k));
             *held = keys;
-            changed
+            (changed, released)
         };
+        if released {
+            self.released.send_modify(|n| *n += 1);
+        }
         if changed {
             tracing::debug!(held = self.held.lock().len(), "edge holds changed");
         }
@@ -104,5 +119,13 @@ mod tests {
         assert!(!holds.is_held(&web));
         holds.hold_all(true);
         assert!(holds.is_held(&web) && holds.is_held(&other));
+        let mut releases = holds.releases();
+        holds.hold_all(false);
+        assert!(releases.has_changed().unwrap(), "letting go of everything is a release");
+        releases.mark_unchanged();
+        holds.replace([key_of("apps", "Deployment", Some("shop"), "web")].into());
+        assert!(!releases.has_changed().unwrap(), "holding more is not");
+        holds.replace(Default::default());
+        assert!(releases.has_changed().unwrap());
     }
 }
