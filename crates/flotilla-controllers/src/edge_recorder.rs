@@ -444,6 +444,9 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
     };
     let copies: Api<EdgeChange> = Api::namespaced(cp.clone(), &execution_space(name));
     let local: Api<EdgeChange> = Api::namespaced(conn.client.clone(), EDGE_NAMESPACE);
+    // One list of the control plane's copies per pass, not a read per record.
+    let mut on_cp: BTreeMap<String, EdgeChange> =
+        copies.list(&Default::default()).await.map_err(cp_err("listing EdgeChanges".into()))?.items.into_iter().map(|c| (c.name_any(), c)).collect();
     for record in records {
         let record_name = record.name_any();
         if record.spec.change == change_kind::CREATED && born_is_settled(conn, &record.spec).await {
@@ -458,8 +461,7 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
             tracing::info!(controller = NAME, cluster = name, record = %record_name, "an object born at the edge was promoted or removed; its record goes");
             continue;
         }
-        let copy = copies.get_opt(&record_name).await.map_err(cp_err(format!("reading EdgeChange {record_name}")))?;
-        match copy {
+        match on_cp.remove(&record_name) {
             None => {
                 let mut c = EdgeChange::new(&record_name, record.spec.clone());
                 c.metadata.labels = Some([(CLUSTER_LABEL.to_string(), name.to_string())].into());
