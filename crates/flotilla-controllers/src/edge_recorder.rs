@@ -1,8 +1,9 @@
 //! The pull agent's record of what the edge changes while its control plane is away, and its
 //! hand-over once it is back (ADR 0032).
 //!
-//! The agent probes the control plane (a read of its own Cluster) every `probe_interval`; once
-//! the probes have failed for `offline_after`, the member is offline. While offline, every
+//! The agent probes the control plane (a read of its own Cluster) every `probe_interval`, each
+//! probe given up to `offline_after` to be answered (a busy control plane is not an absent one);
+//! once the probes have failed for `offline_after`, the member is offline. While offline, every
 //! `record_interval`, each object an `AppliedWork` names is read from the member and compared
 //! with what drift correction would put back — Karmada's Retain of the Work's manifest against
 //! the member's object ([`flotilla_api::edge::drift`]). Each object the edge changed or deleted
@@ -421,6 +422,8 @@ pub struct HandOver {
     pub released: usize,
     /// The records still in the member (held, or open conflicts).
     pub remaining: Vec<EdgeChange>,
+    /// Whether the control plane answered during the pass (a pass with no record asks it nothing).
+    pub answered: bool,
 }
 
 /// Online: every record of the member copied to the control plane (the cluster's execution
@@ -447,6 +450,7 @@ async fn hand_over(name: &str, conn: &Connection, cp: &Client) -> Result<HandOve
     // One list of the control plane's copies per pass, not a read per record.
     let mut on_cp: BTreeMap<String, EdgeChange> =
         copies.list(&Default::default()).await.map_err(cp_err("listing EdgeChanges".into()))?.items.into_iter().map(|c| (c.name_any(), c)).collect();
+    out.answered = true;
     for record in records {
         let record_name = record.name_any();
         if record.spec.change == change_kind::CREATED && born_is_settled(conn, &record.spec).await {
@@ -543,7 +547,10 @@ async fn catch_up(cluster: &Cluster, name: &str, members: &Clients, cp: &Client,
         .collect();
     record(cluster, name, members, cp, config, Some(&current)).await?;
     let conn = members.connect(cp, cluster, config.member_timeout).await.map_err(|source| Error::Member { cluster: name.to_string(), source })?;
-    hand_over(name, &conn, cp).await
+    let mut h = hand_over(name, &conn, cp).await?;
+    // The Works were listed on the control plane.
+    h.answered = true;
+    Ok(h)
 }
 
 /// What a probe of the control plane found.
@@ -584,7 +591,11 @@ pub async fn run(client: Client, shutdown: CancellationToken, config: Config, me
     let mut catching_up_since = Instant::now();
     let mut next_record = Instant::now();
     loop {
-        match probe(&client, &name, config.probe_interval.max(Duration::from_secs(1))).await {
+        // A slow answer is an answer: a control plane busy with many members reconnecting at
+        // once is given the whole `offline_after` to reply before the member counts as offline
+        // (with a timeout of one probe interval, agents flapped offline and back under load and
+        // began their catch-up again and again).
+        match probe(&client, &name, config.offline_after.max(config.probe_interval).max(Duration::from_secs(1))).await {
             Probe::Answered(c) => {
                 if offline {
                     tracing::info!(controller = NAME, cluster = %name, "the control plane answers again: recording stops; catching up");
@@ -624,6 +635,9 @@ pub async fn run(client: Client, shutdown: CancellationToken, config: Config, me
             };
             match handed {
                 Ok(h) => {
+                    if h.answered {
+                        last_answer = Instant::now();
+                    }
                     holds.replace(held_keys(&h.remaining));
                     if !caught_up {
                         tracing::info!(controller = NAME, cluster = %name, held = holds.len(), "caught up with the member: only objects with undecided edge changes stay held");
