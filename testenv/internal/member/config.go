@@ -49,6 +49,9 @@ type Config struct {
 	// LeaseTimeout, when non-zero, tears the member down if DIR/lease is not touched for
 	// that long.
 	LeaseTimeout Duration `json:"leaseTimeout,omitempty"`
+	// Karmada, when set, makes this a Karmada control plane (karmada.go); it excludes
+	// WithWorkloads.
+	Karmada *Karmada `json:"karmada,omitempty"`
 }
 
 // Binaries are absolute paths of the executables a member runs.
@@ -58,6 +61,12 @@ type Binaries struct {
 	ControllerManager string `json:"kubeControllerManager"`
 	Scheduler         string `json:"kubeScheduler"`
 	Testenv           string `json:"testenv"`
+	// Karmada's binaries and the karmada-crds directory (a Karmada control plane only).
+	KarmadaAggregatedAPIServer string `json:"karmadaAggregatedAPIServer,omitempty"`
+	KarmadaControllerManager   string `json:"karmadaControllerManager,omitempty"`
+	KarmadaScheduler           string `json:"karmadaScheduler,omitempty"`
+	KarmadaWebhook             string `json:"karmadaWebhook,omitempty"`
+	KarmadaCRDs                string `json:"karmadaCRDs,omitempty"`
 }
 
 // Ports are the loopback TCP ports of one member; they stay fixed across stop/start.

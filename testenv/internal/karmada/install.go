@@ -1,0 +1,272 @@
+package karmada
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// GVRs of the Karmada and Kubernetes kinds this package reads or writes by name.
+var (
+	ClusterGVR           = schema.GroupVersionResource{Group: "cluster.karmada.io", Version: "v1alpha1", Resource: "clusters"}
+	PropagationPolicyGVR = schema.GroupVersionResource{Group: "policy.karmada.io", Version: "v1alpha1", Resource: "propagationpolicies"}
+	ResourceBindingGVR   = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "resourcebindings"}
+	apiServiceGVR        = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	crdGVR               = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// Client talks to karmada-apiserver with whatever kinds it serves.
+type Client struct {
+	Dynamic dynamic.Interface
+	mapper  meta.ResettableRESTMapper
+}
+
+// NewClient builds a Client from a kubeconfig file.
+func NewClient(kubeconfig string) (*Client, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return NewClientForConfig(rc)
+}
+
+// NewClientForConfig builds a Client from a rest.Config.
+func NewClientForConfig(rc *rest.Config) (*Client, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.Timeout == 0 {
+		rc.Timeout = 15e9
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}, nil
+}
+
+// Apply creates each object, or replaces it if it exists (the second `testenv start` of a
+// host finds them all).
+func (c *Client) Apply(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			c.mapper.Reset()
+			if m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
+			}
+		}
+		var ri dynamic.ResourceInterface = c.Dynamic.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = c.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		_, err = ri.Create(ctx, o, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var cur *unstructured.Unstructured
+			if cur, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err == nil {
+				o = o.DeepCopy()
+				o.SetResourceVersion(cur.GetResourceVersion())
+				_, err = ri.Update(ctx, o, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// CRDsEstablished reports an error naming the CRDs not yet Established.
+func (c *Client) CRDsEstablished(ctx context.Context, crds []*unstructured.Unstructured) error {
+	var waiting []string
+	for _, o := range crds {
+		cur, err := c.Dynamic.Resource(crdGVR).Get(ctx, o.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if conditionStatus(cur, "Established") != "True" {
+			waiting = append(waiting, o.GetName())
+		}
+	}
+	if len(waiting) > 0 {
+		return fmt.Errorf("CRDs not established yet: %s", strings.Join(waiting, ", "))
+	}
+	return nil
+}
+
+// APIServiceAvailable reports an error until the APIService is Available.
+func (c *Client) APIServiceAvailable(ctx context.Context, name string) error {
+	cur, err := c.Dynamic.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if s := conditionStatus(cur, "Available"); s != "True" {
+		return fmt.Errorf("APIService %s is not Available (%s: %s)", name, s, conditionMessage(cur, "Available"))
+	}
+	return nil
+}
+
+// WebhookAnswers creates a PropagationPolicy as a dry run: karmada-apiserver calls the
+// mutating and validating webhooks for it (both fail closed), so success means the webhook
+// answers through the configuration, TLS included.
+func (c *Client) WebhookAnswers(ctx context.Context) error {
+	pp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy.karmada.io/v1alpha1",
+		"kind":       "PropagationPolicy",
+		"metadata":   map[string]any{"name": "testenv-webhook-probe", "namespace": SystemNamespace},
+		"spec": map[string]any{
+			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "testenv-webhook-probe"}},
+		},
+	}}
+	out, err := c.Dynamic.Resource(PropagationPolicyGVR).Namespace(SystemNamespace).
+		Create(ctx, pp, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return fmt.Errorf("dry-run PropagationPolicy through the webhook: %w", err)
+	}
+	// The mutating webhook gives every policy its permanent id.
+	if out.GetLabels()["propagationpolicy.karmada.io/permanent-id"] == "" {
+		return fmt.Errorf("the mutating webhook did not label the dry-run PropagationPolicy (labels %v)", out.GetLabels())
+	}
+	return nil
+}
+
+// Member is a cluster to join: where its API server is and the bearer token for it.
+type Member struct {
+	Name     string
+	Server   string
+	CABundle []byte
+	Token    string
+}
+
+// MemberFromKubeconfig reads the current context of a kubeconfig that authenticates with a
+// bearer token (as `flotilla member` writes them).
+func MemberFromKubeconfig(name, path string) (Member, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return Member{}, err
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil {
+		return Member{}, fmt.Errorf("%s: no current context", path)
+	}
+	cl, ai := cfg.Clusters[ctx.Cluster], cfg.AuthInfos[ctx.AuthInfo]
+	if cl == nil || ai == nil {
+		return Member{}, fmt.Errorf("%s: current context names a missing cluster or user", path)
+	}
+	m := Member{Name: name, Server: cl.Server, CABundle: cl.CertificateAuthorityData, Token: ai.Token}
+	if len(m.CABundle) == 0 && cl.CertificateAuthority != "" {
+		if m.CABundle, err = os.ReadFile(cl.CertificateAuthority); err != nil {
+			return Member{}, err
+		}
+	}
+	if m.Token == "" && ai.TokenFile != "" {
+		b, err := os.ReadFile(ai.TokenFile)
+		if err != nil {
+			return Member{}, err
+		}
+		m.Token = strings.TrimSpace(string(b))
+	}
+	if m.Token == "" {
+		return Member{}, fmt.Errorf("%s: no bearer token (Karmada's Push mode authenticates with a token)", path)
+	}
+	return m, nil
+}
+
+// Join registers a member in Push mode as `karmadactl join` does on the control-plane side:
+// Secret karmada-cluster/<name> with token and caBundle, and a Cluster with apiEndpoint,
+// secretRef and syncMode Push. (karmadactl also creates a service account in the member
+// and an impersonator secret; the token given here is used as is.)
+func (c *Client) Join(ctx context.Context, m Member) error {
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Secret",
+		"metadata":   map[string]any{"name": m.Name, "namespace": ClusterNamespace},
+		"stringData": map[string]any{"token": m.Token, "caBundle": string(m.CABundle)},
+	}}
+	cluster := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cluster.karmada.io/v1alpha1",
+		"kind":       "Cluster",
+		"metadata":   map[string]any{"name": m.Name},
+		"spec": map[string]any{
+			"apiEndpoint": m.Server,
+			"syncMode":    "Push",
+			"secretRef":   map[string]any{"namespace": ClusterNamespace, "name": m.Name},
+		},
+	}}
+	if err := c.Apply(ctx, secret); err != nil {
+		return fmt.Errorf("join %s: %w", m.Name, err)
+	}
+	// Cluster is served by karmada-aggregated-apiserver, not a CRD: no discovery needed.
+	_, err := c.Dynamic.Resource(ClusterGVR).Create(ctx, cluster, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("join %s: create Cluster: %w", m.Name, err)
+	}
+	return nil
+}
+
+// ClustersReady reports an error naming the clusters that are not Ready (with their
+// condition's reason and message).
+func (c *Client) ClustersReady(ctx context.Context, names []string) error {
+	var waiting []string
+	for _, n := range names {
+		cur, err := c.Dynamic.Resource(ClusterGVR).Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if conditionStatus(cur, "Ready") != "True" {
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", n, conditionMessage(cur, "Ready")))
+		}
+	}
+	sort.Strings(waiting)
+	if len(waiting) > 0 {
+		return fmt.Errorf("clusters not Ready: %s", strings.Join(waiting, "; "))
+	}
+	return nil
+}
+
+func condition(o *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+func conditionStatus(o *unstructured.Unstructured, typ string) string {
+	if c := condition(o, typ); c != nil {
+		s, _ := c["status"].(string)
+		return s
+	}
+	return "absent"
+}
+
+func conditionMessage(o *unstructured.Unstructured, typ string) string {
+	if c := condition(o, typ); c != nil {
+		r, _ := c["reason"].(string)
+		m, _ := c["message"].(string)
+		return strings.TrimSpace(r + " " + m)
+	}
+	return "no " + typ + " condition"
+}
