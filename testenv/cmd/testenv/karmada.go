@@ -115,7 +115,7 @@ func runKarmadaJoin(args []string) error {
 	fs := flag.NewFlagSet("karmada join", flag.ExitOnError)
 	dir := fs.String("out", "", "environment directory of `testenv karmada up` (required)")
 	var specs stringList
-	fs.Var(&specs, "member", "NAME=KUBECONFIG of a member to join (repeatable); the kubeconfig's current context must use a bearer token")
+	fs.Var(&specs, "member", "NAME=KUBECONFIG of a member to join (repeatable); an administrator's kubeconfig of the member")
 	wait := fs.Duration("wait", 3*time.Minute, "wait this long for every joined Cluster to be Ready (0 = do not wait)")
 	_ = fs.Parse(args)
 	if *dir == "" || len(specs) == 0 {
@@ -132,7 +132,7 @@ func runKarmadaJoin(args []string) error {
 		if !ok || name == "" || path == "" {
 			return fmt.Errorf("--member %q: want NAME=KUBECONFIG", s)
 		}
-		m, err := karmada.MemberFromKubeconfig(name, path)
+		m, err := karmada.ObtainCredentials(ctx, name, path)
 		if err != nil {
 			return err
 		}

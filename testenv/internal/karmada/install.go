@@ -2,11 +2,15 @@ package karmada
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,7 +53,7 @@ func NewClient(kubeconfig string) (*Client, error) {
 func NewClientForConfig(rc *rest.Config) (*Client, error) {
 	rc = rest.CopyConfig(rc)
 	if rc.Timeout == 0 {
-		rc.Timeout = 15e9
+		rc.Timeout = 15 * time.Second
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
@@ -147,70 +152,141 @@ func (c *Client) WebhookAnswers(ctx context.Context) error {
 	return nil
 }
 
-// Member is a cluster to join: where its API server is and the bearer token for it.
+// Member is a cluster to join: where its API server is, and the credentials Karmada keeps
+// for it (`karmadactl join` obtains them from the member, see ObtainCredentials).
 type Member struct {
-	Name     string
-	Server   string
-	CABundle []byte
-	Token    string
+	Name             string
+	ID               string // the member's kube-system namespace UID
+	Server           string
+	CABundle         []byte
+	Token            string
+	ImpersonateToken string
 }
 
-// MemberFromKubeconfig reads the current context of a kubeconfig that authenticates with a
-// bearer token (as `flotilla member` writes them).
-func MemberFromKubeconfig(name, path string) (Member, error) {
-	cfg, err := clientcmd.LoadFromFile(path)
+// ObtainCredentials does in the member what `karmadactl join` does there (Karmada's
+// pkg/util/credential.go, read not copied): namespace karmada-cluster labelled
+// karmada.io/system=true; ServiceAccounts karmada-impersonator and karmada-<name>, the
+// latter bound to ClusterRole karmada-controller-manager:karmada-<name> (every verb on every
+// resource, GET on every non-resource URL); a service-account-token Secret for each, whose
+// token Karmada then uses. kubeconfig is an administrator's kubeconfig of the member.
+func ObtainCredentials(ctx context.Context, name, kubeconfig string) (Member, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return Member{}, err
 	}
-	ctx := cfg.Contexts[cfg.CurrentContext]
-	if ctx == nil {
-		return Member{}, fmt.Errorf("%s: no current context", path)
+	rc.Timeout = 15 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return Member{}, err
 	}
-	cl, ai := cfg.Clusters[ctx.Cluster], cfg.AuthInfos[ctx.AuthInfo]
-	if cl == nil || ai == nil {
-		return Member{}, fmt.Errorf("%s: current context names a missing cluster or user", path)
-	}
-	m := Member{Name: name, Server: cl.Server, CABundle: cl.CertificateAuthorityData, Token: ai.Token}
-	if len(m.CABundle) == 0 && cl.CertificateAuthority != "" {
-		if m.CABundle, err = os.ReadFile(cl.CertificateAuthority); err != nil {
+	m := Member{Name: name, Server: rc.Host, CABundle: rc.CAData}
+	if len(m.CABundle) == 0 && rc.CAFile != "" {
+		if m.CABundle, err = os.ReadFile(rc.CAFile); err != nil {
 			return Member{}, err
 		}
 	}
-	if m.Token == "" && ai.TokenFile != "" {
-		b, err := os.ReadFile(ai.TokenFile)
+	fail := func(step string, err error) (Member, error) {
+		return Member{}, fmt.Errorf("join %s: in the member: %s: %w", name, step, err)
+	}
+	if ns, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); err == nil {
+		m.ID = string(ns.UID)
+	}
+	labels := map[string]string{"karmada.io/system": "true"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClusterNamespace, Labels: labels}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fail("namespace "+ClusterNamespace, err)
+	}
+	account := "karmada-" + name
+	role := "karmada-controller-manager:" + account
+	for _, sa := range []string{"karmada-impersonator", account} {
+		obj := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ClusterNamespace, Labels: labels}}
+		if _, err := cs.CoreV1().ServiceAccounts(ClusterNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fail("service account "+sa, err)
+		}
+	}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role, Labels: labels}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		{NonResourceURLs: []string{"*"}, Verbs: []string{"get"}},
+	}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fail("cluster role "+role, err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role, Labels: labels},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: ClusterNamespace}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fail("cluster role binding "+role, err)
+	}
+	for _, t := range []struct {
+		sa  string
+		out *string
+	}{{"karmada-impersonator", &m.ImpersonateToken}, {account, &m.Token}} {
+		token, err := serviceAccountToken(ctx, cs, t.sa)
 		if err != nil {
-			return Member{}, err
+			return fail("token of "+t.sa, err)
 		}
-		m.Token = strings.TrimSpace(string(b))
-	}
-	if m.Token == "" {
-		return Member{}, fmt.Errorf("%s: no bearer token (Karmada's Push mode authenticates with a token)", path)
+		*t.out = token
 	}
 	return m, nil
 }
 
+// serviceAccountToken creates a kubernetes.io/service-account-token Secret named after the
+// account (as karmadactl does) and waits up to 30 s for the token controller to fill it.
+func serviceAccountToken(ctx context.Context, cs kubernetes.Interface, account string) (string, error) {
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: account, Namespace: ClusterNamespace,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: account}},
+		Type: corev1.SecretTypeServiceAccountToken,
+	}
+	if _, err := cs.CoreV1().Secrets(ClusterNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, err := cs.CoreV1().Secrets(ClusterNamespace).Get(ctx, account, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		if t := cur.Data[corev1.ServiceAccountTokenKey]; len(t) > 0 {
+			return string(t), nil
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("the token controller did not fill the secret within 30s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // Join registers a member in Push mode as `karmadactl join` does on the control-plane side:
-// Secret karmada-cluster/<name> with token and caBundle, and a Cluster with apiEndpoint,
-// secretRef and syncMode Push. (karmadactl also creates a service account in the member
-// and an impersonator secret; the token given here is used as is.)
+// Secrets karmada-cluster/<name> {token, caBundle} and <name>-impersonator {token}, and a
+// Cluster with id, apiEndpoint, secretRef, impersonatorSecretRef and syncMode Push.
 func (c *Client) Join(ctx context.Context, m Member) error {
-	secret := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Secret",
-		"metadata":   map[string]any{"name": m.Name, "namespace": ClusterNamespace},
-		"stringData": map[string]any{"token": m.Token, "caBundle": string(m.CABundle)},
-	}}
+	secret := func(name string, data map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1",
+			"kind":       "Secret",
+			"metadata":   map[string]any{"name": name, "namespace": ClusterNamespace},
+			"stringData": data,
+		}}
+	}
+	spec := map[string]any{
+		"apiEndpoint":           m.Server,
+		"syncMode":              "Push",
+		"secretRef":             map[string]any{"namespace": ClusterNamespace, "name": m.Name},
+		"impersonatorSecretRef": map[string]any{"namespace": ClusterNamespace, "name": m.Name + "-impersonator"},
+	}
+	if m.ID != "" {
+		spec["id"] = m.ID
+	}
 	cluster := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cluster.karmada.io/v1alpha1",
 		"kind":       "Cluster",
 		"metadata":   map[string]any{"name": m.Name},
-		"spec": map[string]any{
-			"apiEndpoint": m.Server,
-			"syncMode":    "Push",
-			"secretRef":   map[string]any{"namespace": ClusterNamespace, "name": m.Name},
-		},
+		"spec":       spec,
 	}}
-	if err := c.Apply(ctx, secret); err != nil {
+	if err := c.Apply(ctx,
+		secret(m.Name, map[string]any{"token": m.Token, "caBundle": string(m.CABundle)}),
+		secret(m.Name+"-impersonator", map[string]any{"token": m.ImpersonateToken})); err != nil {
 		return fmt.Errorf("join %s: %w", m.Name, err)
 	}
 	// Cluster is served by karmada-aggregated-apiserver, not a CRD: no discovery needed.
