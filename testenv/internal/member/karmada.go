@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -257,8 +258,10 @@ func (s *supervisor) startKarmada(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
+		// karmada-webhook registers no health checks (its probe server answers 404): wait
+		// until its TLS port answers HTTP at all, then for a request through the webhook.
 		if err := s.waitFor(ctx, KarmadaWebhook, func() error {
-			return probe(ctx, compHTTP, "http://"+loopback(p.WebhookHealth)+"/readyz", "ok")
+			return answers(ctx, compHTTP, "https://"+loopback(p.Webhook)+"/")
 		}); err != nil {
 			return err
 		}
@@ -339,4 +342,17 @@ func (c *Config) KarmadaSummary() (KarmadaSummary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// answers reports whether url answers HTTP with any status (TLS verified).
+func answers(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
 }
