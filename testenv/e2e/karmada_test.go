@@ -120,11 +120,15 @@ func kubeClient(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	return cs
 }
 
+// smokeNamespace is created on the host only: Karmada's namespace controller must propagate it
+// to every member before the Deployments can land there.
+const smokeNamespace = "smoke"
+
 func propagationPolicy(name string, resource string, placement map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "policy.karmada.io/v1alpha1",
 		"kind":       "PropagationPolicy",
-		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"metadata":   map[string]any{"name": name, "namespace": smokeNamespace},
 		"spec": map[string]any{
 			"resourceSelectors": []any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": resource}},
 			"placement":         placement,
@@ -135,7 +139,7 @@ func propagationPolicy(name string, resource string, placement map[string]any) *
 func smokeDeployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: smokeNamespace, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -203,8 +207,11 @@ func TestKarmadaSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pps := kc.Dynamic.Resource(karmada.PropagationPolicyGVR).Namespace("default")
+	pps := kc.Dynamic.Resource(karmada.PropagationPolicyGVR).Namespace(smokeNamespace)
 	t2 := time.Now()
+	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smokeNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pps.Create(ctx, propagationPolicy("divided", "divided", map[string]any{
 		"clusterAffinity": map[string]any{"clusterNames": []any{"member1", "member2"}},
 		"replicaScheduling": map[string]any{
@@ -225,7 +232,7 @@ func TestKarmadaSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []*appsv1.Deployment{smokeDeployment("divided", 6), smokeDeployment("duplicated", 3)} {
-		if _, err := host.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		if _, err := host.AppsV1().Deployments(smokeNamespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,7 +248,7 @@ func TestKarmadaSmoke(t *testing.T) {
 		cs := kubeClient(t, filepath.Join(members, n+".kubeconfig"))
 		for name, replicas := range want[n] {
 			eventually(t, 2*time.Minute, fmt.Sprintf("%s: Deployment %s with %d replicas", n, name, replicas), func() error {
-				d, err := cs.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
+				d, err := cs.AppsV1().Deployments(smokeNamespace).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
@@ -256,13 +263,13 @@ func TestKarmadaSmoke(t *testing.T) {
 		}
 	}
 	t.Logf("both Deployments in every target member after %.1fs", time.Since(t2).Seconds())
-	if _, err := kubeClient(t, filepath.Join(members, "member3.kubeconfig")).AppsV1().Deployments("default").
+	if _, err := kubeClient(t, filepath.Join(members, "member3.kubeconfig")).AppsV1().Deployments(smokeNamespace).
 		Get(ctx, "divided", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("member3 is not a target of 'divided', yet: %v", err)
 	}
 	// The status flows back: the template's status sums what the members report.
 	eventually(t, 2*time.Minute, "the template 'duplicated' aggregates its members' status", func() error {
-		d, err := host.AppsV1().Deployments("default").Get(ctx, "duplicated", metav1.GetOptions{})
+		d, err := host.AppsV1().Deployments(smokeNamespace).Get(ctx, "duplicated", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -271,5 +278,21 @@ func TestKarmadaSmoke(t *testing.T) {
 		}
 		return nil
 	})
+	// Deleting a template deletes its copies (Work finalizers, the execution controller).
+	t3 := time.Now()
+	if err := host.AppsV1().Deployments(smokeNamespace).Delete(ctx, "divided", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"member1", "member2"} {
+		cs := kubeClient(t, filepath.Join(members, n+".kubeconfig"))
+		eventually(t, 2*time.Minute, n+": Deployment divided deleted", func() error {
+			_, err := cs.AppsV1().Deployments(smokeNamespace).Get(ctx, "divided", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	}
+	t.Logf("deleted from the members after %.1fs", time.Since(t3).Seconds())
 	t.Logf("smoke test done in %.1fs", time.Since(t0).Seconds())
 }

@@ -55,6 +55,8 @@ func NewClientForConfig(rc *rest.Config) (*Client, error) {
 	if rc.Timeout == 0 {
 		rc.Timeout = 15 * time.Second
 	}
+	// client-go's default 5 QPS would make joining a hundred members take a minute.
+	rc.QPS, rc.Burst = 200, 400
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
