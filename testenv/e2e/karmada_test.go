@@ -72,6 +72,8 @@ func startSimMembers(t *testing.T, bin, dir string, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		t0 := time.Now()
+		defer func() { t.Logf("flotilla member stopped in %.1fs", time.Since(t0).Seconds()) }()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
