@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,4 +299,61 @@ func TestKarmadaSmoke(t *testing.T) {
 	}
 	t.Logf("deleted from the members after %.1fs", time.Since(t3).Seconds())
 	t.Logf("smoke test done in %.1fs", time.Since(t0).Seconds())
+}
+
+// TestKarmadaWithoutControllers: `karmada up --without-controllers` leaves
+// karmada-controller-manager and karmada-scheduler to the caller, whose command lines in
+// DIR/karmada.json must start them as the supervisor would (healthy on the health URLs given).
+func TestKarmadaWithoutControllers(t *testing.T) {
+	dir := newDir(t)
+	run(t, "karmada", "up", "--out", dir, "--without-controllers", "--parent-pid", strconv.Itoa(os.Getpid()))
+	pids, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Split(strings.TrimSpace(string(pids)), "\n")); n != len(member.KarmadaComponents)-2 {
+		t.Errorf("pids has %d lines, want %d:\n%s", n, len(member.KarmadaComponents)-2, pids)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "karmada.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum member.KarmadaSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if !sum.WithoutControllers {
+		t.Error("karmada.json: withoutControllers is not set")
+	}
+	for _, name := range []string{member.KarmadaControllerManager, member.KarmadaScheduler} {
+		if _, ok := sum.PIDs[name]; ok {
+			t.Errorf("%s runs although --without-controllers", name)
+		}
+		argv := sum.Commands[name]
+		if len(argv) < 2 {
+			t.Fatalf("karmada.json: no command for %s", name)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		logFile, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logFile.Close() })
+		eventually(t, time.Minute, name+" healthy at "+sum.Health[name], func() error {
+			resp, err := http.Get(sum.Health[name])
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
 }

@@ -63,6 +63,8 @@ func runKarmadaUp(args []string) error {
 	fs.IntVar(&o.ParentPID, "parent-pid", 0, "tear the control plane down when this process exits")
 	fs.DurationVar(&o.LeaseTimeout, "lease-timeout", 0, "tear it down if DIR/lease is not touched this often (0 = off)")
 	fs.StringVar(&o.BinDir, "bin-dir", "", "directory with the binaries and karmada-crds/ (default $TESTENV_BIN_DIR or build.sh's)")
+	fs.BoolVar(&o.Karmada.WithoutControllers, "without-controllers", false,
+		"start all but karmada-controller-manager and karmada-scheduler; run them yourself from DIR/karmada.json's commands (e.g. for a cold start)")
 	var apiFlags stringList
 	fs.Var(&apiFlags, "kube-apiserver-arg", "extra karmada-apiserver (kube-apiserver) flag, repeatable; appended last, so it overrides testenv's")
 	perComponent := map[string]*stringList{}
@@ -94,6 +96,9 @@ func runKarmadaUp(args []string) error {
 	}
 	var pids strings.Builder
 	for _, name := range member.KarmadaComponents {
+		if o.Karmada.WithoutControllers && (name == member.KarmadaControllerManager || name == member.KarmadaScheduler) {
+			continue
+		}
 		pid, ok := sum.PIDs[name]
 		if !ok {
 			return fmt.Errorf("%s is not running; see %s", name, sum.LogDir)

@@ -64,10 +64,10 @@ func TestUnknownPlaceholderIsAnError(t *testing.T) {
 	}
 }
 
-// TestKarmadasOwnManifestsRender renders the files build.sh copied from Karmada's module,
+// TestRenderKarmadasOwnManifests renders the files build.sh copied from Karmada's module,
 // when they are there: every CRD of the kustomization, both binding CRDs with a conversion
 // webhook, every webhook on loopback.
-func TestKarmadasOwnManifestsRender(t *testing.T) {
+func TestRenderKarmadasOwnManifests(t *testing.T) {
 	binDir := os.Getenv("TESTENV_BIN_DIR")
 	if binDir == "" {
 		home, _ := os.UserHomeDir()

@@ -23,6 +23,10 @@ import (
 // appends a component's extra flags last (so they override testenv's).
 type Karmada struct {
 	Ports KarmadaPorts `json:"ports"`
+	// WithoutControllers leaves karmada-controller-manager and karmada-scheduler to the
+	// caller (their command lines are in KarmadaSummary.Commands): a benchmark can then
+	// create objects while they are off, start them, kill and restart them.
+	WithoutControllers bool `json:"withoutControllers,omitempty"`
 	// Args are extra flags per component, keyed by component name (KarmadaComponents).
 	Args map[string][]string `json:"args,omitempty"`
 }
@@ -277,6 +281,9 @@ func (s *supervisor) startKarmada(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if c.Karmada.WithoutControllers {
+		return nil
+	}
 	return s.step(ctx, "karmada-controllers", func() error {
 		if err := s.spawn(KarmadaControllerManager, c.Binaries.KarmadaControllerManager, c.KarmadaControllerManagerArgs()); err != nil {
 			return err
@@ -297,17 +304,22 @@ func (s *supervisor) startKarmada(ctx context.Context) error {
 
 // KarmadaSummary is DIR/karmada.json, written by `testenv karmada up` for benchmark drivers.
 type KarmadaSummary struct {
-	Version    string              `json:"karmadaVersion"`
-	Kubernetes string              `json:"kubernetesVersion"`
-	Kubeconfig string              `json:"kubeconfig"`
-	Server     string              `json:"server"`
-	LogDir     string              `json:"logDir"`
-	Supervisor int                 `json:"supervisorPid"`
-	PIDs       map[string]int      `json:"pids"`
-	Ports      KarmadaPorts        `json:"ports"`
-	EtcdURL    string              `json:"etcd"`
-	Metrics    map[string]string   `json:"metrics"`
-	Args       map[string][]string `json:"args"`
+	Version    string            `json:"karmadaVersion"`
+	Kubernetes string            `json:"kubernetesVersion"`
+	Kubeconfig string            `json:"kubeconfig"`
+	Server     string            `json:"server"`
+	LogDir     string            `json:"logDir"`
+	Supervisor int               `json:"supervisorPid"`
+	PIDs       map[string]int    `json:"pids"`
+	Ports      KarmadaPorts      `json:"ports"`
+	EtcdURL    string            `json:"etcd"`
+	Metrics    map[string]string `json:"metrics"`
+	Health     map[string]string `json:"health"`
+	// Commands are the full command lines (binary first) of every process; with
+	// WithoutControllers the caller runs karmada-controller-manager and karmada-scheduler
+	// from these.
+	Commands           map[string][]string `json:"commands"`
+	WithoutControllers bool                `json:"withoutControllers,omitempty"`
 }
 
 // Summary describes a running Karmada control plane.
@@ -330,11 +342,20 @@ func (c *Config) KarmadaSummary() (KarmadaSummary, error) {
 			KarmadaScheduler:         "http://" + loopback(p.SchedulerMetrics) + "/metrics",
 			KarmadaWebhook:           "http://" + loopback(p.WebhookMetrics) + "/metrics",
 		},
-		Args: map[string][]string{
-			Etcd: c.EtcdArgs(), APIServer: c.APIServerArgs(), ControllerManager: c.KarmadaKubeControllerManagerArgs(),
-			KarmadaAggregatedAPIServer: c.KarmadaAggregatedAPIServerArgs(), KarmadaWebhook: c.KarmadaWebhookArgs(),
-			KarmadaControllerManager: c.KarmadaControllerManagerArgs(), KarmadaScheduler: c.KarmadaSchedulerArgs(),
+		Health: map[string]string{
+			KarmadaControllerManager: "http://" + loopback(p.ControllerManagerHealth) + "/healthz",
+			KarmadaScheduler:         "http://" + loopback(p.SchedulerHealth) + "/healthz",
 		},
+		Commands: map[string][]string{
+			Etcd:                       append([]string{c.Binaries.Etcd}, c.EtcdArgs()...),
+			APIServer:                  append([]string{c.Binaries.APIServer}, c.APIServerArgs()...),
+			ControllerManager:          append([]string{c.Binaries.ControllerManager}, c.KarmadaKubeControllerManagerArgs()...),
+			KarmadaAggregatedAPIServer: append([]string{c.Binaries.KarmadaAggregatedAPIServer}, c.KarmadaAggregatedAPIServerArgs()...),
+			KarmadaWebhook:             append([]string{c.Binaries.KarmadaWebhook}, c.KarmadaWebhookArgs()...),
+			KarmadaControllerManager:   append([]string{c.Binaries.KarmadaControllerManager}, c.KarmadaControllerManagerArgs()...),
+			KarmadaScheduler:           append([]string{c.Binaries.KarmadaScheduler}, c.KarmadaSchedulerArgs()...),
+		},
+		WithoutControllers: c.Karmada.WithoutControllers,
 	}
 	for name, ref := range st.Components {
 		if ref.Alive() {
