@@ -68,7 +68,7 @@ func runKarmadaUp(args []string) error {
 	var apiFlags stringList
 	fs.Var(&apiFlags, "kube-apiserver-arg", "extra karmada-apiserver (kube-apiserver) flag, repeatable; appended last, so it overrides testenv's")
 	perComponent := map[string]*stringList{}
-	for _, c := range []string{member.ControllerManager, member.KarmadaAggregatedAPIServer, member.KarmadaWebhook,
+	for _, c := range []string{member.Etcd, member.ControllerManager, member.KarmadaAggregatedAPIServer, member.KarmadaWebhook,
 		member.KarmadaControllerManager, member.KarmadaScheduler} {
 		l := &stringList{}
 		perComponent[c] = l

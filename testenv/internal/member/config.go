@@ -165,7 +165,7 @@ func Load(envDir, name string) (*Config, error) {
 // EtcdArgs is the etcd command line.
 func (c *Config) EtcdArgs() []string {
 	peer := "http://127.0.0.1:" + strconv.Itoa(c.Ports.EtcdPeer)
-	return []string{
+	args := []string{
 		"--name=" + c.Name,
 		"--data-dir=" + c.EtcdDataDir(),
 		"--listen-client-urls=" + c.EtcdURL(),
@@ -180,6 +180,10 @@ func (c *Config) EtcdArgs() []string {
 		"--quota-backend-bytes=" + strconv.Itoa(4<<30),
 		"--log-level=warn",
 	}
+	if c.Karmada != nil {
+		args = append(args, c.Karmada.Args[Etcd]...)
+	}
+	return args
 }
 
 // APIServerArgs is the kube-apiserver command line. Authorization modes and admission

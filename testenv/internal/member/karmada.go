@@ -245,7 +245,7 @@ func (s *supervisor) startKarmada(ctx context.Context) error {
 	}
 	p := c.Karmada.Ports
 	if err := s.step(ctx, "karmada-host-components", func() error {
-		for _, proc := range []struct {
+		for _, comp := range []struct {
 			name, bin string
 			args      []string
 		}{
@@ -253,7 +253,7 @@ func (s *supervisor) startKarmada(ctx context.Context) error {
 			{KarmadaAggregatedAPIServer, c.Binaries.KarmadaAggregatedAPIServer, c.KarmadaAggregatedAPIServerArgs()},
 			{KarmadaWebhook, c.Binaries.KarmadaWebhook, c.KarmadaWebhookArgs()},
 		} {
-			if err := s.spawn(proc.name, proc.bin, proc.args); err != nil {
+			if err := s.spawn(comp.name, comp.bin, comp.args); err != nil {
 				return err
 			}
 		}
