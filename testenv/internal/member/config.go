@@ -4,7 +4,9 @@
 // Start reading at Config (what `testenv up` writes to DIR/<member>/member.json), then
 // Prepare (certificates and kubeconfigs, created once and reused by `testenv start`), then
 // supervisor.go (the one process per member that owns etcd, kube-apiserver and the
-// optional workload components, and tears all of them down if its watchdogs fire).
+// optional workload components, and tears all of them down if its watchdogs fire). A member
+// can instead be a Karmada control plane (karmada.go): its kube-apiserver is then
+// karmada-apiserver and the supervisor also runs Karmada's components.
 package member
 
 import (
