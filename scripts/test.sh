@@ -5,7 +5,8 @@
 # Build caches live outside the clone so a fresh clone reuses them when present:
 #   CARGO_TARGET_DIR  default ${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target
 #   TESTENV_BIN_DIR   default ${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/testenv/bin
-# Everything still builds from cold (about 8 minutes of Rust and 7 of Go on 2 cores).
+# Everything still builds from cold (about 8 minutes of Rust and 7 of Go on 2 cores, plus
+# about 7 of Go for Karmada's control plane, which the Karmada smoke test runs).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -134,7 +135,19 @@ rust_fast_tests() {
     FLOTILLA_STORE_PROPTEST_CASES="${FLOTILLA_STORE_PROPTEST_CASES:-500}" \
       cargo test --locked -p flotilla-store --lib --test memory --test btree --test embedded --test durability
 }
-testenv_tests() { (cd testenv && go test -count=1 -timeout 20m ./...) && (cd testenv/kubefed-versions && go test -count=1 ./...); }
+# The e2e tests TestKarmada* have a phase of their own (karmada-smoke) so their time shows.
+testenv_tests() {
+  (cd testenv && go test -count=1 -timeout 20m -skip '^TestKarmada' ./...) &&
+    (cd testenv/kubefed-versions && go test -count=1 ./...)
+}
+# A real Karmada control plane (v1.18.2, built by testenv/build.sh) with three `flotilla member`
+# simulated members joined in Push mode: a Deployment Divided by static weights and one
+# Duplicated reach the members' own stores, a deletion follows; and `karmada up
+# --without-controllers` with the controllers started from karmada.json. Fails only on errors.
+karmada_smoke() {
+  (cd testenv && FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" FLOTILLA_REQUIRE_KARMADA=1 TESTENV_SKIP_BUILD=1 \
+    go test -count=1 -timeout 10m -run '^TestKarmada' -v ./e2e)
+}
 # Fuzzing: the committed corpus replayed deterministically, then a short exploration.
 #
 # The fuzz build (other compiler flags, its own target directory: minutes from cold) starts in
@@ -200,6 +213,7 @@ start_fuzz_build
 phase rust-tests rust_tests
 phase python-client-tests python_tests
 phase testenv-tests testenv_tests
+phase karmada-smoke karmada_smoke
 phase fuzz-replay fuzz_replay
 phase fuzz-explore fuzz_explore
 phase bench-smoke bench_smoke

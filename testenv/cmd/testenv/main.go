@@ -7,6 +7,7 @@
 //	testenv status --out DIR [--json]
 //	testenv down --out DIR [--purge]
 //	testenv lease --out DIR                                   touch the lease (--lease-timeout)
+//	testenv karmada up|join|down --out DIR                    a Karmada control plane (karmada.go)
 //
 // Internal subcommands, run by testenv itself: supervise (one per member), kubelet.
 package main
@@ -41,6 +42,7 @@ commands:
   down     stop every member of DIR; --purge also deletes DIR
   status   show members, pids, memory and /readyz
   lease    touch DIR/lease (for members started with --lease-timeout)
+  karmada  a Karmada control plane: 'karmada up', 'karmada join', 'karmada down'
 
 run 'testenv <command> -h' for the flags of a command.
 `
@@ -65,6 +67,8 @@ func main() {
 		err = runStatus(args)
 	case "lease":
 		err = runLease(args)
+	case "karmada":
+		err = runKarmada(args)
 	case "supervise":
 		os.Exit(runSupervise(args))
 	case "kubelet":
@@ -179,7 +183,8 @@ func runStatus(args []string) error {
 	fmt.Fprintln(tw, "MEMBER\tPHASE\tSERVER\tREADYZ\tRSS\tPIDS")
 	for _, r := range rows {
 		var pids []string
-		for _, k := range []string{"supervisor", member.Etcd, member.APIServer, member.ControllerManager, member.Scheduler, member.Kubelet} {
+		for _, k := range []string{"supervisor", member.Etcd, member.APIServer, member.ControllerManager, member.Scheduler, member.Kubelet,
+			member.KarmadaAggregatedAPIServer, member.KarmadaWebhook, member.KarmadaControllerManager, member.KarmadaScheduler} {
 			if p, ok := r.PIDs[k]; ok {
 				pids = append(pids, fmt.Sprintf("%s=%d", k, p))
 			}

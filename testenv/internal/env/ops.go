@@ -78,6 +78,9 @@ type UpOptions struct {
 	LeaseTimeout   time.Duration
 	BinDir         string
 	Out            io.Writer
+	// Karmada, when set, makes every member a Karmada control plane (see `testenv karmada`);
+	// its ports are assigned here.
+	Karmada *member.Karmada
 }
 
 // Up prepares and starts every member in parallel and returns once all are ready.
@@ -116,7 +119,10 @@ func Up(o UpOptions) (*Ready, error) {
 		}
 	}
 	_ = os.Remove(filepath.Join(dir, ReadyFile))
-	bins, err := resolveBinaries(o.BinDir, o.WithWorkloads)
+	if o.Karmada != nil && o.WithWorkloads {
+		return nil, errors.New("a Karmada control plane runs no workloads (--with-workloads)")
+	}
+	bins, err := resolveBinaries(o.BinDir, o.WithWorkloads || o.Karmada != nil, o.Karmada != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +143,9 @@ func Up(o UpOptions) (*Ready, error) {
 	if o.WithWorkloads {
 		perMember = 5
 	}
+	if o.Karmada != nil {
+		perMember = 3 + member.KarmadaPortCount
+	}
 	ports, err := freePorts(perMember * len(o.Names))
 	if err != nil {
 		return nil, err
@@ -153,6 +162,11 @@ func Up(o UpOptions) (*Ready, error) {
 			ReadyTimeout:   member.Duration{Duration: o.ReadyTimeout},
 			LeaseTimeout:   member.Duration{Duration: o.LeaseTimeout},
 			Parent:         parent,
+		}
+		if o.Karmada != nil {
+			k := *o.Karmada
+			k.Ports.Assign(p[3:])
+			c.Karmada = &k
 		}
 		if o.WithWorkloads {
 			c.Ports.ControllerManager, c.Ports.Scheduler = p[3], p[4]
@@ -253,8 +267,12 @@ func startAll(cfgs []*member.Config, timeout time.Duration, out io.Writer) []wai
 	var wg sync.WaitGroup
 	for i, c := range cfgs {
 		wg.Go(func() {
-			for _, port := range []int{c.Ports.APIServer, c.Ports.EtcdClient, c.Ports.EtcdPeer,
-				c.Ports.ControllerManager, c.Ports.Scheduler} {
+			ports := []int{c.Ports.APIServer, c.Ports.EtcdClient, c.Ports.EtcdPeer,
+				c.Ports.ControllerManager, c.Ports.Scheduler}
+			if c.Karmada != nil {
+				ports = append(ports, c.Karmada.Ports.List()...)
+			}
+			for _, port := range ports {
 				if port != 0 && !portFree(port) {
 					results[i] = waitResult{cfg: c, err: fmt.Errorf("port %d is in use by another process", port)}
 					return
@@ -448,7 +466,7 @@ func readyz(c *member.Config) string {
 
 // resolveBinaries finds the executables: --bin-dir, else $TESTENV_BIN_DIR, else the
 // directory of this executable if it holds etcd, else build.sh's default directory.
-func resolveBinaries(binDir string, workloads bool) (member.Binaries, error) {
+func resolveBinaries(binDir string, workloads, karmada bool) (member.Binaries, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return member.Binaries{}, err
@@ -477,6 +495,15 @@ func resolveBinaries(binDir string, workloads bool) (member.Binaries, error) {
 	need := []string{b.Etcd, b.APIServer}
 	if workloads {
 		need = append(need, b.ControllerManager, b.Scheduler)
+	}
+	if karmada {
+		b.KarmadaAggregatedAPIServer = filepath.Join(binDir, "karmada-aggregated-apiserver")
+		b.KarmadaControllerManager = filepath.Join(binDir, "karmada-controller-manager")
+		b.KarmadaScheduler = filepath.Join(binDir, "karmada-scheduler")
+		b.KarmadaWebhook = filepath.Join(binDir, "karmada-webhook")
+		b.KarmadaCRDs = filepath.Join(binDir, "karmada-crds")
+		need = append(need, b.KarmadaAggregatedAPIServer, b.KarmadaControllerManager, b.KarmadaScheduler,
+			b.KarmadaWebhook, filepath.Join(b.KarmadaCRDs, "VERSION"))
 	}
 	for _, p := range need {
 		if _, err := os.Stat(p); err != nil {

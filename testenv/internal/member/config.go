@@ -4,7 +4,9 @@
 // Start reading at Config (what `testenv up` writes to DIR/<member>/member.json), then
 // Prepare (certificates and kubeconfigs, created once and reused by `testenv start`), then
 // supervisor.go (the one process per member that owns etcd, kube-apiserver and the
-// optional workload components, and tears all of them down if its watchdogs fire).
+// optional workload components, and tears all of them down if its watchdogs fire). A member
+// can instead be a Karmada control plane (karmada.go): its kube-apiserver is then
+// karmada-apiserver and the supervisor also runs Karmada's components.
 package member
 
 import (
@@ -49,6 +51,9 @@ type Config struct {
 	// LeaseTimeout, when non-zero, tears the member down if DIR/lease is not touched for
 	// that long.
 	LeaseTimeout Duration `json:"leaseTimeout,omitempty"`
+	// Karmada, when set, makes this a Karmada control plane (karmada.go); it excludes
+	// WithWorkloads.
+	Karmada *Karmada `json:"karmada,omitempty"`
 }
 
 // Binaries are absolute paths of the executables a member runs.
@@ -58,6 +63,12 @@ type Binaries struct {
 	ControllerManager string `json:"kubeControllerManager"`
 	Scheduler         string `json:"kubeScheduler"`
 	Testenv           string `json:"testenv"`
+	// Karmada's binaries and the karmada-crds directory (a Karmada control plane only).
+	KarmadaAggregatedAPIServer string `json:"karmadaAggregatedAPIServer,omitempty"`
+	KarmadaControllerManager   string `json:"karmadaControllerManager,omitempty"`
+	KarmadaScheduler           string `json:"karmadaScheduler,omitempty"`
+	KarmadaWebhook             string `json:"karmadaWebhook,omitempty"`
+	KarmadaCRDs                string `json:"karmadaCRDs,omitempty"`
 }
 
 // Ports are the loopback TCP ports of one member; they stay fixed across stop/start.
@@ -156,7 +167,7 @@ func Load(envDir, name string) (*Config, error) {
 // EtcdArgs is the etcd command line.
 func (c *Config) EtcdArgs() []string {
 	peer := "http://127.0.0.1:" + strconv.Itoa(c.Ports.EtcdPeer)
-	return []string{
+	args := []string{
 		"--name=" + c.Name,
 		"--data-dir=" + c.EtcdDataDir(),
 		"--listen-client-urls=" + c.EtcdURL(),
@@ -171,6 +182,10 @@ func (c *Config) EtcdArgs() []string {
 		"--quota-backend-bytes=" + strconv.Itoa(4<<30),
 		"--log-level=warn",
 	}
+	if c.Karmada != nil {
+		args = append(args, c.Karmada.Args[Etcd]...)
+	}
+	return args
 }
 
 // APIServerArgs is the kube-apiserver command line. Authorization modes and admission

@@ -111,6 +111,11 @@ func (c *Config) writePKI() error {
 	if err := os.WriteFile(c.pki("sa.pub"), saPub, 0o644); err != nil {
 		return err
 	}
+	if c.Karmada != nil {
+		if err := c.writeKarmadaPKI(ca); err != nil {
+			return err
+		}
+	}
 	return pki.WriteKeyPair(dir, "ca", caPair)
 }
 

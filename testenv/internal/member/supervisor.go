@@ -253,6 +253,9 @@ func (s *supervisor) start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if c.Karmada != nil {
+		return s.startKarmada(ctx)
+	}
 	if !c.WithWorkloads {
 		return nil
 	}
