@@ -184,6 +184,11 @@ bench_smoke() {
     # Control plane + 4 simulated members in one process; fails only on errors (a template
     # missing or wrong in a member), never on speed.
     "$CARGO_TARGET_DIR/debug/examples/propagation-bench" --smoke &&
+    # Side by side (issue 24): 3 simulated members (`flotilla member`) in a process of their own,
+    # then Flotilla (`flotilla up`) and Karmada (`testenv karmada up`, built by testenv-build) in
+    # turn, each pinned to one core, driven through the Kubernetes API only; fails only on errors
+    # (a template missing or wrong in a member, on either side), never on speed.
+    "$CARGO_TARGET_DIR/debug/examples/propagation-compare" --smoke --control-planes flotilla,karmada &&
     # Control plane served on loopback, 4 push members and 4 members registered with tokens and
     # run behind agents (tasks of one process, each with its own certificate and tunnel); fails
     # only on errors, never on speed or memory.

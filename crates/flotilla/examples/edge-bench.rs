@@ -68,10 +68,10 @@ const NS: &str = "edge";
 const MEMBER_LABEL: &str = "bench.flotilla.io/member";
 /// Thread name of the control plane's runtime (workers and blocking pool).
 const CP_THREADS: &str = "flotilla-cp";
-/// The agents' timings (also printed): offline after 2s of failed probes, probing and recording
+/// The agents' timings besides `--edge-offline-after` (also printed): probing and recording
 /// every second, the tunnel redialled within a second, the Lease renewed every 2s (backoff up to
 /// its 8s duration while the control plane is away).
-const AGENT_FLAGS: &[&str] = &["--edge-offline-after", "2s", "--edge-record-interval", "1s", "--tunnel-max-backoff", "1s", "--cluster-lease-duration", "8s"];
+const AGENT_FLAGS: &[&str] = &["--edge-record-interval", "1s", "--tunnel-max-backoff", "1s", "--cluster-lease-duration", "8s"];
 /// Sync policy of object `j` of each kind, by `j % 10`: 6 ControlPlaneWins, 3 EdgeWins, 1 Manual.
 const POLICIES: [Policy; 10] = [
     Policy::ControlPlaneWins,
@@ -108,11 +108,23 @@ struct Args {
     /// Length of the quiet online window the control plane's CPU at rest is measured over.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     quiet_window: Duration,
+    /// The agents' `--edge-offline-after`: how long a control plane may take to answer before a
+    /// member counts as offline [default: 20s, the agent's own default; smoke: 2s]. At 100
+    /// members on 2 cores a reconnecting control plane answers a probe in more than 2 s, and
+    /// agents with 2 s flap offline and back through the whole reconnect.
+    #[arg(long, value_parser = parse_duration)]
+    edge_offline_after: Option<Duration>,
     /// Give up on any wait (registration, propagation, records, decisions) after this long.
     #[arg(long, default_value = "600s", value_parser = parse_duration)]
     settle_timeout: Duration,
     #[command(flatten)]
     federation: FederationArgs,
+}
+
+impl Args {
+    fn offline_after(&self) -> Duration {
+        self.edge_offline_after.unwrap_or(if self.smoke { Duration::from_secs(2) } else { Duration::from_secs(20) })
+    }
 }
 
 fn secs(d: Duration) -> String {
@@ -276,6 +288,8 @@ struct Reach<'a> {
     client: &'a kube::Client,
     address: &'a str,
     pin: &'a str,
+    /// The agents' `--edge-offline-after`.
+    offline_after: &'a str,
 }
 
 /// Register member `name` with a token made for it, point its agent kubeconfig at a relay of its
@@ -301,6 +315,7 @@ async fn register_and_run(
     std::fs::write(out, text.replace(&format!("https://{}", cp.address), &format!("https://{}", relay.addr)))?;
     let member_s = member_kubeconfig.display().to_string();
     let mut argv = vec!["agent", "--cluster-name", name, "--control-plane-kubeconfig", &out_s, "--kubeconfig", &member_s, "--cluster-provider", "flotilla-sim"];
+    argv.extend(["--edge-offline-after", cp.offline_after]);
     argv.extend(AGENT_FLAGS);
     let mut agent: flotilla::agent::AgentArgs = parse_as(&argv)?;
     agent.quiet = true;
@@ -592,10 +607,18 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
     {
         let registrations = (0..n).map(|i| {
             let (client, pin, stop, address) = (client.clone(), pin.clone(), stop.clone(), cp.address.clone());
+            let offline_after = format!("{}ms", args.offline_after().as_millis());
             let member = fleet.entry(&member_name(i)).expect("a started member").kubeconfig.clone();
             let out = dir.path().join(format!("{}-agent.kubeconfig", member_name(i)));
             async move {
-                let r = register_and_run(Reach { client: &client, address: &address, pin: &pin }, &member_name(i), &member, &out, stop).await;
+                let r = register_and_run(
+                    Reach { client: &client, address: &address, pin: &pin, offline_after: &offline_after },
+                    &member_name(i),
+                    &member,
+                    &out,
+                    stop,
+                )
+                .await;
                 (i, r)
             }
         });
@@ -612,7 +635,12 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
         anyhow::ensure!(Instant::now() < deadline, "the members did not all turn Ready");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("members: {n} started, registered, behind agents ({}) and Ready {}", AGENT_FLAGS.join(" "), phase.end());
+    println!(
+        "members: {n} started, registered, behind agents (--edge-offline-after {:?} {}) and Ready {}",
+        args.offline_after(),
+        AGENT_FLAGS.join(" "),
+        phase.end()
+    );
 
     // 1. The objects, applied and acknowledged.
     println!("\n## objects: {objects} per member ({n_deploy} Deployments, {n_cm} ConfigMaps), {} in all", n * objects);
@@ -679,7 +707,8 @@ async fn run(args: &Args, cp_runtime: &tokio::runtime::Handle, errors: &Errors) 
     for r in &relays {
         r.cut();
     }
-    tokio::time::sleep(Duration::from_secs(5)).await; // --edge-offline-after 2s, probes every 1s
+    // Offline once the probes have gone unanswered for --edge-offline-after (probes every 1s).
+    tokio::time::sleep(args.offline_after() + Duration::from_secs(3)).await;
     let member_clients = futures::future::try_join_all((0..n).map(|i| {
         let kc = fleet.entry(&member_name(i)).expect("a member").kubeconfig.clone();
         async move { client_from(&kc).await }

@@ -39,6 +39,9 @@ pub struct MemberArgs {
     /// Memory of each node.
     #[arg(long, default_value = "32Gi")]
     node_memory: String,
+    /// Pods each node takes (status.capacity.pods) [default: the simulator's, 110].
+    #[arg(long)]
+    node_pods: Option<u32>,
 }
 
 impl MemberArgs {
@@ -52,6 +55,9 @@ impl MemberArgs {
                 m.nodes.count = self.nodes;
                 m.nodes.cpu = self.node_cpu.clone();
                 m.nodes.memory = self.node_memory.clone();
+                if let Some(pods) = self.node_pods {
+                    m.nodes.pods = pods;
+                }
                 m.pod_cidr = pod_cidr_for(i);
                 m
             })

@@ -1,0 +1,1070 @@
+//! Side-by-side propagation benchmark (issue 24): the same simulated members, the same templates
+//! and policies, driven through the Kubernetes API only, against Flotilla and against Karmada,
+//! one after the other in one run.
+//!
+//!   cargo build --release -p flotilla --bin flotilla --example propagation-compare
+//!   $CARGO_TARGET_DIR/release/examples/propagation-compare                    (100 members)
+//!   (smoke, for CI: target/debug/examples/propagation-compare --smoke)
+//!
+//! Processes, each control plane in turn:
+//! - the members: `flotilla member` (simulated members, workload simulation on) in a process of
+//!   their own, pinned with `taskset` to `--member-cpus` (default CPU 1);
+//! - the control plane, pinned to `--cp-cpus` (default CPU 0): `flotilla up` on a fresh data
+//!   directory, or Karmada as `testenv karmada up` runs it (host etcd and kube-apiserver,
+//!   kube-controller-manager, karmada-aggregated-apiserver, -webhook, -controller-manager,
+//!   -scheduler; every process's pid in its `pids` file);
+//! - this driver, pinned beside the members (it only creates templates and watches).
+//!
+//! The members are joined in Push mode the way `karmadactl join` leaves them (a Secret
+//! `karmada-cluster/<member>` with the member's token and CA, a Cluster with `apiEndpoint` and
+//! `secretRef`) — the same objects on both control planes. Then, per control plane:
+//! 1. the ceiling: the driver creates Deployments straight in the members (64 in flight), the
+//!    rate the members take — measured in the same run, as the goals' denominator;
+//! 2. Divided over 2 members (static weights 1:1), open loop at `--rate` templates/s: latency from
+//!    the scheduled create to the copy in the last target member (no coordinated omission);
+//! 3. the same, as fast as 32 creators go: sustained templates/s and member applies/s;
+//! 4. Duplicated to every member at `--duplicated-rate`/s: latency to the last member.
+//!
+//! Arrival is observed in each member's own API (a watch per member), never on the control plane.
+//! The control plane's CPU seconds and resident set are read from `/proc` for each of its
+//! processes. The run fails (exit 1) only on errors — a create refused, a template missing or with
+//! the wrong replicas in a member, a control plane that does not come up — never on its figures.
+//! Results go in docs/benchmarks/propagation.md.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use flotilla_sim::bench::{Arrivals, Errors, loadavg, pct};
+use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+/// Namespace of the templates on the control plane (and of their copies in the members).
+const NS: &str = "bench";
+/// Namespace of the ceiling's direct writes in the members.
+const CEILING_NS: &str = "bench-ceiling";
+const PAIR_LABEL: &str = "bench.flotilla.io/pair";
+const DUP_LABEL: &str = "bench.flotilla.io/duplicated";
+
+#[derive(Parser)]
+#[command(about = "Propagation through Flotilla and Karmada side by side, with the same simulated members")]
+struct Args {
+    /// CI size: 3 members, a few dozen templates; seconds per control plane in a debug build.
+    #[arg(long)]
+    smoke: bool,
+    /// The control planes to run, in this order.
+    #[arg(long, value_delimiter = ',', default_value = "flotilla,karmada", value_parser = ["flotilla", "karmada"])]
+    control_planes: Vec<String>,
+    /// Simulated members [default: 100; smoke: 3].
+    #[arg(long)]
+    members: Option<usize>,
+    /// Templates in the open-loop Divided run [default: 1000; smoke: 12].
+    #[arg(long)]
+    templates: Option<usize>,
+    /// Offered rate of the open-loop Divided run, templates/s [default: 50; smoke: 10].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Templates in the as-fast-as-possible Divided run [default: 1000; smoke: 12].
+    #[arg(long)]
+    burst: Option<usize>,
+    /// Templates Duplicated to every member [default: 10; smoke: 2].
+    #[arg(long)]
+    duplicated: Option<usize>,
+    /// Offered rate of the Duplicated run, templates/s.
+    #[arg(long, default_value_t = 1.0)]
+    duplicated_rate: f64,
+    /// Direct creates in the ceiling run [default: 3000; smoke: 60].
+    #[arg(long)]
+    ceiling_writes: Option<usize>,
+    /// CPUs the control plane's processes run on (a `taskset -c` list; empty: not pinned).
+    #[arg(long, default_value = "0")]
+    cp_cpus: String,
+    /// CPUs the members and this driver run on (a `taskset -c` list; empty: not pinned).
+    #[arg(long, default_value = "1")]
+    member_cpus: String,
+    /// The `flotilla` binary [default: beside this example, `../flotilla`].
+    #[arg(long)]
+    flotilla_bin: Option<PathBuf>,
+    /// The `testenv` binary that runs Karmada [default: $TESTENV_BIN_DIR or
+    /// ~/.cache/flotilla/testenv/bin, `testenv`].
+    #[arg(long)]
+    testenv_bin: Option<PathBuf>,
+    /// An extra argument for `flotilla up` (repeat).
+    #[arg(long = "flotilla-arg", allow_hyphen_values = true)]
+    flotilla_args: Vec<String>,
+    /// An extra argument for `testenv karmada up` (repeat), e.g.
+    /// `--karmada-arg=--karmada-controller-manager-arg=--concurrent-work-syncs=64`.
+    #[arg(long = "karmada-arg", allow_hyphen_values = true)]
+    karmada_args: Vec<String>,
+    /// Give up on a control plane or a run that has not come up / arrived this long after it should.
+    #[arg(long, default_value = "180s", value_parser = flotilla::federation_args::parse_duration)]
+    settle_timeout: Duration,
+    /// Keep the data directories (logs) after the run.
+    #[arg(long)]
+    keep: bool,
+}
+
+struct Sizes {
+    members: usize,
+    templates: usize,
+    rate: f64,
+    burst: usize,
+    duplicated: usize,
+    ceiling_writes: usize,
+}
+
+impl Args {
+    fn sizes(&self) -> Sizes {
+        let s = self.smoke;
+        Sizes {
+            members: self.members.unwrap_or(if s { 3 } else { 100 }),
+            templates: self.templates.unwrap_or(if s { 12 } else { 1000 }),
+            rate: self.rate.unwrap_or(if s { 10.0 } else { 50.0 }),
+            burst: self.burst.unwrap_or(if s { 12 } else { 1000 }),
+            duplicated: self.duplicated.unwrap_or(if s { 2 } else { 10 }),
+            ceiling_writes: self.ceiling_writes.unwrap_or(if s { 60 } else { 3000 }),
+        }
+    }
+
+    fn flotilla_bin(&self) -> PathBuf {
+        self.flotilla_bin.clone().unwrap_or_else(|| {
+            let exe = std::env::current_exe().unwrap_or_default();
+            exe.parent().and_then(Path::parent).map(|d| d.join("flotilla")).unwrap_or_else(|| PathBuf::from("flotilla"))
+        })
+    }
+
+    fn testenv_bin(&self) -> PathBuf {
+        self.testenv_bin.clone().unwrap_or_else(|| {
+            let dir = std::env::var_os("TESTENV_BIN_DIR").map(PathBuf::from).unwrap_or_else(|| {
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+                cache.join("flotilla/testenv/bin")
+            });
+            dir.join("testenv")
+        })
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/// CPU seconds (user + system, all threads) and resident set of a process, from `/proc`.
+fn proc_usage(pid: u32) -> (Duration, u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|x| x.parse().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse().ok()).unwrap_or(0);
+    // /proc counts in USER_HZ, 100 on every Linux architecture we build for.
+    let hz = 100;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) * 1024
+    };
+    (Duration::from_millis(ticks * 1000 / hz), field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A child process, stopped with SIGTERM (then SIGKILL) when the run is over, or killed with
+/// every process it started when dropped on a failure.
+struct Proc {
+    name: String,
+    log: PathBuf,
+    child: tokio::process::Child,
+    /// Processes it started that must not outlive it (Karmada's, read from its pids file).
+    others: Vec<u32>,
+}
+
+impl Proc {
+    fn spawn(name: &str, cpus: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Proc> {
+        let mut cmd = if cpus.is_empty() {
+            tokio::process::Command::new(program)
+        } else {
+            let mut c = tokio::process::Command::new("taskset");
+            c.arg("-c").arg(cpus).arg(program);
+            c
+        };
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?);
+        let child = cmd.spawn().with_context(|| format!("start {} ({})", name, program.display()))?;
+        Ok(Proc { name: name.to_string(), log: log.to_path_buf(), child, others: Vec::new() })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// Lines of its stdout until one for which `done` returns true; every line is returned.
+    async fn wait_for(&mut self, timeout: Duration, done: impl Fn(&str) -> bool) -> anyhow::Result<Vec<String>> {
+        let stdout = self.child.stdout.as_mut().context("stdout already taken")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                Err(_) => bail!("{} did not get ready within {timeout:?}; its output: {}", self.name, seen.join(" | ")),
+                Ok(Err(e)) => bail!("read the output of {}: {e}", self.name),
+                Ok(Ok(None)) => bail!(
+                    "{} exited before it was ready ({:?}); its output: {}; its log: {}",
+                    self.name,
+                    self.child.try_wait().ok().flatten(),
+                    seen.join(" | "),
+                    self.log.display()
+                ),
+                Ok(Ok(Some(line))) => {
+                    let stop = done(&line);
+                    seen.push(line);
+                    if stop {
+                        // Keep draining its stdout so it never blocks on a full pipe.
+                        if let Some(out) = self.child.stdout.take() {
+                            tokio::spawn(async move {
+                                let mut lines = tokio::io::BufReader::new(out).lines();
+                                while let Ok(Some(_)) = lines.next_line().await {}
+                            });
+                        }
+                        return Ok(seen);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn stop(mut self) {
+        let pid = self.pid();
+        if pid != 0 {
+            signal("TERM", pid).await;
+            if tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await.is_err() {
+                eprintln!("{} did not stop within 30 s of SIGTERM; killing it", self.name);
+                let _ = self.child.kill().await;
+            }
+        }
+        // The launcher stops what it started on SIGTERM; whatever is left is killed.
+        for p in std::mem::take(&mut self.others) {
+            if Path::new(&format!("/proc/{p}")).exists() {
+                signal("KILL", p).await;
+            }
+        }
+    }
+}
+
+/// `kill -SIG pid` (the workspace allows no `unsafe`, so no libc call).
+async fn signal(sig: &str, pid: u32) {
+    let _ = tokio::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).stderr(Stdio::null()).status().await;
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        for &p in &self.others {
+            let _ = std::process::Command::new("kill").arg("-KILL").arg(p.to_string()).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// Pin this process (the driver), every thread of it, to `cpus`, a `taskset -c` list.
+fn pin_self(cpus: &str) -> anyhow::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let out = std::process::Command::new("taskset").args(["-a", "-p", "-c", cpus, &std::process::id().to_string()]).output().context("run taskset")?;
+    if !out.status.success() {
+        bail!("taskset -a -p -c {cpus}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Members
+
+struct Member {
+    name: String,
+    /// Its admin kubeconfig, as `flotilla member` wrote it.
+    kubeconfig: PathBuf,
+    client: kube::Client,
+}
+
+async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.with_context(|| format!("load {}", path.display()))?;
+    // The benchmark's own traffic must never be the bottleneck.
+    config.read_timeout = Some(Duration::from_secs(300));
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn start_members(args: &Args, n: usize, dir: &Path) -> anyhow::Result<(Proc, Vec<Member>)> {
+    let data = dir.join("members");
+    let margs: Vec<String> = ["member", "--members", &n.to_string(), "--data-dir", &data.to_string_lossy(), "--listen", "127.0.0.1:0", "--node-pods", "5000"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut p = Proc::spawn("members", &args.member_cpus, &args.flotilla_bin(), &margs, &dir.join("members.log"))?;
+    let lines = p.wait_for(Duration::from_secs(300), |l| l == "ready").await?;
+    let mut members = Vec::new();
+    for l in lines.iter().filter(|l| l.starts_with("member ")) {
+        // member NAME server URL kubeconfig PATH
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (name, path) = (f[1].to_string(), PathBuf::from(f[5]));
+        members.push(Member { name, client: client_from(&path).await?, kubeconfig: path });
+    }
+    // member1 … memberN in order, whatever order they were printed in.
+    members.sort_by_key(|m| m.name.trim_start_matches("member").parse::<usize>().unwrap_or(usize::MAX));
+    if members.len() != n {
+        bail!("{} members reported, {n} asked for", members.len());
+    }
+    Ok((p, members))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control planes
+
+struct ControlPlane {
+    kind: String,
+    main: Proc,
+    /// Every process of the control plane, for its CPU time and resident set.
+    pids: Vec<(u32, String)>,
+    client: kube::Client,
+}
+
+impl ControlPlane {
+    fn usage(&self) -> (Duration, u64, u64) {
+        self.pids.iter().map(|(p, _)| proc_usage(*p)).fold((Duration::ZERO, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    }
+}
+
+async fn start_control_plane(args: &Args, kind: &str, dir: &Path) -> anyhow::Result<ControlPlane> {
+    match kind {
+        "flotilla" => {
+            let data = dir.join("flotilla");
+            let mut a: Vec<String> = ["up", "--data-dir", &data.to_string_lossy(), "--listen", "127.0.0.1:0"].iter().map(|s| s.to_string()).collect();
+            a.extend(args.flotilla_args.iter().cloned());
+            let mut p = Proc::spawn("flotilla up", &args.cp_cpus, &args.flotilla_bin(), &a, &dir.join("flotilla.log"))?;
+            p.wait_for(args.settle_timeout, |l| l.starts_with("flotilla: admin kubeconfig:")).await?;
+            let client = client_from(&data.join("admin.kubeconfig")).await?;
+            let pid = p.pid();
+            Ok(ControlPlane { kind: kind.into(), main: p, pids: vec![(pid, "flotilla".into())], client })
+        }
+        "karmada" => {
+            let out = dir.join("karmada");
+            // Karmada's etcd syncs every write to disk as Flotilla's store does (testenv's own
+            // etcd skips it, for test speed); flags given later win.
+            let mut a: Vec<String> =
+                ["karmada", "up", "--out", &out.to_string_lossy(), "--etcd-arg=--unsafe-no-fsync=false"].iter().map(|s| s.to_string()).collect();
+            a.extend(args.karmada_args.iter().cloned());
+            let testenv = args.testenv_bin();
+            if !testenv.exists() {
+                bail!("{} is missing: build it with testenv/build.sh (it runs Karmada for this comparison)", testenv.display());
+            }
+            let mut p = Proc::spawn("testenv karmada up", &args.cp_cpus, &testenv, &a, &dir.join("karmada-launcher.log"))?;
+            p.wait_for(Duration::from_secs(600), |l| l.trim() == "ready").await?;
+            let pids: Vec<(u32, String)> = std::fs::read_to_string(out.join("pids"))
+                .context("read Karmada's pids file")?
+                .lines()
+                .filter_map(|l| {
+                    let (pid, name) = l.split_once(' ')?;
+                    Some((pid.trim().parse().ok()?, name.trim().to_string()))
+                })
+                .collect();
+            p.others = pids.iter().map(|(p, _)| *p).collect();
+            let client = client_from(&out.join("karmada.kubeconfig")).await?;
+            Ok(ControlPlane { kind: kind.into(), main: p, pids, client })
+        }
+        other => bail!("unknown control plane {other}"),
+    }
+}
+
+fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() { version.into() } else { format!("{group}/{version}") },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn create(client: &kube::Client, ar: &ApiResource, ns: Option<&str>, body: Value) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    };
+    let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+    match api.create(&PostParams::default(), &serde_json::from_value(body)?).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("create {} {name}: {e}", ar.kind)),
+    }
+}
+
+/// Join every member in Push mode with the control plane's own tool: `flotilla join` (a
+/// least-privilege identity in the member, its token in `karmada-cluster/<member>`, the Cluster),
+/// or `testenv karmada join` (what `karmadactl join` creates, in the member and in Karmada). Both
+/// run beside the members, eight joins at a time.
+async fn join(args: &Args, cp: &ControlPlane, members: &[Member], dir: &Path) -> anyhow::Result<()> {
+    match cp.kind.as_str() {
+        "flotilla" => {
+            let admin = dir.join("flotilla/admin.kubeconfig");
+            let sem = Arc::new(tokio::sync::Semaphore::new(8));
+            let mut set = tokio::task::JoinSet::new();
+            for m in members {
+                let a: Vec<String> = vec![
+                    "join".into(),
+                    m.name.clone(),
+                    "--kubeconfig".into(),
+                    m.kubeconfig.to_string_lossy().into(),
+                    "--control-plane-kubeconfig".into(),
+                    admin.to_string_lossy().into(),
+                ];
+                let (sem, bin, cpus, log, name) =
+                    (sem.clone(), args.flotilla_bin(), args.member_cpus.clone(), dir.join(format!("join-{}.log", m.name)), m.name.clone());
+                set.spawn(async move {
+                    let _permit = sem.acquire().await;
+                    let mut p = Proc::spawn(&format!("flotilla join {name}"), &cpus, &bin, &a, &log)?;
+                    let status = p.child.wait().await?;
+                    if !status.success() {
+                        bail!("flotilla join {name}: {status} (see {})", log.display());
+                    }
+                    Ok(())
+                });
+            }
+            while let Some(r) = set.join_next().await {
+                r??;
+            }
+            Ok(())
+        }
+        "karmada" => {
+            let mut a: Vec<String> =
+                vec!["karmada".into(), "join".into(), "--out".into(), dir.join("karmada").to_string_lossy().into(), "--wait".into(), "0".into()];
+            for m in members {
+                a.push("--member".into());
+                a.push(format!("{}={}", m.name, m.kubeconfig.display()));
+            }
+            let log = dir.join("karmada-join.log");
+            let mut p = Proc::spawn("testenv karmada join", &args.member_cpus, &args.testenv_bin(), &a, &log)?;
+            let status = p.child.wait().await?;
+            if !status.success() {
+                bail!("testenv karmada join: {status} (see {})", log.display());
+            }
+            Ok(())
+        }
+        other => bail!("unknown control plane {other}"),
+    }
+}
+
+async fn wait_ready(cp: &kube::Client, n: usize, timeout: Duration) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = Api::all_with(cp.clone(), &dynamic("cluster.karmada.io", "v1alpha1", "Cluster", "clusters"));
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ready = match api.list(&Default::default()).await {
+            Ok(l) => l
+                .items
+                .iter()
+                .filter(|c| c.data["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")))
+                .count(),
+            Err(_) => 0,
+        };
+        if ready == n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{ready} of {n} Clusters Ready after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Wait until namespace `ns`, created on the control plane, is in every member (both control
+/// planes propagate namespaces to every cluster).
+async fn wait_namespace(members: &[Member], ns: &str, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    for m in members {
+        let api: Api<Namespace> = Api::all(m.client.clone());
+        while api.get_opt(ns).await.ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                bail!("namespace {ns} never arrived in {}", m.name);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects
+
+fn deployment(name: &str, ns: &str, replicas: i64, labels: &[(&str, String)]) -> Value {
+    let mut l = serde_json::Map::new();
+    l.insert("app".into(), json!(name));
+    for (k, v) in labels {
+        l.insert((*k).into(), json!(v));
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": l},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+            }
+        }
+    })
+}
+
+/// Pair `k` (members 2k+1 and 2k+2): Divided, Weighted 1:1 — Karmada's quick-start placement.
+fn pair_policy(members: &[Member], k: usize) -> Value {
+    let (a, b) = (&members[2 * k].name, &members[(2 * k + 1) % members.len()].name);
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": format!("pair-{k}"), "namespace": NS},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {PAIR_LABEL: k.to_string()}}}],
+            "placement": {
+                "clusterAffinity": {"clusterNames": [a, b]},
+                "replicaScheduling": {
+                    "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                    "weightPreference": {"staticWeightList": [
+                        {"targetCluster": {"clusterNames": [a]}, "weight": 1},
+                        {"targetCluster": {"clusterNames": [b]}, "weight": 1}
+                    ]}
+                }
+            }
+        }
+    })
+}
+
+fn duplicated_policy() -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "duplicated", "namespace": NS},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {DUP_LABEL: "true"}}}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observation
+
+/// Record every Deployment of namespace `NS` in member `idx` when first seen (until aborted).
+async fn follow_member(idx: usize, client: kube::Client, arrivals: Arc<Arrivals>) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client, NS, &ApiResource::erase::<Deployment>(&()));
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+    while let Some(ev) = stream.next().await {
+        if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev
+            && let Some(name) = o.metadata.name.as_deref()
+            && !arrivals.known(name, idx)
+        {
+            arrivals.record(name, idx, Instant::now(), o.data["spec"]["replicas"].as_i64().unwrap_or(-1));
+        }
+    }
+}
+
+/// When each template passed the control plane's stages, from watches on the control plane:
+/// its ResourceBinding seen, scheduled (`spec.clusters` set) and its last Work seen.
+#[derive(Default)]
+struct Stages {
+    binding: Mutex<HashMap<String, Instant>>,
+    scheduled: Mutex<HashMap<String, Instant>>,
+    works: Mutex<HashMap<String, (Vec<String>, Instant)>>,
+}
+
+async fn follow_bindings(cp: kube::Client, stages: Arc<Stages>) {
+    let api: Api<DynamicObject> = Api::namespaced_with(cp, NS, &dynamic("work.karmada.io", "v1alpha2", "ResourceBinding", "resourcebindings"));
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+    while let Some(ev) = stream.next().await {
+        if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev
+            && let Some(name) = o.metadata.name.as_deref().and_then(|n| n.strip_suffix("-deployment"))
+        {
+            let now = Instant::now();
+            stages.binding.lock().entry(name.to_string()).or_insert(now);
+            if o.data["spec"]["clusters"].as_array().is_some_and(|c| !c.is_empty()) {
+                stages.scheduled.lock().entry(name.to_string()).or_insert(now);
+            }
+        }
+    }
+}
+
+async fn follow_works(cp: kube::Client, stages: Arc<Stages>) {
+    let api: Api<DynamicObject> = Api::all_with(cp, &dynamic("work.karmada.io", "v1alpha1", "Work", "works"));
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+    while let Some(ev) = stream.next().await {
+        if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = ev {
+            let m = &o.data["spec"]["workload"]["manifests"][0]["metadata"];
+            if m["namespace"] == NS
+                && let Some(name) = m["name"].as_str()
+            {
+                let key = format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or(""));
+                let mut w = stages.works.lock();
+                let e = w.entry(name.to_string()).or_insert_with(|| (Vec::new(), Instant::now()));
+                if !e.0.contains(&key) {
+                    e.0.push(key);
+                    e.1 = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// The control plane's API request counters by (verb, resource), from its `/metrics`
+/// (Flotilla's `flotilla_apiserver_requests_total`, kube-apiserver's `apiserver_request_total`;
+/// Karmada's aggregated API server's Cluster requests are not in the host's counters).
+async fn request_counts(cp: &kube::Client) -> HashMap<(String, String), f64> {
+    let mut out = HashMap::new();
+    let Ok(req) = http::Request::get("/metrics").body(Vec::new()) else { return out };
+    let Ok(text) = cp.request_text(req).await else { return out };
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("flotilla_apiserver_requests_total{").or_else(|| line.strip_prefix("apiserver_request_total{")) else { continue };
+        let Some((labels, value)) = rest.rsplit_once('}') else { continue };
+        let label = |name: &str| {
+            labels.split(',').find_map(|kv| kv.strip_prefix(&format!("{name}=\"")).map(|v| v.trim_end_matches('"').to_string())).unwrap_or_default()
+        };
+        let Ok(v) = value.trim().parse::<f64>() else { continue };
+        *out.entry((label("verb").to_uppercase(), label("resource"))).or_insert(0.0) += v;
+    }
+    out
+}
+
+/// What changed between two snapshots of [`request_counts`], per template, the largest first.
+fn requests_per_template(before: &HashMap<(String, String), f64>, after: &HashMap<(String, String), f64>, templates: usize) -> String {
+    let mut d: Vec<((String, String), f64)> =
+        after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| *v > 0.0).collect();
+    d.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = d.iter().map(|(_, v)| v).sum();
+    let writes: f64 =
+        d.iter().filter(|((verb, _), _)| matches!(verb.as_str(), "CREATE" | "POST" | "UPDATE" | "PUT" | "PATCH" | "APPLY" | "DELETE")).map(|(_, v)| v).sum();
+    let t = templates.max(1) as f64;
+    let top: Vec<String> = d.iter().take(8).map(|((verb, res), v)| format!("{verb} {res} {:.1}", v / t)).collect();
+    format!("{:.1} requests/template ({:.1} writes): {}", total / t, writes / t, top.join(", "))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+struct RunSpec {
+    label: &'static str,
+    count: usize,
+    /// Open loop at this many templates/s; `None`: 32 creators as fast as they go.
+    rate: Option<f64>,
+    replicas: i64,
+    targets: Arc<dyn Fn(usize) -> Vec<usize> + Send + Sync>,
+    labels: Arc<dyn Fn(usize) -> Vec<(&'static str, String)> + Send + Sync>,
+    /// Replicas each target must hold, given how many targets there are.
+    per_member: fn(i64, usize) -> i64,
+}
+
+#[derive(Default, Clone)]
+struct RunResult {
+    latencies: Vec<Duration>,
+    stages: Vec<(&'static str, Duration, Duration)>,
+    templates_per_s: f64,
+    member_applies_per_s: f64,
+    cp_cpu: Duration,
+    wall: Duration,
+    requests: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn propagate(
+    cp: &ControlPlane,
+    members: &[Member],
+    arrivals: &Arc<Arrivals>,
+    stages: &Stages,
+    spec: RunSpec,
+    settle: Duration,
+    errors: &Errors,
+) -> RunResult {
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.client.clone(), NS, &ApiResource::erase::<Deployment>(&()));
+    let names: Vec<String> = (0..spec.count).map(|i| format!("{}-{i}", spec.label)).collect();
+    let starts: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; spec.count]));
+    let create_errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let cpu0 = cp.usage().0;
+    let requests0 = request_counts(&cp.client).await;
+    let begin = Instant::now() + Duration::from_millis(20);
+    let mut creators = tokio::task::JoinSet::new();
+    let create = {
+        let (api, labels, replicas, create_errors) = (api.clone(), spec.labels.clone(), spec.replicas, create_errors.clone());
+        move |i: usize, name: String| {
+            let (api, create_errors) = (api.clone(), create_errors.clone());
+            let body = deployment(&name, NS, replicas, &labels(i));
+            async move {
+                let obj: DynamicObject = serde_json::from_value(body).expect("a valid Deployment");
+                if let Err(e) = api.create(&PostParams::default(), &obj).await {
+                    create_errors.lock().push(format!("create {NS}/{name}: {e}"));
+                }
+            }
+        }
+    };
+    match spec.rate {
+        Some(rate) => {
+            for (i, name) in names.iter().cloned().enumerate() {
+                let due = begin + Duration::from_secs_f64(i as f64 / rate);
+                let (create, starts) = (create.clone(), starts.clone());
+                creators.spawn(async move {
+                    tokio::time::sleep_until(due.into()).await;
+                    starts.lock()[i] = Some(due);
+                    create(i, name).await;
+                });
+            }
+        }
+        None => {
+            let next = Arc::new(AtomicUsize::new(0));
+            for _ in 0..32 {
+                let (next, names, create, starts) = (next.clone(), names.clone(), create.clone(), starts.clone());
+                creators.spawn(async move {
+                    tokio::time::sleep_until(begin.into()).await;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= names.len() {
+                            break;
+                        }
+                        starts.lock()[i] = Some(Instant::now());
+                        create(i, names[i].clone()).await;
+                    }
+                });
+            }
+        }
+    }
+    let expected: Vec<usize> = (0..spec.count).map(|i| (spec.targets)(i).len()).collect();
+    let complete = |a: &Arrivals| names.iter().zip(&expected).filter(|(n, e)| a.count(n) >= **e).count();
+    let mut last_report = Instant::now();
+    let mut deadline = None;
+    loop {
+        if deadline.is_none() {
+            tokio::select! {
+                r = creators.join_next() => if r.is_none() { deadline = Some(Instant::now() + settle) } else { continue },
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let done = complete(arrivals);
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            let created = starts.lock().iter().filter(|s| s.is_some()).count();
+            println!("    … {}: {created}/{} created, {done} in every target member ({:.0}s)", spec.label, spec.count, begin.elapsed().as_secs_f64());
+            last_report = Instant::now();
+        }
+        if deadline.is_some() && (done == spec.count || deadline.is_some_and(|d| Instant::now() > d)) {
+            break;
+        }
+    }
+    for e in create_errors.lock().iter() {
+        errors.add(format!("{}: {}: {e}", cp.kind, spec.label));
+    }
+    let starts = starts.lock().clone();
+    let mut latencies = Vec::new();
+    let mut parts: [Vec<Duration>; 4] = Default::default();
+    let mut last_arrival = begin;
+    for (i, name) in names.iter().enumerate() {
+        let got = arrivals.of(name);
+        let targets = (spec.targets)(i);
+        let want = (spec.per_member)(spec.replicas, targets.len());
+        let missing: Vec<&str> = targets.iter().filter(|t| !got.iter().any(|(m, _, _)| m == *t)).map(|t| members[*t].name.as_str()).collect();
+        if !missing.is_empty() {
+            errors.add(format!("{}: {}: {NS}/{name} never arrived in {}", cp.kind, spec.label, missing.join(", ")));
+            continue;
+        }
+        for (m, _, r) in &got {
+            if !targets.contains(m) {
+                errors.add(format!("{}: {}: {NS}/{name} arrived in {}, which is not a target", cp.kind, spec.label, members[*m].name));
+            } else if *r != want {
+                errors.add(format!("{}: {}: {NS}/{name} has {r} replicas in {}, want {want}", cp.kind, spec.label, members[*m].name));
+            }
+        }
+        let last = got.iter().map(|(_, at, _)| *at).max().unwrap_or(begin);
+        last_arrival = last_arrival.max(last);
+        if let Some(s) = starts[i] {
+            latencies.push(last.saturating_duration_since(s));
+            let b = stages.binding.lock().get(name).copied();
+            let sc = stages.scheduled.lock().get(name).copied();
+            let w = stages.works.lock().get(name).map(|(_, at)| *at);
+            if let (Some(b), Some(sc), Some(w)) = (b, sc, w) {
+                parts[0].push(b.saturating_duration_since(s));
+                parts[1].push(sc.saturating_duration_since(b));
+                parts[2].push(w.saturating_duration_since(sc));
+                parts[3].push(last.saturating_duration_since(w));
+            }
+        }
+    }
+    latencies.sort_unstable();
+    let stage_names = ["create → binding", "binding → scheduled", "scheduled → last Work", "last Work → last member"];
+    let stages = stage_names
+        .into_iter()
+        .zip(parts.iter_mut())
+        .map(|(n, v)| {
+            v.sort_unstable();
+            (n, pct(v, 0.5), pct(v, 0.99))
+        })
+        .collect();
+    let wall = last_arrival.saturating_duration_since(begin);
+    let span = wall.as_secs_f64().max(1e-9);
+    let total_targets: usize = expected.iter().sum();
+    RunResult {
+        templates_per_s: latencies.len() as f64 / span,
+        member_applies_per_s: total_targets as f64 / span,
+        cp_cpu: cp.usage().0.saturating_sub(cpu0),
+        requests: requests_per_template(&requests0, &request_counts(&cp.client).await, spec.count),
+        wall,
+        latencies,
+        stages,
+    }
+}
+
+fn print_run(title: &str, r: &RunResult, ceiling: f64) {
+    if r.latencies.is_empty() {
+        println!("  {title}: no template arrived everywhere");
+        return;
+    }
+    println!(
+        "  {title}: {} templates, latency p50 {} p99 {} max {}",
+        r.latencies.len(),
+        ms(pct(&r.latencies, 0.5)),
+        ms(pct(&r.latencies, 0.99)),
+        ms(r.latencies.last().copied().unwrap_or_default())
+    );
+    let parts: Vec<String> = r.stages.iter().map(|(n, p50, p99)| format!("{n} {}/{}", ms(*p50), ms(*p99))).collect();
+    println!("    where the time goes (p50/p99): {}", parts.join("; "));
+    println!(
+        "    {:.1} templates/s = {:.1} member applies/s = {:.1}% of the {ceiling:.0} direct creates/s; control plane {:.1} CPU s over {:.1} s ({:.2} cores)",
+        r.templates_per_s,
+        r.member_applies_per_s,
+        100.0 * r.member_applies_per_s / ceiling.max(1e-9),
+        r.cp_cpu.as_secs_f64(),
+        r.wall.as_secs_f64(),
+        r.cp_cpu.as_secs_f64() / r.wall.as_secs_f64().max(1e-9)
+    );
+    println!("    API: {}", r.requests);
+}
+
+/// The members' own rate: the driver creates Deployments straight in them, 64 in flight,
+/// round-robin, over the same HTTPS path a control plane uses.
+async fn ceiling(members: &[Member], writes: usize, errors: &Errors) -> f64 {
+    let ar = ApiResource::erase::<Deployment>(&());
+    for m in members {
+        if let Err(e) = create(
+            &m.client,
+            &dynamic("", "v1", "Namespace", "namespaces"),
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CEILING_NS}}),
+        )
+        .await
+        {
+            errors.add(format!("ceiling: {}: {e}", m.name));
+        }
+    }
+    let clients: Arc<Vec<kube::Client>> = Arc::new(members.iter().map(|m| m.client.clone()).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let (clients, ar, next, failures) = (clients.clone(), ar.clone(), next.clone(), failures.clone());
+        set.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= writes {
+                    break;
+                }
+                let api: Api<DynamicObject> = Api::namespaced_with(clients[i % clients.len()].clone(), CEILING_NS, &ar);
+                let body = deployment(&format!("raw-{i}"), CEILING_NS, 1, &[(PAIR_LABEL, "0".into())]);
+                if api.create(&PostParams::default(), &serde_json::from_value(body).expect("a Deployment")).await.is_err() {
+                    failures.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let rate = writes as f64 / start.elapsed().as_secs_f64().max(1e-9);
+    let failed = failures.load(Ordering::Relaxed);
+    if failed > 0 {
+        errors.add(format!("ceiling: {failed} of {writes} direct creates failed"));
+    }
+    rate
+}
+
+// ---------------------------------------------------------------------------------------------
+// One control plane
+
+struct Outcome {
+    kind: String,
+    ceiling: f64,
+    open: RunResult,
+    burst: RunResult,
+    dup: RunResult,
+    /// Control plane CPU seconds and resident set (now, peak) at the end, all its processes.
+    cpu: Duration,
+    rss: u64,
+    peak: u64,
+    up: Duration,
+}
+
+async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> anyhow::Result<Outcome> {
+    println!("\n## {kind}");
+    let dir = tempfile::Builder::new().prefix(&format!("propagation-compare-{kind}-")).tempdir()?;
+    let dir_path = dir.path().to_path_buf();
+    if args.keep {
+        println!("  data and logs: {} (kept)", dir_path.display());
+        std::mem::forget(dir);
+    }
+    let (members_proc, members) = start_members(args, sizes.members, &dir_path).await?;
+    println!("  {} members up (pid {}, CPUs {:?})", members.len(), members_proc.pid(), args.member_cpus);
+    let t0 = Instant::now();
+    let cp = start_control_plane(args, kind, &dir_path).await.with_context(|| format!("start {kind} (logs in {})", dir_path.display()))?;
+    join(args, &cp, &members, &dir_path).await?;
+    wait_ready(&cp.client, members.len(), args.settle_timeout).await?;
+    let up = t0.elapsed();
+    println!(
+        "  control plane up and {} clusters Ready in {:.1}s (processes: {})",
+        members.len(),
+        up.as_secs_f64(),
+        cp.pids.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    create(&cp.client, &dynamic("", "v1", "Namespace", "namespaces"), None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})).await?;
+    wait_namespace(&members, NS, args.settle_timeout).await?;
+
+    let ceiling = ceiling(&members, sizes.ceiling_writes, errors).await;
+    println!("  ceiling: {ceiling:.0} direct creates/s into the members ({} writes, 64 in flight)", sizes.ceiling_writes);
+
+    let policies = dynamic("policy.karmada.io", "v1alpha1", "PropagationPolicy", "propagationpolicies");
+    let pairs = (members.len() / 2).max(1);
+    for k in 0..pairs {
+        create(&cp.client, &policies, Some(NS), pair_policy(&members, k)).await?;
+    }
+    create(&cp.client, &policies, Some(NS), duplicated_policy()).await?;
+    // Give both control planes' policy caches a moment; Karmada's detector reads policies from
+    // an informer, and a template that arrives before its policy waits for a resync.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let arrivals = Arc::new(Arrivals::default());
+    let stages = Arc::new(Stages::default());
+    let mut followers = tokio::task::JoinSet::new();
+    for (i, m) in members.iter().enumerate() {
+        followers.spawn(follow_member(i, m.client.clone(), arrivals.clone()));
+    }
+    followers.spawn(follow_bindings(cp.client.clone(), stages.clone()));
+    followers.spawn(follow_works(cp.client.clone(), stages.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let n = members.len();
+    let pair_targets = move |i: usize| {
+        let k = i % (n / 2).max(1);
+        vec![2 * k, (2 * k + 1) % n]
+    };
+    let divided = |label: &'static str, count: usize, rate: Option<f64>| RunSpec {
+        label,
+        count,
+        rate,
+        replicas: 2,
+        targets: Arc::new(pair_targets),
+        labels: Arc::new(move |i| vec![(PAIR_LABEL, (i % (n / 2).max(1)).to_string())]),
+        per_member: |r, t| r / t as i64,
+    };
+    let open = propagate(&cp, &members, &arrivals, &stages, divided("open", sizes.templates, Some(sizes.rate)), args.settle_timeout, errors).await;
+    print_run(&format!("Divided, open loop at {}/s", sizes.rate), &open, ceiling);
+    let burst = propagate(&cp, &members, &arrivals, &stages, divided("burst", sizes.burst, None), args.settle_timeout, errors).await;
+    print_run("Divided, 32 creators as fast as they go", &burst, ceiling);
+    let dup_spec = RunSpec {
+        label: "dup",
+        count: sizes.duplicated,
+        rate: Some(args.duplicated_rate),
+        replicas: 1,
+        targets: Arc::new(move |_| (0..n).collect()),
+        labels: Arc::new(|_| vec![(DUP_LABEL, "true".into())]),
+        per_member: |r, _| r,
+    };
+    let dup = propagate(&cp, &members, &arrivals, &stages, dup_spec, args.settle_timeout, errors).await;
+    print_run(&format!("Duplicated to all {n} at {}/s", args.duplicated_rate), &dup, ceiling);
+
+    followers.abort_all();
+    let (cpu, rss, peak) = cp.usage();
+    println!(
+        "  control plane: {:.1} CPU s in all, resident {:.0} MiB (peak {:.0} MiB); load average {}",
+        cpu.as_secs_f64(),
+        rss as f64 / 1048576.0,
+        peak as f64 / 1048576.0,
+        loadavg()
+    );
+    cp.main.stop().await;
+    members_proc.stop().await;
+    Ok(Outcome { kind: kind.into(), ceiling, open, burst, dup, cpu, rss, peak, up })
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let mut args = Args::parse();
+    flotilla_sim::bench::init();
+    // Before the driver pins itself (afterwards the count is its own share).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 && (!args.cp_cpus.is_empty() || !args.member_cpus.is_empty()) {
+        println!("only {cpus} CPU: nothing is pinned (the figures then share one core)");
+        args.cp_cpus.clear();
+        args.member_cpus.clear();
+    }
+    if let Err(e) = pin_self(&args.member_cpus) {
+        eprintln!("error: pin the driver to CPUs {:?}: {e:#}", args.member_cpus);
+        return std::process::ExitCode::FAILURE;
+    }
+    let sizes = args.sizes();
+    println!(
+        "# propagation side by side ({} run, {} build, {} CPUs, load average {}); control planes on CPUs {:?}, members and driver on {:?}",
+        if args.smoke { "smoke" } else { "full" },
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        cpus,
+        loadavg(),
+        args.cp_cpus,
+        args.member_cpus,
+    );
+    println!(
+        "{} members; Divided: {} templates open loop at {}/s, {} as fast as possible; Duplicated: {} at {}/s; ceiling: {} direct creates",
+        sizes.members, sizes.templates, sizes.rate, sizes.burst, sizes.duplicated, args.duplicated_rate, sizes.ceiling_writes
+    );
+    if sizes.members < 2 {
+        eprintln!("error: Divided over 2 members needs at least 2 members");
+        return std::process::ExitCode::FAILURE;
+    }
+    let errors = Errors::default();
+    let mut outcomes = Vec::new();
+    for kind in &args.control_planes {
+        match run_one(&args, &sizes, kind, &errors).await {
+            Ok(o) => outcomes.push(o),
+            Err(e) => errors.add(format!("{kind}: {e:#}")),
+        }
+    }
+    if !outcomes.is_empty() {
+        println!("\n## side by side");
+        println!("| figure | {} |", outcomes.iter().map(|o| o.kind.as_str()).collect::<Vec<_>>().join(" | "));
+        println!("|---|{}", "---|".repeat(outcomes.len()));
+        let row = |name: &str, f: &dyn Fn(&Outcome) -> String| println!("| {name} | {} |", outcomes.iter().map(f).collect::<Vec<_>>().join(" | "));
+        row("up + clusters Ready", &|o| format!("{:.1} s", o.up.as_secs_f64()));
+        row("ceiling (direct creates/s)", &|o| format!("{:.0}", o.ceiling));
+        row("Divided open loop p50 / p99", &|o| format!("{} / {}", ms(pct(&o.open.latencies, 0.5)), ms(pct(&o.open.latencies, 0.99))));
+        row("Divided sustained applies/s (% of ceiling)", &|o| {
+            format!("{:.1} ({:.1}%)", o.burst.member_applies_per_s, 100.0 * o.burst.member_applies_per_s / o.ceiling.max(1e-9))
+        });
+        row("Divided sustained p50 / p99", &|o| format!("{} / {}", ms(pct(&o.burst.latencies, 0.5)), ms(pct(&o.burst.latencies, 0.99))));
+        row("Duplicated p50 / p99", &|o| format!("{} / {}", ms(pct(&o.dup.latencies, 0.5)), ms(pct(&o.dup.latencies, 0.99))));
+        row("Duplicated applies/s (% of ceiling)", &|o| {
+            format!("{:.1} ({:.1}%)", o.dup.member_applies_per_s, 100.0 * o.dup.member_applies_per_s / o.ceiling.max(1e-9))
+        });
+        row("control plane CPU s: open / sustained / duplicated / whole run", &|o| {
+            format!("{:.1} / {:.1} / {:.1} / {:.1}", o.open.cp_cpu.as_secs_f64(), o.burst.cp_cpu.as_secs_f64(), o.dup.cp_cpu.as_secs_f64(), o.cpu.as_secs_f64())
+        });
+        row("control plane RSS at the end (peak)", &|o| format!("{:.0} MiB ({:.0} MiB)", o.rss as f64 / 1048576.0, o.peak as f64 / 1048576.0));
+    }
+    errors.verdict()
+}
