@@ -38,7 +38,7 @@ impl conformance::Harness for EtcdHarness {
                     eprintln!("waiting for etcd: {e}");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(e) => panic!("cannot connect to etcd: {e}"),
+                Err(e) => panic!("cannot connect to etcd: {e}; {}", server.diagnosis()),
             }
         }
     }

@@ -56,7 +56,7 @@ async fn connect(server: &EtcdServer) -> Arc<dyn Store> {
                 eprintln!("waiting for etcd: {e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => panic!("cannot connect to etcd: {e}"),
+            Err(e) => panic!("cannot connect to etcd: {e}; {}", server.diagnosis()),
         }
     }
 }

@@ -115,11 +115,25 @@ impl EtcdServer {
                 return false;
             }
             if std::net::TcpStream::connect(&addr).is_ok() {
-                return true;
+                // The port is picked free and then handed to etcd, so another process may take
+                // it in between: etcd then exits (address in use) while the connect reached the
+                // other listener. Still running a moment later means the listener is etcd's.
+                std::thread::sleep(Duration::from_millis(300));
+                return matches!(self.child.try_wait(), Ok(None));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         false
+    }
+
+    /// What etcd wrote to its log, and whether it is still running: for a test's failure message.
+    pub fn diagnosis(&self) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let state = match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
+            Some('Z') | None => "exited",
+            Some(_) => "running",
+        };
+        format!("etcd {state}; its log: {}", std::fs::read_to_string(&self.log).unwrap_or_default())
     }
 
     /// Stop etcd as its operator would (SIGTERM, then SIGKILL after ten seconds) and wait for it.
