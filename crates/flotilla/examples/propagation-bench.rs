@@ -25,7 +25,6 @@
 //! template missing in a target member, a copy with the wrong replicas, a member that never
 //! turned NotReady. Results go in docs/benchmarks/propagation.md.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,15 +39,15 @@ use flotilla_store::hub::WatchEvent;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-/// Namespace of the templates on the control plane (and of their copies in the members).
-const NS: &str = "bench";
+#[path = "propagation/common.rs"]
+mod common;
+
+use common::{DUP_LABEL, NS, PAIR_LABEL, RunSpec, Stages, deployment, duplicated_policy};
+
 /// Namespace of the ceiling's direct writes in the members.
 const CEILING_NS: &str = "bench-ceiling";
-const PAIR_LABEL: &str = "bench.flotilla.io/pair";
-const DUP_LABEL: &str = "bench.flotilla.io/duplicated";
 
 #[derive(Parser)]
 #[command(about = "Propagation latency, throughput and failure detection against simulated members")]
@@ -154,18 +153,8 @@ fn ms(d: Duration) -> String {
 // ---------------------------------------------------------------------------------------------
 // Arrivals in the members
 
-/// When each template passed the control plane's stages, read from the control plane's own
-/// store (a watch, no API load): its ResourceBinding created, scheduled (`spec.clusters` set),
-/// and its last Work created. Only to show where the time goes; arrival is measured in the
-/// members.
-#[derive(Default)]
-struct Stages {
-    binding: Mutex<HashMap<String, Instant>>,
-    scheduled: Mutex<HashMap<String, Instant>>,
-    /// Per template: Works seen (by key) and when the latest appeared.
-    works: Mutex<HashMap<String, (Vec<String>, Instant)>>,
-}
-
+/// The control plane's own store is watched (a watch, no API load) for each template's
+/// ResourceBinding created, scheduled and its last Work; only to show where the time goes.
 async fn follow_control_plane(store: Arc<dyn Store>, stages: Arc<Stages>) {
     let prefix = "/registry/work.karmada.io/";
     let rb = format!("{prefix}resourcebindings/{NS}/");
@@ -222,31 +211,10 @@ fn member_name(i: usize) -> String {
     format!("member{}", i + 1)
 }
 
-fn deployment(name: &str, replicas: i64, labels: &[(&str, String)]) -> Value {
-    let mut l = serde_json::Map::new();
-    l.insert("app".into(), json!(name));
-    for (k, v) in labels {
-        l.insert((*k).into(), json!(v));
-    }
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS, "labels": l},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
-            }
-        }
-    })
-}
-
 /// A template's copy as the execution controller writes it: Karmada's labels and annotations
 /// on the template, replicas as scheduled. Used by the ceiling, so both write the same bytes.
 fn member_copy(name: &str, ns: &str, replicas: i64) -> Value {
-    let mut d = deployment(name, replicas, &[(PAIR_LABEL, "0".into())]);
+    let mut d = deployment(name, NS, replicas, &[(PAIR_LABEL, "0".into())]);
     let id = "5f0e2c1a-7b7d-4d7e-9a61-0c3c2f9b1e42";
     d["metadata"]["namespace"] = json!(ns);
     let labels = d["metadata"]["labels"].as_object_mut().expect("labels");
@@ -279,55 +247,8 @@ fn propagation_policies() -> ApiResource {
     }
 }
 
-/// Pair `k` (members 2k+1 and 2k+2): Divided, Weighted 1:1 — Karmada's quick-start placement.
-fn pair_policy(k: usize) -> Value {
-    let (a, b) = (member_name(2 * k), member_name(2 * k + 1));
-    json!({
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": format!("pair-{k}"), "namespace": NS},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {PAIR_LABEL: k.to_string()}}}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": [a, b]},
-                "replicaScheduling": {
-                    "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
-                    "weightPreference": {"staticWeightList": [
-                        {"targetCluster": {"clusterNames": [a]}, "weight": 1},
-                        {"targetCluster": {"clusterNames": [b]}, "weight": 1}
-                    ]}
-                }
-            }
-        }
-    })
-}
-
-fn duplicated_policy() -> Value {
-    json!({
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "duplicated", "namespace": NS},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {DUP_LABEL: "true"}}}],
-            "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
-        }
-    })
-}
-
 // ---------------------------------------------------------------------------------------------
 // One propagation run
-
-/// What a run creates and where it must arrive.
-struct RunSpec {
-    label: &'static str,
-    count: usize,
-    /// Open loop at this many templates/s (latency from the scheduled time); `None`: 32
-    /// creators as fast as they go (latency from the create call).
-    rate: Option<f64>,
-    replicas: i64,
-    targets: Arc<dyn Fn(usize) -> Vec<usize> + Send + Sync>,
-    labels: Arc<dyn Fn(usize) -> Vec<(&'static str, String)> + Send + Sync>,
-    /// Replicas each target must hold, given how many targets there are.
-    per_member: fn(i64, usize) -> i64,
-}
 
 struct RunResult {
     latencies: Vec<Duration>,
@@ -341,152 +262,17 @@ struct RunResult {
     created_per_s: f64,
 }
 
-async fn propagate(cp: &kube::Client, arrivals: &Arc<Arrivals>, stages: &Stages, spec: RunSpec, settle: Duration, errors: &Errors) -> RunResult {
+async fn propagate(cp: &kube::Client, arrivals: &Arrivals, stages: &Stages, spec: RunSpec, settle: Duration, errors: &Errors) -> RunResult {
     let api: Api<DynamicObject> = Api::namespaced_with(cp.clone(), NS, &ApiResource::erase::<Deployment>(&()));
-    let names: Vec<String> = (0..spec.count).map(|i| format!("{}-{i}", spec.label)).collect();
-    let starts: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; spec.count]));
-    let create_errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let begin = Instant::now() + Duration::from_millis(20);
-    let mut creators = tokio::task::JoinSet::new();
-    let create = {
-        let api = api.clone();
-        let labels = spec.labels.clone();
-        let replicas = spec.replicas;
-        let create_errors = create_errors.clone();
-        move |i: usize, name: String| {
-            let api = api.clone();
-            let body = deployment(&name, replicas, &labels(i));
-            let create_errors = create_errors.clone();
-            async move {
-                let obj: DynamicObject = serde_json::from_value(body).expect("a valid Deployment");
-                if let Err(e) = api.create(&PostParams::default(), &obj).await {
-                    create_errors.lock().push(format!("create {NS}/{name}: {e}"));
-                }
-            }
-        }
-    };
-    match spec.rate {
-        Some(rate) => {
-            for (i, name) in names.iter().cloned().enumerate() {
-                let due = begin + Duration::from_secs_f64(i as f64 / rate);
-                let create = create.clone();
-                let starts = starts.clone();
-                creators.spawn(async move {
-                    tokio::time::sleep_until(due.into()).await;
-                    starts.lock()[i] = Some(due);
-                    create(i, name).await;
-                });
-            }
-        }
-        None => {
-            let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            for _ in 0..32 {
-                let (next, names, create, starts) = (next.clone(), names.clone(), create.clone(), starts.clone());
-                creators.spawn(async move {
-                    tokio::time::sleep_until(begin.into()).await;
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if i >= names.len() {
-                            break;
-                        }
-                        starts.lock()[i] = Some(Instant::now());
-                        create(i, names[i].clone()).await;
-                    }
-                });
-            }
-        }
-    }
-    // Progress while creating and settling.
-    let expected: Vec<usize> = (0..spec.count).map(|i| (spec.targets)(i).len()).collect();
-    let complete = |arrivals: &Arrivals| names.iter().zip(&expected).filter(|(n, e)| arrivals.count(n) >= **e).count();
-    let mut last_report = Instant::now();
-    let mut creating = true;
-    let mut created_at = None;
-    let mut deadline = None;
-    loop {
-        if creating {
-            tokio::select! {
-                r = creators.join_next() => match r {
-                    Some(_) => continue,
-                    None => {
-                        creating = false;
-                        created_at = Some(Instant::now());
-                        deadline = Some(Instant::now() + settle);
-                    }
-                },
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-        } else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let done = complete(arrivals);
-        if last_report.elapsed() >= Duration::from_secs(5) {
-            let created = starts.lock().iter().filter(|s| s.is_some()).count();
-            println!("    … {}: {created}/{} created, {done} in every target member ({:.0}s)", spec.label, spec.count, begin.elapsed().as_secs_f64());
-            last_report = Instant::now();
-        }
-        if !creating && (done == spec.count || deadline.is_some_and(|d| Instant::now() > d)) {
-            break;
-        }
-    }
-    for e in create_errors.lock().iter() {
-        errors.add(e.clone());
-    }
-    let starts = starts.lock().clone();
-    let created_span = created_at.map(|c| c.saturating_duration_since(begin)).unwrap_or_default();
-    let mut latencies = Vec::new();
-    let mut parts: [Vec<Duration>; 4] = Default::default();
-    let mut last_arrival = begin;
-    for (i, name) in names.iter().enumerate() {
-        let got = arrivals.of(name);
-        let targets = (spec.targets)(i);
-        let want = (spec.per_member)(spec.replicas, targets.len());
-        let missing: Vec<String> = targets.iter().filter(|t| !got.iter().any(|(m, _, _)| m == *t)).map(|t| member_name(*t)).collect();
-        if !missing.is_empty() {
-            errors.add(format!("{}: {NS}/{name} never arrived in {}", spec.label, missing.join(", ")));
-            continue;
-        }
-        for (m, _, r) in &got {
-            if !targets.contains(m) {
-                errors.add(format!("{}: {NS}/{name} arrived in {}, which is not a target", spec.label, member_name(*m)));
-            } else if *r != want {
-                errors.add(format!("{}: {NS}/{name} has {r} replicas in {}, want {want}", spec.label, member_name(*m)));
-            }
-        }
-        let last = got.iter().map(|(_, at, _)| *at).max().unwrap_or(begin);
-        last_arrival = last_arrival.max(last);
-        if let Some(s) = starts[i] {
-            latencies.push(last.saturating_duration_since(s));
-            let b = stages.binding.lock().get(name).copied();
-            let sc = stages.scheduled.lock().get(name).copied();
-            let w = stages.works.lock().get(name).map(|(_, at)| *at);
-            if let (Some(b), Some(sc), Some(w)) = (b, sc, w) {
-                parts[0].push(b.saturating_duration_since(s));
-                parts[1].push(sc.saturating_duration_since(b));
-                parts[2].push(w.saturating_duration_since(sc));
-                parts[3].push(last.saturating_duration_since(w));
-            }
-        }
-    }
-    latencies.sort_unstable();
-    let stage_names = ["create → binding", "binding → scheduled", "scheduled → last Work", "last Work → last member"];
-    let stages = stage_names
-        .into_iter()
-        .zip(parts.iter_mut())
-        .map(|(n, v)| {
-            v.sort_unstable();
-            (n, pct(v, 0.5), pct(v, 0.99))
-        })
-        .collect();
-    let span = last_arrival.saturating_duration_since(begin).as_secs_f64().max(1e-9);
-    let total_targets: usize = expected.iter().sum();
+    let d = common::drive(api, &spec, arrivals, stages, settle, errors, "", &member_name).await;
+    let span = d.wall.as_secs_f64().max(1e-9);
     RunResult {
-        templates_per_s: latencies.len() as f64 / span,
-        member_applies_per_s: total_targets as f64 / span,
+        templates_per_s: d.latencies.len() as f64 / span,
+        member_applies_per_s: d.total_targets as f64 / span,
         offered: spec.rate,
-        created_per_s: spec.count as f64 / created_span.as_secs_f64().max(1e-9),
-        latencies,
-        stages,
+        created_per_s: spec.count as f64 / d.created_span.as_secs_f64().max(1e-9),
+        latencies: d.latencies,
+        stages: d.stages,
     }
 }
 
@@ -718,7 +504,7 @@ async fn run_size(args: &Args, sizes: &Sizes, m: usize, measure_failure: bool, e
     let policies: Api<DynamicObject> = Api::namespaced_with(cp.clone(), NS, &propagation_policies());
     let pairs = (m / 2).max(1);
     for k in 0..pairs {
-        policies.create(&PostParams::default(), &serde_json::from_value(pair_policy(k))?).await?;
+        policies.create(&PostParams::default(), &serde_json::from_value(common::pair_policy(k, &member_name(2 * k), &member_name(2 * k + 1)))?).await?;
     }
     policies.create(&PostParams::default(), &serde_json::from_value(duplicated_policy())?).await?;
     let arrivals = Arc::new(Arrivals::default());

@@ -46,16 +46,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::watcher;
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
-/// Namespace of the templates on the control plane (and of their copies in the members).
-const NS: &str = "bench";
+#[path = "propagation/common.rs"]
+mod common;
+
+use common::{DUP_LABEL, NS, PAIR_LABEL, RunSpec, Stages, deployment, duplicated_policy};
+
 /// Namespace of the ceiling's direct writes in the members.
 const CEILING_NS: &str = "bench-ceiling";
-const PAIR_LABEL: &str = "bench.flotilla.io/pair";
-const DUP_LABEL: &str = "bench.flotilla.io/duplicated";
 
 #[derive(Parser)]
 #[command(about = "Propagation through Flotilla and Karmada side by side, with the same simulated members")]
@@ -502,63 +502,6 @@ async fn wait_namespace(members: &[Member], ns: &str, timeout: Duration) -> anyh
 }
 
 // ---------------------------------------------------------------------------------------------
-// Objects
-
-fn deployment(name: &str, ns: &str, replicas: i64, labels: &[(&str, String)]) -> Value {
-    let mut l = serde_json::Map::new();
-    l.insert("app".into(), json!(name));
-    for (k, v) in labels {
-        l.insert((*k).into(), json!(v));
-    }
-    json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": l},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
-            }
-        }
-    })
-}
-
-/// Pair `k` (members 2k+1 and 2k+2): Divided, Weighted 1:1 — Karmada's quick-start placement.
-fn pair_policy(members: &[Member], k: usize) -> Value {
-    let (a, b) = (&members[2 * k].name, &members[(2 * k + 1) % members.len()].name);
-    json!({
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": format!("pair-{k}"), "namespace": NS},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {PAIR_LABEL: k.to_string()}}}],
-            "placement": {
-                "clusterAffinity": {"clusterNames": [a, b]},
-                "replicaScheduling": {
-                    "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
-                    "weightPreference": {"staticWeightList": [
-                        {"targetCluster": {"clusterNames": [a]}, "weight": 1},
-                        {"targetCluster": {"clusterNames": [b]}, "weight": 1}
-                    ]}
-                }
-            }
-        }
-    })
-}
-
-fn duplicated_policy() -> Value {
-    json!({
-        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "duplicated", "namespace": NS},
-        "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {DUP_LABEL: "true"}}}],
-            "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
-        }
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
 // Observation
 
 /// Record every Deployment of namespace `NS` in member `idx` when first seen (until aborted).
@@ -573,15 +516,6 @@ async fn follow_member(idx: usize, client: kube::Client, arrivals: Arc<Arrivals>
             arrivals.record(name, idx, Instant::now(), o.data["spec"]["replicas"].as_i64().unwrap_or(-1));
         }
     }
-}
-
-/// When each template passed the control plane's stages, from watches on the control plane:
-/// its ResourceBinding seen, scheduled (`spec.clusters` set) and its last Work seen.
-#[derive(Default)]
-struct Stages {
-    binding: Mutex<HashMap<String, Instant>>,
-    scheduled: Mutex<HashMap<String, Instant>>,
-    works: Mutex<HashMap<String, (Vec<String>, Instant)>>,
 }
 
 async fn follow_bindings(cp: kube::Client, stages: Arc<Stages>) {
@@ -656,18 +590,6 @@ fn requests_per_template(before: &HashMap<(String, String), f64>, after: &HashMa
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-struct RunSpec {
-    label: &'static str,
-    count: usize,
-    /// Open loop at this many templates/s; `None`: 32 creators as fast as they go.
-    rate: Option<f64>,
-    replicas: i64,
-    targets: Arc<dyn Fn(usize) -> Vec<usize> + Send + Sync>,
-    labels: Arc<dyn Fn(usize) -> Vec<(&'static str, String)> + Send + Sync>,
-    /// Replicas each target must hold, given how many targets there are.
-    per_member: fn(i64, usize) -> i64,
-}
-
 #[derive(Default, Clone)]
 struct RunResult {
     latencies: Vec<Duration>,
@@ -679,149 +601,20 @@ struct RunResult {
     requests: String,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn propagate(
-    cp: &ControlPlane,
-    members: &[Member],
-    arrivals: &Arc<Arrivals>,
-    stages: &Stages,
-    spec: RunSpec,
-    settle: Duration,
-    errors: &Errors,
-) -> RunResult {
+async fn propagate(cp: &ControlPlane, members: &[Member], arrivals: &Arrivals, stages: &Stages, spec: RunSpec, settle: Duration, errors: &Errors) -> RunResult {
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client.clone(), NS, &ApiResource::erase::<Deployment>(&()));
-    let names: Vec<String> = (0..spec.count).map(|i| format!("{}-{i}", spec.label)).collect();
-    let starts: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; spec.count]));
-    let create_errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let cpu0 = cp.usage().0;
     let requests0 = request_counts(&cp.client).await;
-    let begin = Instant::now() + Duration::from_millis(20);
-    let mut creators = tokio::task::JoinSet::new();
-    let create = {
-        let (api, labels, replicas, create_errors) = (api.clone(), spec.labels.clone(), spec.replicas, create_errors.clone());
-        move |i: usize, name: String| {
-            let (api, create_errors) = (api.clone(), create_errors.clone());
-            let body = deployment(&name, NS, replicas, &labels(i));
-            async move {
-                let obj: DynamicObject = serde_json::from_value(body).expect("a valid Deployment");
-                if let Err(e) = api.create(&PostParams::default(), &obj).await {
-                    create_errors.lock().push(format!("create {NS}/{name}: {e}"));
-                }
-            }
-        }
-    };
-    match spec.rate {
-        Some(rate) => {
-            for (i, name) in names.iter().cloned().enumerate() {
-                let due = begin + Duration::from_secs_f64(i as f64 / rate);
-                let (create, starts) = (create.clone(), starts.clone());
-                creators.spawn(async move {
-                    tokio::time::sleep_until(due.into()).await;
-                    starts.lock()[i] = Some(due);
-                    create(i, name).await;
-                });
-            }
-        }
-        None => {
-            let next = Arc::new(AtomicUsize::new(0));
-            for _ in 0..32 {
-                let (next, names, create, starts) = (next.clone(), names.clone(), create.clone(), starts.clone());
-                creators.spawn(async move {
-                    tokio::time::sleep_until(begin.into()).await;
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= names.len() {
-                            break;
-                        }
-                        starts.lock()[i] = Some(Instant::now());
-                        create(i, names[i].clone()).await;
-                    }
-                });
-            }
-        }
-    }
-    let expected: Vec<usize> = (0..spec.count).map(|i| (spec.targets)(i).len()).collect();
-    let complete = |a: &Arrivals| names.iter().zip(&expected).filter(|(n, e)| a.count(n) >= **e).count();
-    let mut last_report = Instant::now();
-    let mut deadline = None;
-    loop {
-        if deadline.is_none() {
-            tokio::select! {
-                r = creators.join_next() => if r.is_none() { deadline = Some(Instant::now() + settle) } else { continue },
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-        } else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let done = complete(arrivals);
-        if last_report.elapsed() >= Duration::from_secs(5) {
-            let created = starts.lock().iter().filter(|s| s.is_some()).count();
-            println!("    … {}: {created}/{} created, {done} in every target member ({:.0}s)", spec.label, spec.count, begin.elapsed().as_secs_f64());
-            last_report = Instant::now();
-        }
-        if deadline.is_some() && (done == spec.count || deadline.is_some_and(|d| Instant::now() > d)) {
-            break;
-        }
-    }
-    for e in create_errors.lock().iter() {
-        errors.add(format!("{}: {}: {e}", cp.kind, spec.label));
-    }
-    let starts = starts.lock().clone();
-    let mut latencies = Vec::new();
-    let mut parts: [Vec<Duration>; 4] = Default::default();
-    let mut last_arrival = begin;
-    for (i, name) in names.iter().enumerate() {
-        let got = arrivals.of(name);
-        let targets = (spec.targets)(i);
-        let want = (spec.per_member)(spec.replicas, targets.len());
-        let missing: Vec<&str> = targets.iter().filter(|t| !got.iter().any(|(m, _, _)| m == *t)).map(|t| members[*t].name.as_str()).collect();
-        if !missing.is_empty() {
-            errors.add(format!("{}: {}: {NS}/{name} never arrived in {}", cp.kind, spec.label, missing.join(", ")));
-            continue;
-        }
-        for (m, _, r) in &got {
-            if !targets.contains(m) {
-                errors.add(format!("{}: {}: {NS}/{name} arrived in {}, which is not a target", cp.kind, spec.label, members[*m].name));
-            } else if *r != want {
-                errors.add(format!("{}: {}: {NS}/{name} has {r} replicas in {}, want {want}", cp.kind, spec.label, members[*m].name));
-            }
-        }
-        let last = got.iter().map(|(_, at, _)| *at).max().unwrap_or(begin);
-        last_arrival = last_arrival.max(last);
-        if let Some(s) = starts[i] {
-            latencies.push(last.saturating_duration_since(s));
-            let b = stages.binding.lock().get(name).copied();
-            let sc = stages.scheduled.lock().get(name).copied();
-            let w = stages.works.lock().get(name).map(|(_, at)| *at);
-            if let (Some(b), Some(sc), Some(w)) = (b, sc, w) {
-                parts[0].push(b.saturating_duration_since(s));
-                parts[1].push(sc.saturating_duration_since(b));
-                parts[2].push(w.saturating_duration_since(sc));
-                parts[3].push(last.saturating_duration_since(w));
-            }
-        }
-    }
-    latencies.sort_unstable();
-    let stage_names = ["create → binding", "binding → scheduled", "scheduled → last Work", "last Work → last member"];
-    let stages = stage_names
-        .into_iter()
-        .zip(parts.iter_mut())
-        .map(|(n, v)| {
-            v.sort_unstable();
-            (n, pct(v, 0.5), pct(v, 0.99))
-        })
-        .collect();
-    let wall = last_arrival.saturating_duration_since(begin);
-    let span = wall.as_secs_f64().max(1e-9);
-    let total_targets: usize = expected.iter().sum();
+    let d = common::drive(api, &spec, arrivals, stages, settle, errors, &format!("{}: ", cp.kind), &|i| members[i].name.clone()).await;
+    let span = d.wall.as_secs_f64().max(1e-9);
     RunResult {
-        templates_per_s: latencies.len() as f64 / span,
-        member_applies_per_s: total_targets as f64 / span,
+        templates_per_s: d.latencies.len() as f64 / span,
+        member_applies_per_s: d.total_targets as f64 / span,
         cp_cpu: cp.usage().0.saturating_sub(cpu0),
         requests: requests_per_template(&requests0, &request_counts(&cp.client).await, spec.count),
-        wall,
-        latencies,
-        stages,
+        wall: d.wall,
+        latencies: d.latencies,
+        stages: d.stages,
     }
 }
 
@@ -943,7 +736,7 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
     let policies = dynamic("policy.karmada.io", "v1alpha1", "PropagationPolicy", "propagationpolicies");
     let pairs = (members.len() / 2).max(1);
     for k in 0..pairs {
-        create(&cp.client, &policies, Some(NS), pair_policy(&members, k)).await?;
+        create(&cp.client, &policies, Some(NS), common::pair_policy(k, &members[2 * k].name, &members[(2 * k + 1) % members.len()].name)).await?;
     }
     create(&cp.client, &policies, Some(NS), duplicated_policy()).await?;
     // Give both control planes' policy caches a moment; Karmada's detector reads policies from
