@@ -314,7 +314,15 @@ struct Binding {
     deps: bool,
     /// `spec.clusters`: cluster → replicas (0 for a non-workload).
     targets: BTreeMap<String, i32>,
+    /// Released: the template's contents since the release. Nothing updates a released binding,
+    /// so its Works keep the template as it was until something else wakes the binding
+    /// controller (in Karmada an OverridePolicy change; in Flotilla also any Cluster change),
+    /// which renders them again from the template as it is then: any of these.
+    since_release: Vec<Content>,
 }
+
+/// What a template's copy carries besides its replicas: image, the plain label, data.
+type Content = (Option<String>, Option<String>, Option<String>);
 
 #[derive(Clone, Debug, PartialEq)]
 struct Template {
@@ -332,6 +340,13 @@ struct Template {
 }
 
 impl Template {
+    fn content(&self) -> Content {
+        match self.kind {
+            Kind::Deployment => (Some(self.image.clone()), Some(self.color.clone()), None),
+            Kind::ConfigMap => (None, Some(self.color.clone()), Some(self.data.clone())),
+        }
+    }
+
     fn binding_name(&self) -> String {
         format!("{}-{}", self.name, self.kind.lower())
     }
@@ -713,9 +728,18 @@ fn claims(end: &mut Model) {
                     replicas,
                     deps: p.deps,
                     targets: before.map(|b| b.targets).unwrap_or_default(),
+                    since_release: Vec::new(),
                 })
             }
-            (None, Some(b)) => Some(Binding { claimer: None, ..b }),
+            (None, Some(mut b)) => {
+                if b.claimer.is_some() {
+                    b.since_release.clear();
+                }
+                if b.since_release.last() != Some(&t.content()) {
+                    b.since_release.push(t.content());
+                }
+                Some(Binding { claimer: None, ..b })
+            }
             (None, None) => None,
         };
     }
@@ -876,9 +900,8 @@ fn want_claim(id: Option<PolicyId>) -> Option<String> {
 struct Expected {
     binding: String,
     replicas: Option<i32>,
-    image: Option<String>,
-    color: Option<String>,
-    data: Option<String>,
+    /// Any of these.
+    contents: Vec<Content>,
 }
 
 /// The model against the control plane and the members; what the control plane chose where the
@@ -977,14 +1000,9 @@ async fn check(world: &World, cycle: &Cycle<'_>) -> Result<Chosen, String> {
     for t in &end.templates {
         let (Some(b), Some(targets)) = (&t.binding, chosen.get(&t.name)) else { continue };
         for (cluster, replicas) in targets {
-            let copy = match t.kind {
-                Kind::Deployment => {
-                    Expected { binding: t.binding_name(), replicas: Some(*replicas), image: Some(t.image.clone()), color: Some(t.color.clone()), data: None }
-                }
-                Kind::ConfigMap => {
-                    Expected { binding: t.binding_name(), replicas: None, image: None, color: Some(t.color.clone()), data: Some(t.data.clone()) }
-                }
-            };
+            let contents = if b.claimer.is_some() { vec![t.content()] } else { b.since_release.clone() };
+            let replicas = (t.kind == Kind::Deployment).then_some(*replicas);
+            let copy = Expected { binding: t.binding_name(), replicas, contents };
             want.insert((cluster.clone(), t.kind, t.name.clone()), copy);
         }
         if t.kind == Kind::Deployment && b.deps {
@@ -1003,7 +1021,7 @@ async fn check(world: &World, cycle: &Cycle<'_>) -> Result<Chosen, String> {
             expected_bindings.insert(name.clone());
         }
         for cluster in &dep_clusters[j] {
-            let copy = Expected { binding: name.clone(), replicas: None, image: None, color: None, data: Some(end.deps[j].clone()) };
+            let copy = Expected { binding: name.clone(), replicas: None, contents: vec![(None, None, Some(end.deps[j].clone()))] };
             want.insert((cluster.clone(), Kind::ConfigMap, format!("dep-{j}")), copy);
         }
     }
@@ -1101,21 +1119,27 @@ fn matches_copy(o: &Value, copy: &Expected, member: Option<&str>) -> Result<(), 
     if let Some(r) = copy.replicas {
         field("replicas", o["spec"]["replicas"].clone(), json!(r));
     }
-    if let Some(i) = &copy.image {
-        field("image", o["spec"]["template"]["spec"]["containers"][0]["image"].clone(), json!(i));
-    }
-    if let Some(c) = &copy.color {
-        field("color", o["metadata"]["labels"][COLOR_LABEL].clone(), json!(c));
-    }
-    if let Some(d) = &copy.data {
-        field("data", o["data"]["mode"].clone(), json!(d));
-    }
+    let have: Content = (
+        str_at(o, "/spec/template/spec/containers/0/image").map(str::to_string),
+        o["metadata"]["labels"][COLOR_LABEL].as_str().map(str::to_string),
+        str_at(o, "/data/mode").map(str::to_string),
+    );
+    let fits = |want: &Content| {
+        want.0.as_ref().is_none_or(|i| have.0.as_ref() == Some(i))
+            && want.1.as_ref().is_none_or(|c| have.1.as_ref() == Some(c))
+            && want.2.as_ref().is_none_or(|d| have.2.as_ref() == Some(d))
+    };
+    let content_wrong = (!copy.contents.iter().any(fits)).then(|| {
+        let want = if copy.contents.len() == 1 { format!("{:?}", copy.contents[0]) } else { format!("one of {:?}", copy.contents) };
+        format!("(image, label, data) {have:?}, want {want}")
+    });
     field("karmada.io/managed", o["metadata"]["labels"]["karmada.io/managed"].clone(), json!("true"));
     field("binding", o["metadata"]["annotations"]["resourcebinding.karmada.io/name"].clone(), json!(copy.binding));
     field("binding namespace", o["metadata"]["annotations"]["resourcebinding.karmada.io/namespace"].clone(), json!(NS));
     if let Some(m) = member {
         field("work namespace", o["metadata"]["annotations"]["work.karmada.io/namespace"].clone(), json!(format!("karmada-es-{m}")));
     }
+    diff.extend(content_wrong);
     if diff.is_empty() { Ok(()) } else { Err(diff.join(", ")) }
 }
 
