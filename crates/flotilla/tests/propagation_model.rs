@@ -1010,8 +1010,8 @@ async fn check(world: &World, cycle: &Cycle<'_>) -> Result<Chosen, String> {
     // the control plane chose), the shared ConfigMaps wherever a workload that propagates its
     // dependencies runs.
     let mut want: BTreeMap<(String, Kind, String), Expected> = BTreeMap::new();
-    let mut dep_clusters: Vec<BTreeSet<String>> = vec![BTreeSet::new(); DEPS];
-    let mut dep_required = vec![false; DEPS];
+    let mut dep_clusters: [BTreeSet<String>; DEPS] = Default::default();
+    let mut dep_required = [false; DEPS];
     for t in &end.templates {
         let (Some(b), Some(targets)) = (&t.binding, chosen.get(&t.name)) else { continue };
         for (cluster, replicas) in targets {
