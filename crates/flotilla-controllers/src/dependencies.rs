@@ -321,6 +321,16 @@ async fn write_attached(
     let ns = o.metadata.namespace.clone().unwrap_or_else(|| key.namespace.clone());
     let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
     let existing = api.get_opt(&name).await.map_err(ctx.api_err(key, format!("reading attached binding {ns}/{name}")))?;
+    if existing.as_ref().is_some_and(|e| e.metadata.deletion_timestamp.is_some()) {
+        // Its last requirer let it go and it is on its way out (its finalizer waits for its
+        // Works): a requirer written into it now would be deleted with it, and nothing would
+        // bring this binding back. Wait until it is gone, then create it afresh.
+        return Err(Error::Sync {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            message: format!("attached binding {ns}/{name} is being deleted; it is created again once it is gone"),
+        });
+    }
     let owner = owner_of(o, ar);
     let resource = ObjectReference {
         api_version: ar.api_version.clone(),

@@ -181,6 +181,8 @@ pub struct World {
     /// The kit's client of the control plane (`system:masters`).
     pub cp: kube::Client,
     fleet: Option<Fleet>,
+    /// Each member's simulator settings, to join it again ([`World::rejoin`]).
+    configs: Vec<MemberConfig>,
     controllers: Option<Box<dyn Send>>,
     kinds: Mutex<HashMap<(Place, String, String), (ApiResource, Scope)>>,
     _dir: tempfile::TempDir,
@@ -200,7 +202,15 @@ impl World {
         let cp = client_of(api.router());
         let members: Vec<MemberConfig> = config.members.iter().enumerate().map(|(i, m)| m.sim_config(i)).collect();
         let fleet = Fleet::start(FleetConfig::new(members.clone(), dir.path().join("fleet")), |_, _| {}).await.context("start the simulated members")?;
-        let world = World { api, cp, fleet: Some(fleet), controllers: Some(Box::new(controllers)), kinds: Mutex::new(HashMap::new()), _dir: dir };
+        let world = World {
+            api,
+            cp,
+            fleet: Some(fleet),
+            configs: members.clone(),
+            controllers: Some(Box::new(controllers)),
+            kinds: Mutex::new(HashMap::new()),
+            _dir: dir,
+        };
         for spec in &config.members {
             let place = Place::Member(spec.name.clone());
             for object in &spec.objects {
@@ -237,6 +247,16 @@ impl World {
             fleet.shutdown().await?;
         }
         Ok(())
+    }
+
+    /// Join member `name` again once its Cluster is gone (an unjoin deleted it), as
+    /// [`World::start`] joined it, and wait until its Cluster is Ready. Labels and taints the
+    /// world gave it at the start are not restored.
+    pub async fn rejoin<P: Platform>(&self, platform: &P, name: &str) -> anyhow::Result<()> {
+        let config = self.configs.iter().find(|c| c.name == name).ok_or_else(|| anyhow!("no member {name:?} in this world"))?;
+        let kubeconfig = self.fleet.as_ref().and_then(|f| f.entry(name)).ok_or_else(|| anyhow!("no member {name:?} in this world"))?.kubeconfig.clone();
+        platform.join(config, &kubeconfig, &self.cp).await.with_context(|| format!("join {name} again"))?;
+        self.cluster_ready(name, true).await
     }
 
     fn member(&self, name: &str) -> anyhow::Result<&Member> {

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod platform;
 pub mod pull;
 
 use std::io::{BufRead, BufReader};
