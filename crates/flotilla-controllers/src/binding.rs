@@ -348,6 +348,8 @@ struct Context {
     index: Arc<WorkIndex>,
     /// Template kinds resolved through discovery.
     kinds: crate::kinds::Kinds,
+    /// The process's informers: templates are read from the detector's caches.
+    informers: flotilla_runtime::Informers,
 }
 
 impl Context {
@@ -497,15 +499,44 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
         Some(ns) if !ns.is_empty() => Api::namespaced_with(ctx.client.clone(), ns, &ar),
         _ => Api::all_with(ctx.client.clone(), &ar),
     };
-    let template = match api.get_opt(&resource.name).await.map_err(ctx.api_err(&key, "reading the template"))? {
-        Some(t) => serde_json::to_value(&t).unwrap_or_default(),
-        // The detector deletes the binding of a deleted template.
-        None => return Ok(Next::Done),
+    let template = match cached_template(&ctx, &ar, resource) {
+        Some(t) => t,
+        None => match api.get_opt(&resource.name).await.map_err(ctx.api_err(&key, "reading the template"))? {
+            Some(t) => serde_json::to_value(&t).unwrap_or_default(),
+            // The detector deletes the binding of a deleted template.
+            None => return Ok(Next::Done),
+        },
     };
     // Status is aggregated even when some Work could not be written: FullyApplied then says so.
     let synced = sync_works(&ctx, &b, &template).await;
     aggregate(&ctx, &b, &template, &api).await?;
     synced
+}
+
+/// The template from the informer the detector shares (no request), when the cache holds the
+/// version the binding was made from or a later one; else `None`, and the API server is asked.
+fn cached_template(ctx: &Context, ar: &kube::api::ApiResource, resource: &flotilla_api::federation::karmada::work::ObjectReference) -> Option<Value> {
+    let store = ctx.informers.dynamic_store(ar);
+    let at = match resource.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+        Some(ns) => ObjectRef::new_with(&resource.name, ar.clone()).within(ns),
+        None => ObjectRef::new_with(&resource.name, ar.clone()),
+    };
+    let cached = store.get(&at)?;
+    // Revisions are the store's counters: a cache behind the binding is never used.
+    let revision = |rv: Option<&str>| rv.and_then(|v| v.parse::<u64>().ok());
+    let (have, want) = (revision(cached.metadata.resource_version.as_deref()), revision(resource.resource_version.as_deref()));
+    if want.is_some_and(|want| have.is_none_or(|have| have < want)) {
+        return None;
+    }
+    if resource.uid.as_deref().is_some_and(|uid| cached.metadata.uid.as_deref() != Some(uid)) {
+        return None;
+    }
+    // Items of a list carry no apiVersion and kind; the cache's are those of its kind.
+    let mut template = serde_json::to_value(&*cached).ok()?;
+    let object = template.as_object_mut()?;
+    object.insert("apiVersion".into(), Value::String(ar.api_version.clone()));
+    object.insert("kind".into(), Value::String(ar.kind.clone()));
+    Some(template)
 }
 
 /// Writes the Work of every target cluster and deletes the orphans.
@@ -875,6 +906,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         edge_overrides: rt.informers.store::<EdgeOverride>(),
         index,
         kinds: Default::default(),
+        informers: rt.informers.clone(),
     });
     controller.run(move |key| reconcile(key, ctx.clone())).await;
 }

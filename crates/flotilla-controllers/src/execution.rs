@@ -267,8 +267,6 @@ pub fn manifests(work: &Work) -> &[Value] {
 pub(crate) struct ConditionsUpdate {
     /// Whether anything was written.
     pub changed: bool,
-    /// The Work as the API server stored it after the write (None when nothing was written).
-    pub stored: Option<Work>,
 }
 
 /// Change a Work's conditions with `change` (which says whether it changed anything), guarded by
@@ -284,7 +282,7 @@ pub(crate) async fn update_work_conditions(
     known: Option<&Work>,
     change: impl Fn(&mut Vec<Condition>) -> bool,
 ) -> Result<ConditionsUpdate, kube::Error> {
-    let unchanged = ConditionsUpdate { changed: false, stored: None };
+    let unchanged = ConditionsUpdate { changed: false };
     let mut last = None;
     let mut candidate = known.cloned();
     for _ in 0..5 {
@@ -305,7 +303,7 @@ pub(crate) async fn update_work_conditions(
         }
         let patch = json!({"metadata": {"resourceVersion": work.metadata.resource_version}, "status": {"conditions": conditions}});
         match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(stored) => return Ok(ConditionsUpdate { changed: true, stored: Some(stored) }),
+            Ok(_) => return Ok(ConditionsUpdate { changed: true }),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(unchanged),
             Err(kube::Error::Api(s)) if s.code == 409 => last = Some(kube::Error::Api(s)),
             Err(e) => return Err(e),
@@ -404,41 +402,55 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     }
     let suspended = is_suspended(&work);
     let dispatching = dispatching_condition(suspended);
-    let dispatched = update_work_conditions(&api, &key.name, Some(&*work), |conds| {
-        if condition_status(Some(conds), DISPATCHING).is_some_and(|c| c.status == dispatching.status) {
-            return false;
+    // Karmada writes `Dispatching` before anything else. A Work that goes on to be applied has
+    // it written with `Applied`, in one write; one that stops short has it written on its own.
+    let dispatch_now = || async {
+        let dispatched = update_work_conditions(&api, &key.name, Some(&*work), |conds| {
+            if condition_status(Some(conds), DISPATCHING).is_some_and(|c| c.status == dispatching.status) {
+                return false;
+            }
+            set_condition(conds, dispatching.clone())
+        })
+        .await
+        .map_err(err("updating the Dispatching condition"))?;
+        if dispatched.changed {
+            ctx.events.publish(&*work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
         }
-        set_condition(conds, dispatching.clone())
-    })
-    .await
-    .map_err(err("updating the Dispatching condition"))?;
-    if dispatched.changed {
-        ctx.events.publish(&*work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
-    }
+        Ok::<(), Error>(())
+    };
     if suspended {
+        dispatch_now().await?;
         return Ok(Next::Done);
     }
     let Some(cluster) = cluster.filter(|c| ctx.clients.reaches(c) && c.metadata.deletion_timestamp.is_none()) else {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster missing, terminating or unreachable from here; waiting");
+        dispatch_now().await?;
         return Ok(Next::After(ctx.config.not_ready_requeue));
     };
     // A pull agent does not wait for its own Cluster's Ready (the control plane derives it from
     // the agent's own Lease; the agent's holds say when it may write, ADR 0032).
     if !is_cluster_ready(&cluster) && ctx.clients.own_cluster().is_none() {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster not ready; waiting");
+        dispatch_now().await?;
         return Ok(Next::After(ctx.config.not_ready_requeue));
     }
     if ctx.clients.holds().holds_all() {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "the member is catching up with what changed in it while offline; waiting");
+        dispatch_now().await?;
         return Ok(Next::After(ctx.config.held_requeue));
     }
-    let conn = ctx.connect(&key, &cluster).await?;
-    sync(&ctx, &key, &api, &work, dispatched.stored.as_ref(), &conn).await
+    let conn = match ctx.connect(&key, &cluster).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            dispatch_now().await?;
+            return Err(e);
+        }
+    };
+    sync(&ctx, &key, &api, &work, &dispatching, &conn).await
 }
 
-/// Apply every manifest, then record the outcome. `written` is the Work as our own last write
-/// stored it, if this reconcile wrote it.
-async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, written: Option<&Work>, conn: &Connection) -> Result<Next, Error> {
+/// Apply every manifest, then record the outcome: `Applied`, and `dispatching` with it.
+async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, dispatching: &Condition, conn: &Connection) -> Result<Next, Error> {
     let cluster = conn.cluster.as_str();
     let list = manifests(work);
     let mut errors = Vec::new();
@@ -496,10 +508,18 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, writte
     if ctx.clients.own_cluster().is_some() {
         applied.observed_generation = work.metadata.generation;
     }
-    let changed = update_work_conditions(api, &key.name, Some(written.unwrap_or(work)), |conds| set_condition(conds, applied.clone()))
-        .await
-        .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?
-        .changed;
+    let dispatched = std::sync::atomic::AtomicBool::new(false);
+    let changed = update_work_conditions(api, &key.name, Some(work), |conds| {
+        let newly = condition_status(Some(conds), DISPATCHING).is_none_or(|c| c.status != dispatching.status) && set_condition(conds, dispatching.clone());
+        dispatched.store(newly, std::sync::atomic::Ordering::Relaxed);
+        set_condition(conds, applied.clone()) || newly
+    })
+    .await
+    .map_err(|source| Error::Api { work: key.clone(), step: "updating the Applied condition", source })?
+    .changed;
+    if changed && dispatched.load(std::sync::atomic::Ordering::Relaxed) {
+        ctx.events.publish(work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
+    }
     if errors.is_empty() {
         if wrote || changed {
             ctx.events.publish(work, false, EVENT_SYNC_SUCCEED, "Sync", format!("Sync work({key}) to cluster({cluster}) successful.")).await;

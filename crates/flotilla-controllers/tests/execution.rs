@@ -170,7 +170,7 @@ async fn scenario(m: &flotilla_testenv::Member, joined: &Joined) {
         assert_eq!(annotations.get("work.karmada.io/namespace"), Some(&es));
         assert_eq!(annotations.get("work.karmada.io/name").map(String::as_str), Some("web"));
     }
-    assert!(events_for(&client, &es, "web").await.contains(&"SyncSucceed".to_string()));
+    eventually("a SyncSucceed event on the Work", || async { events_for(&client, &es, "web").await.contains(&"SyncSucceed".to_string()).then_some(()) }).await;
 
     // The Deployment's status comes back, healthy once its pods run on the fake kubelet.
     let statuses = eventually("a healthy Deployment in manifestStatuses", || async {

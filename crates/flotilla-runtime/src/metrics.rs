@@ -14,6 +14,7 @@
 //! | `workqueue_retries_total` | `controller`, `name` | keys re-added after a failure |
 //! | `workqueue_queue_duration_seconds` | `controller`, `name` | how long a key waited before a worker took it |
 //! | `workqueue_work_duration_seconds` | `controller`, `name` | how long a worker held a key |
+//! | `flotilla_events_total` | `component`, `outcome` (`written`, `counted`, `throttled`, `dropped`, `failed`) | Events recorded ([`crate::events`]) |
 //!
 //! One registry per process, as controller-runtime has: the API server's `/metrics` appends
 //! [`render`]'s text to its own.
@@ -42,6 +43,39 @@ pub struct ResultLabels {
 pub struct QueueLabels {
     pub controller: String,
     pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    pub component: String,
+    pub outcome: String,
+}
+
+/// What became of one Event handed to a recorder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventOutcome {
+    /// Written as a new Event.
+    Written,
+    /// A repeat: the count of the Event already written went up.
+    Counted,
+    /// Dropped by the spam filter (the object had its burst).
+    Throttled,
+    /// Dropped: the recorder's queue was full.
+    Dropped,
+    /// The write failed.
+    Failed,
+}
+
+impl EventOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            EventOutcome::Written => "written",
+            EventOutcome::Counted => "counted",
+            EventOutcome::Throttled => "throttled",
+            EventOutcome::Dropped => "dropped",
+            EventOutcome::Failed => "failed",
+        }
+    }
 }
 
 /// The outcome label of one reconcile.
@@ -78,6 +112,7 @@ pub struct Metrics {
     retries: Family<QueueLabels, Counter>,
     queue_duration: Family<QueueLabels, Histogram>,
     work_duration: Family<QueueLabels, Histogram>,
+    events: Family<EventLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -122,6 +157,8 @@ impl Metrics {
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", retries.clone());
         registry.register("workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested", queue_duration.clone());
         registry.register("workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes", work_duration.clone());
+        let events = Family::<EventLabels, Counter>::default();
+        registry.register("flotilla_events", "Events handed to a recorder, by what became of them", events.clone());
         Metrics {
             registry,
             reconcile_total,
@@ -135,7 +172,13 @@ impl Metrics {
             retries,
             queue_duration,
             work_duration,
+            events,
         }
+    }
+
+    /// Count what became of one Event of `component`.
+    pub fn event(&self, component: &str, outcome: EventOutcome) {
+        self.events.get_or_create(&EventLabels { component: component.into(), outcome: outcome.label().into() }).inc();
     }
 
     /// The handles of one controller, its series present (at zero) from now on.

@@ -260,6 +260,18 @@ impl Proc {
     }
 }
 
+/// The first SIGINT or SIGTERM.
+async fn interrupt() -> &'static str {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
 /// `kill -SIG pid` (the workspace allows no `unsafe`, so no libc call).
 async fn signal(sig: &str, pid: u32) {
     let _ = tokio::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).stderr(Stdio::null()).status().await;
@@ -563,6 +575,13 @@ async fn request_counts(cp: &kube::Client) -> HashMap<(String, String), f64> {
     let Ok(req) = http::Request::get("/metrics").body(Vec::new()) else { return out };
     let Ok(text) = cp.request_text(req).await else { return out };
     for line in text.lines() {
+        // Flotilla's store: how many durable commits (each one fsync) the writes took.
+        if let Some(rest) = line.strip_prefix("flotilla_store_commit_duration_seconds_count") {
+            if let Some(Ok(v)) = rest.rsplit(' ').next().map(|v| v.trim().parse::<f64>()) {
+                *out.entry((COMMITS.to_string(), String::new())).or_insert(0.0) += v;
+            }
+            continue;
+        }
         let Some(rest) = line.strip_prefix("flotilla_apiserver_requests_total{").or_else(|| line.strip_prefix("apiserver_request_total{")) else { continue };
         let Some((labels, value)) = rest.rsplit_once('}') else { continue };
         let label = |name: &str| {
@@ -579,13 +598,22 @@ fn requests_per_template(before: &HashMap<(String, String), f64>, after: &HashMa
     let mut d: Vec<((String, String), f64)> =
         after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| *v > 0.0).collect();
     d.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let commits = d.iter().find(|((verb, _), _)| verb == COMMITS).map(|(_, v)| *v);
+    d.retain(|((verb, _), _)| verb != COMMITS);
     let total: f64 = d.iter().map(|(_, v)| v).sum();
     let writes: f64 =
         d.iter().filter(|((verb, _), _)| matches!(verb.as_str(), "CREATE" | "POST" | "UPDATE" | "PUT" | "PATCH" | "APPLY" | "DELETE")).map(|(_, v)| v).sum();
     let t = templates.max(1) as f64;
     let top: Vec<String> = d.iter().take(8).map(|((verb, res), v)| format!("{verb} {res} {:.1}", v / t)).collect();
-    format!("{:.1} requests/template ({:.1} writes): {}", total / t, writes / t, top.join(", "))
+    let commits = match commits {
+        Some(c) if c > 0.0 => format!("; store commits {:.1}/template, {:.1} writes each", c / t, writes / c),
+        _ => String::new(),
+    };
+    format!("{:.1} requests/template ({:.1} writes): {}{commits}", total / t, writes / t, top.join(", "))
 }
+
+/// The key [`request_counts`] files the store's commits under.
+const COMMITS: &str = "COMMITS";
 
 // ---------------------------------------------------------------------------------------------
 // Runs
@@ -832,11 +860,21 @@ async fn main() -> std::process::ExitCode {
     }
     let errors = Errors::default();
     let mut outcomes = Vec::new();
-    for kind in &args.control_planes {
-        match run_one(&args, &sizes, kind, &errors).await {
-            Ok(o) => outcomes.push(o),
-            Err(e) => errors.add(format!("{kind}: {e:#}")),
-        }
+    // Interrupted, the run in hand is dropped, and with it every process it started.
+    let interrupted = tokio::select! {
+        () = async {
+            for kind in &args.control_planes {
+                match run_one(&args, &sizes, kind, &errors).await {
+                    Ok(o) => outcomes.push(o),
+                    Err(e) => errors.add(format!("{kind}: {e:#}")),
+                }
+            }
+        } => None,
+        signal = interrupt() => Some(signal),
+    };
+    if let Some(signal) = interrupted {
+        eprintln!("{signal}: the control plane and the members were stopped; no figures");
+        return std::process::ExitCode::FAILURE;
     }
     if !outcomes.is_empty() {
         println!("\n## side by side");
