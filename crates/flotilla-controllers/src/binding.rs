@@ -516,12 +516,7 @@ async fn reconcile(key: BindingKey, ctx: Arc<Context>) -> Result<Next, Error> {
 /// The template from the informer the detector shares (no request), when the cache holds the
 /// version the binding was made from or a later one; else `None`, and the API server is asked.
 fn cached_template(ctx: &Context, ar: &kube::api::ApiResource, resource: &flotilla_api::federation::karmada::work::ObjectReference) -> Option<Value> {
-    let store = ctx.informers.dynamic_store(ar);
-    let at = match resource.namespace.as_deref().filter(|ns| !ns.is_empty()) {
-        Some(ns) => ObjectRef::new_with(&resource.name, ar.clone()).within(ns),
-        None => ObjectRef::new_with(&resource.name, ar.clone()),
-    };
-    let cached = store.get(&at)?;
+    let cached = crate::kinds::cached(&ctx.informers.dynamic_store(ar), ar, resource.namespace.as_deref(), &resource.name)?;
     // Revisions are the store's counters: a cache behind the binding is never used.
     let revision = |rv: Option<&str>| rv.and_then(|v| v.parse::<u64>().ok());
     let (have, want) = (revision(cached.metadata.resource_version.as_deref()), revision(resource.resource_version.as_deref()));
@@ -531,12 +526,7 @@ fn cached_template(ctx: &Context, ar: &kube::api::ApiResource, resource: &flotil
     if resource.uid.as_deref().is_some_and(|uid| cached.metadata.uid.as_deref() != Some(uid)) {
         return None;
     }
-    // Items of a list carry no apiVersion and kind; the cache's are those of its kind.
-    let mut template = serde_json::to_value(&*cached).ok()?;
-    let object = template.as_object_mut()?;
-    object.insert("apiVersion".into(), Value::String(ar.api_version.clone()));
-    object.insert("kind".into(), Value::String(ar.kind.clone()));
-    Some(template)
+    crate::kinds::template_json(&cached, ar).ok()
 }
 
 /// Writes the Work of every target cluster and deletes the orphans.

@@ -532,12 +532,8 @@ fn kinds_of(selectors: &[ResourceSelector]) -> HashSet<Kind> {
 async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     tracing::debug!(controller = NAME, template = %describe(&key), "reconciling");
     let Some(watched) = ctx.watched(&key.kind) else { return Ok(Next::After(ctx.config.missing_kind_retry)) };
-    let obj_ref = match &key.namespace {
-        Some(ns) => ObjectRef::new_with(&key.name, watched.resource.clone()).within(ns),
-        None => ObjectRef::new_with(&key.name, watched.resource.clone()),
-    };
     let user_change = ctx.user_change(&key);
-    let Some(obj) = watched.store.get(&obj_ref) else {
+    let Some(obj) = crate::kinds::cached(&watched.store, &watched.resource, key.namespace.as_deref(), &key.name) else {
         delete_binding(&ctx, &key, watched.namespaced).await?;
         ctx.user_changes.lock().remove(&key);
         return Ok(Next::Done);
@@ -545,10 +541,7 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
     if obj.metadata.deletion_timestamp.is_some() || key.namespace.as_deref().is_some_and(is_reserved_namespace) {
         return Ok(Next::Done);
     }
-    let mut template = serde_json::to_value(&*obj).map_err(|e| Error::Template(e.to_string()))?;
-    // Items of a LIST carry no apiVersion and kind (a real server leaves them out): the watch says.
-    template["apiVersion"] = json!(watched.resource.api_version);
-    template["kind"] = json!(watched.resource.kind);
+    let template = crate::kinds::template_json(&obj, &watched.resource).map_err(|e| Error::Template(e.to_string()))?;
     let api: Api<DynamicObject> = match &key.namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &watched.resource),
         None => Api::all_with(ctx.client.clone(), &watched.resource),

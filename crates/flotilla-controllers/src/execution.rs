@@ -404,49 +404,44 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
     let dispatching = dispatching_condition(suspended);
     // Karmada writes `Dispatching` before anything else. A Work that goes on to be applied has
     // it written with `Applied`, in one write; one that stops short has it written on its own.
-    let dispatch_now = || async {
-        let dispatched = update_work_conditions(&api, &key.name, Some(&*work), |conds| {
-            if condition_status(Some(conds), DISPATCHING).is_some_and(|c| c.status == dispatching.status) {
-                return false;
+    let reached = if suspended { Err(Ok(Next::Done)) } else { reach(&ctx, &key, &cluster_name, cluster).await };
+    match reached {
+        Ok(conn) => sync(&ctx, &key, &api, &work, &dispatching, &conn).await,
+        Err(stop) => {
+            let dispatched = update_work_conditions(&api, &key.name, Some(&*work), |conds| set_dispatching(conds, &dispatching))
+                .await
+                .map_err(err("updating the Dispatching condition"))?;
+            if dispatched.changed {
+                ctx.events.publish(&*work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
             }
-            set_condition(conds, dispatching.clone())
-        })
-        .await
-        .map_err(err("updating the Dispatching condition"))?;
-        if dispatched.changed {
-            ctx.events.publish(&*work, false, EVENT_WORK_DISPATCHING, "Dispatch", dispatching.message.clone()).await;
+            stop
         }
-        Ok::<(), Error>(())
-    };
-    if suspended {
-        dispatch_now().await?;
-        return Ok(Next::Done);
     }
+}
+
+/// The connection to the Work's member, or what the reconcile returns instead: the cluster is
+/// missing, terminating, unreachable or not Ready, the member is held, or connecting failed.
+async fn reach(ctx: &Context, key: &WorkKey, cluster_name: &str, cluster: Option<Arc<Cluster>>) -> Result<Connection, Result<Next, Error>> {
     let Some(cluster) = cluster.filter(|c| ctx.clients.reaches(c) && c.metadata.deletion_timestamp.is_none()) else {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster missing, terminating or unreachable from here; waiting");
-        dispatch_now().await?;
-        return Ok(Next::After(ctx.config.not_ready_requeue));
+        return Err(Ok(Next::After(ctx.config.not_ready_requeue)));
     };
     // A pull agent does not wait for its own Cluster's Ready (the control plane derives it from
     // the agent's own Lease; the agent's holds say when it may write, ADR 0032).
     if !is_cluster_ready(&cluster) && ctx.clients.own_cluster().is_none() {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "cluster not ready; waiting");
-        dispatch_now().await?;
-        return Ok(Next::After(ctx.config.not_ready_requeue));
+        return Err(Ok(Next::After(ctx.config.not_ready_requeue)));
     }
     if ctx.clients.holds().holds_all() {
         tracing::debug!(controller = NAME, work = %key, cluster = %cluster_name, "the member is catching up with what changed in it while offline; waiting");
-        dispatch_now().await?;
-        return Ok(Next::After(ctx.config.held_requeue));
+        return Err(Ok(Next::After(ctx.config.held_requeue)));
     }
-    let conn = match ctx.connect(&key, &cluster).await {
-        Ok(conn) => conn,
-        Err(e) => {
-            dispatch_now().await?;
-            return Err(e);
-        }
-    };
-    sync(&ctx, &key, &api, &work, &dispatching, &conn).await
+    ctx.connect(key, &cluster).await.map_err(Err)
+}
+
+/// Set `dispatching` unless the Work's `Dispatching` already has its status; whether it did.
+fn set_dispatching(conds: &mut Vec<Condition>, dispatching: &Condition) -> bool {
+    condition_status(Some(conds), DISPATCHING).is_none_or(|c| c.status != dispatching.status) && set_condition(conds, dispatching.clone())
 }
 
 /// Apply every manifest, then record the outcome: `Applied`, and `dispatching` with it.
@@ -510,7 +505,7 @@ async fn sync(ctx: &Context, key: &WorkKey, api: &Api<Work>, work: &Work, dispat
     }
     let dispatched = std::sync::atomic::AtomicBool::new(false);
     let changed = update_work_conditions(api, &key.name, Some(work), |conds| {
-        let newly = condition_status(Some(conds), DISPATCHING).is_none_or(|c| c.status != dispatching.status) && set_condition(conds, dispatching.clone());
+        let newly = set_dispatching(conds, dispatching);
         dispatched.store(newly, std::sync::atomic::Ordering::Relaxed);
         set_condition(conds, applied.clone()) || newly
     })

@@ -1,11 +1,35 @@
 //! Template kinds resolved through the control plane's discovery, cached per controller: a
 //! binding names its template (and a template its dependencies) by apiVersion and kind only.
+//! Also how a template is read from a kind's shared cache.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kube::Client;
+use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{ObjectRef, Store};
 use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+/// The object `namespace`/`name` (no namespace, or an empty one: cluster-scoped) in the cache of
+/// `resource`'s objects.
+pub fn cached(store: &Store<DynamicObject>, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+    let at = ObjectRef::new_with(name, resource.clone());
+    store.get(&match namespace.filter(|ns| !ns.is_empty()) {
+        Some(ns) => at.within(ns),
+        None => at,
+    })
+}
+
+/// A cached template as JSON. Items of a LIST carry no apiVersion and kind (a real server
+/// leaves them out): the cache's kind says.
+pub fn template_json(obj: &DynamicObject, resource: &ApiResource) -> Result<Value, serde_json::Error> {
+    let mut template = serde_json::to_value(obj)?;
+    template["apiVersion"] = json!(resource.api_version);
+    template["kind"] = json!(resource.kind);
+    Ok(template)
+}
 
 #[derive(Default)]
 pub struct Kinds {
