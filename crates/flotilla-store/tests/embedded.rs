@@ -70,3 +70,32 @@ impl conformance::Harness for EmbeddedHarness {
 }
 
 conformance_suite!(EmbeddedHarness::boxed());
+
+/// Two writes from two callers, the second sent well inside the commit window of the first,
+/// commit together in one durable commit; with no window they commit apart.
+#[tokio::test]
+async fn writes_within_the_commit_window_share_one_commit() {
+    use bytes::Bytes;
+    use flotilla_store::Op;
+    use flotilla_store::embedded::CommitStats;
+
+    for (window, expected_commits) in [(Duration::from_secs(2), 1), (Duration::ZERO, 2)] {
+        let harness = EmbeddedHarness { dir: scratch_dir() };
+        let stats = Arc::new(CommitStats::default());
+        let mut config = harness.config("window.redb");
+        config.commit_window = window;
+        config.commit_stats = Some(stats.clone());
+        let store: Arc<dyn Store> = Arc::new(open_retrying(config).await);
+        let put = |key: &'static str| {
+            let store = store.clone();
+            tokio::spawn(async move { store.txn(vec![], vec![Op::Put(Bytes::from_static(key.as_bytes()), Bytes::from_static(b"v"))]).await })
+        };
+        let first = put("/a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let second = put("/b");
+        let (a, b) = (first.await.unwrap().unwrap(), second.await.unwrap().unwrap());
+        assert_eq!((a.revision + 1, b.revision), (b.revision, a.revision + 1), "each write has its own revision");
+        assert_eq!(stats.writes(), 2);
+        assert_eq!(stats.commits(), expected_commits, "commit window {window:?}");
+    }
+}

@@ -575,12 +575,11 @@ async fn request_counts(cp: &kube::Client) -> HashMap<(String, String), f64> {
     let Ok(req) = http::Request::get("/metrics").body(Vec::new()) else { return out };
     let Ok(text) = cp.request_text(req).await else { return out };
     for line in text.lines() {
-        // Flotilla's store: how many durable commits (each one fsync) the writes took.
-        if let Some(rest) = line.strip_prefix("flotilla_store_commit_duration_seconds_count") {
-            if let Some(Ok(v)) = rest.rsplit(' ').next().map(|v| v.trim().parse::<f64>()) {
-                *out.entry((COMMITS.to_string(), String::new())).or_insert(0.0) += v;
+        // Flotilla's store: how many durable commits (each one fsync) its writes took.
+        for (series, key) in [("flotilla_store_durable_commits_total ", COMMITS), ("flotilla_store_committed_writes_total ", COMMITTED_WRITES)] {
+            if let Some(Ok(v)) = line.strip_prefix(series).map(|v| v.trim().parse::<f64>()) {
+                *out.entry((key.to_string(), String::new())).or_insert(0.0) += v;
             }
-            continue;
         }
         let Some(rest) = line.strip_prefix("flotilla_apiserver_requests_total{").or_else(|| line.strip_prefix("apiserver_request_total{")) else { continue };
         let Some((labels, value)) = rest.rsplit_once('}') else { continue };
@@ -598,22 +597,24 @@ fn requests_per_template(before: &HashMap<(String, String), f64>, after: &HashMa
     let mut d: Vec<((String, String), f64)> =
         after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0))).filter(|(_, v)| *v > 0.0).collect();
     d.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let commits = d.iter().find(|((verb, _), _)| verb == COMMITS).map(|(_, v)| *v);
-    d.retain(|((verb, _), _)| verb != COMMITS);
+    let store = |key: &str| d.iter().find(|((verb, _), _)| verb == key).map(|(_, v)| *v);
+    let (commits, committed) = (store(COMMITS), store(COMMITTED_WRITES));
+    d.retain(|((verb, _), _)| verb != COMMITS && verb != COMMITTED_WRITES);
     let total: f64 = d.iter().map(|(_, v)| v).sum();
     let writes: f64 =
         d.iter().filter(|((verb, _), _)| matches!(verb.as_str(), "CREATE" | "POST" | "UPDATE" | "PUT" | "PATCH" | "APPLY" | "DELETE")).map(|(_, v)| v).sum();
     let t = templates.max(1) as f64;
     let top: Vec<String> = d.iter().take(8).map(|((verb, res), v)| format!("{verb} {res} {:.1}", v / t)).collect();
-    let commits = match commits {
-        Some(c) if c > 0.0 => format!("; store commits {:.1}/template, {:.1} writes each", c / t, writes / c),
+    let commits = match (commits, committed) {
+        (Some(c), Some(w)) if c > 0.0 => format!("; store commits {:.1}/template, {:.1} writes each", c / t, w / c),
         _ => String::new(),
     };
     format!("{:.1} requests/template ({:.1} writes): {}{commits}", total / t, writes / t, top.join(", "))
 }
 
-/// The key [`request_counts`] files the store's commits under.
+/// The keys [`request_counts`] files the store's durable commits and the writes they held under.
 const COMMITS: &str = "COMMITS";
+const COMMITTED_WRITES: &str = "COMMITTED_WRITES";
 
 // ---------------------------------------------------------------------------------------------
 // Runs

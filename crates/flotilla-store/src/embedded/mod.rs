@@ -1,7 +1,8 @@
 //! The embedded backend: one redb file, one writer thread with group commit.
 //!
 //! Writers send requests to the writer thread; it takes every request waiting (up to
-//! `max_batch`), applies them in one redb transaction — each successful request at its own
+//! `max_batch`) — under a steady stream of writes, also those arriving within the commit window
+//! (`commit_window`, see `Gather`) — applies them in one redb transaction — each successful request at its own
 //! revision — and commits it durably once. Only then are the requests answered and the batch
 //! published to watchers. If the commit fails, every request of the batch fails and the revision
 //! counter rolls back, so a failed batch leaves no hole.
@@ -46,6 +47,12 @@ pub struct EmbeddedConfig {
     pub queue_depth: usize,
     /// redb's page cache.
     pub cache_bytes: usize,
+    /// How long the writer may hold a batch open for more writes before committing it, while
+    /// holding batches open pays (see [`Gather`]). Zero commits each batch as soon as the
+    /// queue is empty.
+    pub commit_window: Duration,
+    /// Where to count durable commits and the writes they held (for metrics), if anywhere.
+    pub commit_stats: Option<Arc<CommitStats>>,
     pub retention: RetentionConfig,
     pub watch: WatchConfig,
 }
@@ -57,9 +64,34 @@ impl EmbeddedConfig {
             max_batch: 1024,
             queue_depth: 8192,
             cache_bytes: 256 << 20,
+            commit_window: DEFAULT_COMMIT_WINDOW,
+            commit_stats: None,
             retention: RetentionConfig::default(),
             watch: WatchConfig::default(),
         }
+    }
+}
+
+/// The default [`EmbeddedConfig::commit_window`]: a write waits at most this long for company.
+pub const DEFAULT_COMMIT_WINDOW: Duration = Duration::from_millis(1);
+
+/// Durable commits of a store and the write requests they answered: their ratio is how well
+/// group commit groups.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    commits: std::sync::atomic::AtomicU64,
+    writes: std::sync::atomic::AtomicU64,
+}
+
+impl CommitStats {
+    /// Durable commits (each one fsync) so far.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Write requests answered by those commits.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 }
 
@@ -169,9 +201,11 @@ impl EmbeddedStore {
         let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
         let writer_shared = shared.clone();
         let max_batch = config.max_batch.max(1);
+        let commit_window = config.commit_window;
+        let stats = config.commit_stats.clone();
         let writer = std::thread::Builder::new()
             .name(format!("flotilla-store-{name}-writer"))
-            .spawn(move || Writer { shared: writer_shared, next: revision, max_batch, broken: false }.run(rx))
+            .spawn(move || Writer { shared: writer_shared, next: revision, max_batch, broken: false, gather: Gather::new(commit_window), stats }.run(rx))
             .map_err(|e| StoreError::Internal(format!("cannot start the store writer: {e}")))?;
         let background = match (config.retention.interval, tokio::runtime::Handle::try_current()) {
             (Some(interval), Ok(rt)) => Some(rt.spawn(auto_compact(Arc::downgrade(&shared), tx.downgrade(), config.retention.clone(), interval))),
@@ -280,6 +314,53 @@ struct Writer {
     max_batch: usize,
     /// A commit failed: redb refuses further writes until the database is reopened.
     broken: bool,
+    gather: Gather,
+    stats: Option<Arc<CommitStats>>,
+}
+
+/// When to hold a batch open for more writes. A durable commit has a large fixed cost (page
+/// writes and an fsync) whatever it holds, so under a steady stream of writes from many
+/// callers, waiting a moment for more and committing them together costs each write little
+/// latency and saves most of the commits. A lone sequential writer gains nothing by waiting
+/// (its next write comes only after this one is answered), so the writer keeps a running
+/// average of how many writes each wait gathered, stops waiting when waits gather nothing, and
+/// tries again every [`Gather::PROBE_EVERY`] batches.
+struct Gather {
+    window: Duration,
+    /// Exponential moving average of the writes one wait gathered.
+    gain: f64,
+    since_probe: u32,
+}
+
+impl Gather {
+    const PROBE_EVERY: u32 = 64;
+    /// Below this average gain, waiting stops until the next probe.
+    const WORTH_IT: f64 = 0.5;
+    /// The longest single sleep while waiting: the queue is checked at least this often.
+    const POLL: Duration = Duration::from_micros(100);
+
+    fn new(window: Duration) -> Self {
+        Gather { window, gain: 1.0, since_probe: 0 }
+    }
+
+    fn should_wait(&mut self) -> bool {
+        if self.window.is_zero() {
+            return false;
+        }
+        if self.gain >= Self::WORTH_IT {
+            return true;
+        }
+        self.since_probe += 1;
+        if self.since_probe >= Self::PROBE_EVERY {
+            self.since_probe = 0;
+            return true;
+        }
+        false
+    }
+
+    fn record(&mut self, gathered: usize) {
+        self.gain = 0.75 * self.gain + 0.25 * gathered as f64;
+    }
 }
 
 /// A failure while applying one request: its own fault, or the storage's (fatal to the batch).
@@ -294,6 +375,9 @@ impl From<redb::StorageError> for ApplyError {
     }
 }
 
+/// A write request waiting in the batch: its compares, its ops and where its answer goes.
+type PendingTxn = (Vec<Compare>, Vec<Op>, oneshot::Sender<Result<TxnResponse>>);
+
 struct Tables<'t> {
     current: Table<'t, &'static [u8], (i64, i64)>,
     history: Table<'t, (&'static [u8], i64), &'static [u8]>,
@@ -304,25 +388,58 @@ impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Request>) {
         while let Some(first) = rx.blocking_recv() {
             let mut txns = Vec::new();
-            let mut pending = Some(first);
-            while let Some(req) = pending.take() {
-                match req {
-                    Request::Txn { compares, ops, reply } => txns.push((compares, ops, reply)),
-                    Request::Compact { revision, reply } => {
-                        // Keep order: writes queued before the compaction commit first.
-                        self.commit_batch(std::mem::take(&mut txns));
-                        let _ = reply.send(self.compact(revision));
-                    }
+            self.take(first, &mut txns);
+            // Everything already waiting joins the batch.
+            while txns.len() < self.max_batch {
+                match rx.try_recv() {
+                    Ok(req) => self.take(req, &mut txns),
+                    Err(_) => break,
                 }
-                if txns.len() < self.max_batch {
-                    pending = rx.try_recv().ok();
-                }
+            }
+            if !txns.is_empty() && txns.len() < self.max_batch && self.gather.should_wait() {
+                let gathered = self.gather_more(&mut rx, &mut txns);
+                self.gather.record(gathered);
             }
             self.commit_batch(txns);
         }
     }
 
-    fn commit_batch(&mut self, batch: Vec<(Vec<Compare>, Vec<Op>, oneshot::Sender<Result<TxnResponse>>)>) {
+    /// Add one request to the batch in hand; a compaction first commits the batch, so writes
+    /// queued before it commit first.
+    fn take(&mut self, req: Request, txns: &mut Vec<PendingTxn>) {
+        match req {
+            Request::Txn { compares, ops, reply } => txns.push((compares, ops, reply)),
+            Request::Compact { revision, reply } => {
+                self.commit_batch(std::mem::take(txns));
+                let _ = reply.send(self.compact(revision));
+            }
+        }
+    }
+
+    /// Wait up to the commit window for more requests; returns how many arrived.
+    fn gather_more(&mut self, rx: &mut mpsc::Receiver<Request>, txns: &mut Vec<PendingTxn>) -> usize {
+        let deadline = std::time::Instant::now() + self.gather.window;
+        let mut gathered = 0;
+        while txns.len() < self.max_batch {
+            match rx.try_recv() {
+                Ok(req) => {
+                    gathered += 1;
+                    self.take(req, txns);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    std::thread::sleep((deadline - now).min(Gather::POLL));
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            }
+        }
+        gathered
+    }
+
+    fn commit_batch(&mut self, batch: Vec<PendingTxn>) {
         if batch.is_empty() {
             return;
         }
@@ -371,6 +488,10 @@ impl Writer {
         let committed = result.and_then(|txn| txn.commit().map_err(storage));
         match committed {
             Ok(()) => {
+                if let Some(stats) = &self.stats {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
                 self.shared.revision.store(self.next, Ordering::Release);
                 if self.next != start {
                     self.shared.hub.publish(Batch { last_revision: self.next, events });
@@ -1007,4 +1128,29 @@ pub fn restore(snapshot: &Path, data_file: &Path) -> Result<(SnapshotInfo, Optio
     std::fs::rename(&tmp, data_file).map_err(|e| StoreError::Io(format!("cannot move the snapshot into place: {e}")))?;
     sync_parent(data_file)?;
     Ok((info, backup))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lone writer's waits gather nothing: after a few the writer stops waiting, tries again
+    /// once every PROBE_EVERY batches, and waits again for good once a wait gathers company.
+    #[test]
+    fn gather_stops_waiting_when_waits_gather_nothing() {
+        let mut g = Gather::new(Duration::from_millis(1));
+        let mut waits = 0;
+        for _ in 0..10 {
+            if g.should_wait() {
+                waits += 1;
+                g.record(0);
+            }
+        }
+        assert_eq!(waits, 3, "gain 1.0 decays below 0.5 after three empty waits");
+        let probes = (0..Gather::PROBE_EVERY * 2).filter(|_| g.should_wait()).count();
+        assert_eq!(probes, 2);
+        g.record(8);
+        assert!(g.should_wait() && g.should_wait(), "a wait that gathered writes makes waiting worth it again");
+        assert!(!Gather::new(Duration::ZERO).should_wait(), "no window, no waiting");
+    }
 }
