@@ -25,7 +25,7 @@
 //! member copies. (Karmada leaves such a binding, empty, until its dependency is deleted; its
 //! Works are removed all the same.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -164,7 +164,73 @@ struct Context {
     events: Events,
     config: Config,
     rbs: Store<ResourceBinding>,
+    index: Arc<Mutex<Index>>,
     kinds: Kinds,
+}
+
+/// Which bindings name which objects, kept from the binding informer's changes, so that a
+/// change to a ConfigMap finds the bindings that depend on it, and a requirer its attached
+/// bindings, without reading every binding of the cache (with 10,000 bindings, a scan per
+/// change made a cold start quadratic). Candidates from the index are checked against the
+/// cached binding, so the index only narrows the search.
+#[derive(Default)]
+struct Index {
+    /// A depended-by label key → the attached bindings (namespace, name) that carry it.
+    attached: HashMap<String, HashSet<(String, String)>>,
+    /// (namespace, apiVersion, kind, name) of a dependency named in a binding's recorded
+    /// dependencies → the bindings (namespace, name) naming it.
+    named: HashMap<(String, String, String, String), HashSet<(String, String)>>,
+    /// (namespace, apiVersion, kind) → bindings whose recorded dependencies select objects of
+    /// that kind by label: candidates for every change of that kind in their namespace.
+    selecting: HashMap<(String, String, String), HashSet<String>>,
+}
+
+impl Index {
+    /// Follow one change of the binding cache (`old` as cached before it).
+    fn update(&mut self, old: Option<&ResourceBinding>, new: &ResourceBinding, deleted: bool) {
+        if let Some(old) = old {
+            self.entries(old, false);
+        }
+        self.entries(new, !deleted);
+    }
+
+    fn entries(&mut self, rb: &ResourceBinding, add: bool) {
+        let ns = rb.metadata.namespace.clone().unwrap_or_default();
+        let me = (ns.clone(), rb.name_any());
+        for label in rb.metadata.labels.iter().flat_map(|l| l.keys()).filter(|k| k.starts_with(DEPENDED_BY_LABEL_PREFIX)) {
+            edit(&mut self.attached, label.clone(), me.clone(), add);
+        }
+        let recorded = rb.metadata.annotations.as_ref().and_then(|a| a.get(DEPENDENCIES_ANNOTATION));
+        for dep in recorded.and_then(|r| serde_json::from_str::<Vec<ObjectRef>>(r).ok()).unwrap_or_default() {
+            if dep.name.is_empty() {
+                edit(&mut self.selecting, (ns.clone(), dep.api_version, dep.kind), me.1.clone(), add);
+            } else {
+                edit(&mut self.named, (dep.namespace, dep.api_version, dep.kind, dep.name), me.clone(), add);
+            }
+        }
+    }
+
+    /// Bindings of `namespace` that may name the object (by name or by a label selector).
+    fn naming(&self, namespace: &str, api_version: &str, kind: &str, name: &str) -> Vec<String> {
+        let key = (namespace.to_string(), api_version.to_string(), kind.to_string(), name.to_string());
+        let by_name = self.named.get(&key).into_iter().flatten().filter(|(ns, _)| ns == namespace).map(|(_, n)| n.clone());
+        let by_selector = self.selecting.get(&(key.0.clone(), key.1.clone(), key.2.clone())).into_iter().flatten().cloned();
+        let mut out: Vec<String> = by_name.chain(by_selector).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+fn edit<K: std::hash::Hash + Eq, V: std::hash::Hash + Eq>(map: &mut HashMap<K, HashSet<V>>, key: K, value: V, add: bool) {
+    if add {
+        map.entry(key).or_default().insert(value);
+    } else if let Some(set) = map.get_mut(&key) {
+        set.remove(&value);
+        if set.is_empty() {
+            map.remove(&key);
+        }
+    }
 }
 
 impl Context {
@@ -176,9 +242,10 @@ impl Context {
     /// The attached bindings naming `key` in their depended-by label.
     fn attached_to(&self, key: &Key) -> Vec<Arc<ResourceBinding>> {
         let label = depended_by_label_key(&key.namespace, &key.name);
-        self.rbs
-            .state()
+        let candidates: Vec<(String, String)> = self.index.lock().attached.get(&label).into_iter().flatten().cloned().collect();
+        candidates
             .into_iter()
+            .filter_map(|(ns, name)| self.binding(&ns, &name))
             .filter(|rb| {
                 rb.metadata.namespace.as_deref() == Some(key.namespace.as_str()) && rb.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
             })
@@ -456,14 +523,17 @@ fn print_of(rb: &ResourceBinding) -> Print {
 }
 
 /// Queue the independent bindings of `namespace` whose recorded dependencies name the object.
-fn wake_requirers(rbs: &Store<ResourceBinding>, queue: &WorkQueue<Key>, api_version: &str, kind: &str, meta: &kube::api::ObjectMeta) {
+fn wake_requirers(rbs: &Store<ResourceBinding>, index: &Mutex<Index>, queue: &WorkQueue<Key>, api_version: &str, kind: &str, meta: &kube::api::ObjectMeta) {
     let (Some(ns), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref()) else {
         return;
     };
     let labels = meta.labels.clone().unwrap_or_default();
-    for rb in rbs.state() {
-        if rb.metadata.namespace.as_deref() == Some(ns) && names_dependency(&rb, api_version, kind, ns, name, &labels) {
-            queue.add(Key { namespace: ns.to_string(), name: rb.name_any() });
+    let candidates = index.lock().naming(ns, api_version, kind, name);
+    for candidate in candidates {
+        if let Some(rb) = rbs.get(&StoreRef::new(&candidate).within(ns))
+            && names_dependency(&rb, api_version, kind, ns, name, &labels)
+        {
+            queue.add(Key { namespace: ns.to_string(), name: candidate });
         }
     }
 }
@@ -471,7 +541,7 @@ fn wake_requirers(rbs: &Store<ResourceBinding>, queue: &WorkQueue<Key>, api_vers
 /// Wake the bindings that name the objects of dependency kind `K` when one changes. The kind is
 /// read as dynamic objects: the detector reads the same kinds that way when a policy selects
 /// them, and both share one watch.
-fn watch_dependency<K>(informers: &flotilla_runtime::Informers, rbs: Store<ResourceBinding>, queue: Arc<WorkQueue<Key>>)
+fn watch_dependency<K>(informers: &flotilla_runtime::Informers, rbs: Store<ResourceBinding>, index: Arc<Mutex<Index>>, queue: Arc<WorkQueue<Key>>)
 where
     K: Resource<DynamicType = ()>,
 {
@@ -479,7 +549,7 @@ where
     let (api_version, kind) = (resource.api_version.clone(), resource.kind.clone());
     informers.subscribe_dynamic(&resource, move |old, o, deleted| {
         if deleted || old.is_none_or(|old| old.metadata.resource_version != o.metadata.resource_version) {
-            wake_requirers(&rbs, &queue, &api_version, &kind, &o.metadata);
+            wake_requirers(&rbs, &index, &queue, &api_version, &kind, &o.metadata);
         }
     });
 }
@@ -502,11 +572,16 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             q.add(key);
         }
     });
-    watch_dependency::<ConfigMap>(&rt.informers, rbs.clone(), queue.clone());
-    watch_dependency::<Secret>(&rt.informers, rbs.clone(), queue.clone());
-    watch_dependency::<ServiceAccount>(&rt.informers, rbs.clone(), queue.clone());
-    watch_dependency::<PersistentVolumeClaim>(&rt.informers, rbs.clone(), queue.clone());
-    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), rbs, kinds: Kinds::default() });
+    // Subscribed before the dependency kinds: their first events already find it filled as far
+    // as the binding cache is.
+    let index: Arc<Mutex<Index>> = Arc::default();
+    let i = index.clone();
+    rt.informers.subscribe_changes::<ResourceBinding>(move |old, rb, deleted| i.lock().update(old, rb, deleted));
+    watch_dependency::<ConfigMap>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    watch_dependency::<Secret>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    watch_dependency::<ServiceAccount>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    watch_dependency::<PersistentVolumeClaim>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), rbs, index, kinds: Kinds::default() });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {
         _ = rb_task => tracing::warn!(controller = NAME, "binding watch ended"),
@@ -565,5 +640,43 @@ mod tests {
         let (cr, preserve, conflicts) = resolve_requirers(&[&abort, &overwrite]);
         assert_eq!((cr, preserve), (ConflictResolution::Overwrite, true));
         assert_eq!(conflicts, vec!["ConflictResolution conflicted (Overwrite vs Abort)", "PreserveResourcesOnDeletion conflicted (true vs false)"]);
+    }
+
+    #[test]
+    fn the_index_follows_bindings_as_they_change_and_go() {
+        let by_name = ObjectRef { api_version: "v1".into(), kind: "ConfigMap".into(), namespace: "default".into(), name: "c".into(), label_selector: None };
+        let by_label = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "default".into(),
+            name: String::new(),
+            label_selector: Some(Default::default()),
+        };
+        let mut requirer = ResourceBinding::new("web-deployment", ResourceBindingSpec::default());
+        requirer.metadata.namespace = Some("default".into());
+        requirer.metadata.annotations = Some(BTreeMap::from([(DEPENDENCIES_ANNOTATION.to_string(), dependencies_annotation(std::slice::from_ref(&by_name)))]));
+        let mut attached = ResourceBinding::new("c-configmap", ResourceBindingSpec::default());
+        attached.metadata.namespace = Some("default".into());
+        let label = depended_by_label_key("default", "web-deployment");
+        attached.metadata.labels = Some(BTreeMap::from([(label.clone(), String::new())]));
+
+        let mut index = Index::default();
+        index.update(None, &requirer, false);
+        index.update(None, &attached, false);
+        assert_eq!(index.naming("default", "v1", "ConfigMap", "c"), vec!["web-deployment"]);
+        assert!(index.naming("other", "v1", "ConfigMap", "c").is_empty(), "only bindings of the object's namespace");
+        assert!(index.naming("default", "v1", "ConfigMap", "d").is_empty());
+        assert_eq!(index.attached.get(&label).map(|s| s.len()), Some(1));
+
+        // The requirer now selects Secrets by label: any Secret of its namespace may wake it.
+        let mut changed = requirer.clone();
+        changed.metadata.annotations = Some(BTreeMap::from([(DEPENDENCIES_ANNOTATION.to_string(), dependencies_annotation(std::slice::from_ref(&by_label)))]));
+        index.update(Some(&requirer), &changed, false);
+        assert!(index.naming("default", "v1", "ConfigMap", "c").is_empty(), "the old entry went with the change");
+        assert_eq!(index.naming("default", "v1", "Secret", "anything"), vec!["web-deployment"]);
+
+        index.update(Some(&changed), &changed, true);
+        index.update(Some(&attached), &attached, true);
+        assert!(index.named.is_empty() && index.selecting.is_empty() && index.attached.is_empty(), "deleted bindings leave nothing behind");
     }
 }

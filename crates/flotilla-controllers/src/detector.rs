@@ -168,7 +168,8 @@ fn candidates_pp<'a>(template: &'a Value, pps: &'a [Arc<PropagationPolicy>]) -> 
     let ns = template.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
     pps.iter()
         .filter(move |p| !ns.is_empty() && p.metadata.namespace.as_deref() == Some(ns) && p.metadata.deletion_timestamp.is_none())
-        .map(move |p| {
+        .filter(|p| may_select(template, &p.spec.resource_selectors))
+        .filter_map(move |p| {
             // A namespaced policy only selects in its own namespace.
             let selectors: Vec<ResourceSelector> = p
                 .spec
@@ -180,18 +181,27 @@ fn candidates_pp<'a>(template: &'a Value, pps: &'a [Arc<PropagationPolicy>]) -> 
                     s
                 })
                 .collect();
-            (implicit(template, &selectors), chosen_of(&p.metadata, Some(ns.to_string()), &p.spec, PROPAGATION_POLICY_PERMANENT_ID_LABEL))
+            let i = implicit(template, &selectors);
+            // The policy is copied and defaulted only when it matches: a namespace may hold
+            // thousands of policies, each template matching one.
+            (i > ImplicitPriority::MisMatch).then(|| (i, chosen_of(&p.metadata, Some(ns.to_string()), &p.spec, PROPAGATION_POLICY_PERMANENT_ID_LABEL)))
         })
-        .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
 }
 
 fn candidates_cpp<'a>(template: &'a Value, cpps: &'a [Arc<ClusterPropagationPolicy>]) -> impl Iterator<Item = (ImplicitPriority, Chosen)> + 'a {
-    cpps.iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(move |p| {
-            (implicit(template, &p.spec.0.resource_selectors), chosen_of(&p.metadata, None, &p.spec.0, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL))
-        })
-        .filter(|(i, _)| *i > ImplicitPriority::MisMatch)
+    cpps.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter(|p| may_select(template, &p.spec.0.resource_selectors)).filter_map(move |p| {
+        let i = implicit(template, &p.spec.0.resource_selectors);
+        (i > ImplicitPriority::MisMatch).then(|| (i, chosen_of(&p.metadata, None, &p.spec.0, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL)))
+    })
+}
+
+/// A cheap first look: can any of the selectors match the template at all (same apiVersion and
+/// kind, and the same name where the selector names one)? Exact matching follows for those
+/// that can.
+fn may_select(template: &Value, selectors: &[ResourceSelector]) -> bool {
+    let field = |path: &str| template.pointer(path).and_then(Value::as_str).unwrap_or("");
+    let (api_version, kind, name) = (field("/apiVersion"), field("/kind"), field("/metadata/name"));
+    selectors.iter().any(|s| s.api_version == api_version && s.kind == kind && s.name.as_deref().is_none_or(|n| n.is_empty() || n == name))
 }
 
 /// The policy as the detector uses it. Its spec gets Karmada's webhook defaults (spread by

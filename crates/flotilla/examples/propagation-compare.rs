@@ -23,7 +23,10 @@
 //! 2. Divided over 2 members (static weights 1:1), open loop at `--rate` templates/s: latency from
 //!    the scheduled create to the copy in the last target member (no coordinated omission);
 //! 3. the same, as fast as 32 creators go: sustained templates/s and member applies/s;
-//! 4. Duplicated to every member at `--duplicated-rate`/s: latency to the last member.
+//! 4. Duplicated to every member at `--duplicated-rate`/s: latency to the last member;
+//! 5. (Flotilla only so far) the cold start of `--cold-start` templates, each with a ConfigMap it
+//!    depends on, created while the propagation controllers are off, and a SIGKILL restart of the
+//!    control plane holding them (`propagation/cold_start.rs`).
 //!
 //! Arrival is observed in each member's own API (a watch per member), never on the control plane.
 //! The control plane's CPU seconds and resident set are read from `/proc` for each of its
@@ -51,6 +54,9 @@ use tokio::io::AsyncBufReadExt as _;
 
 #[path = "propagation/common.rs"]
 mod common;
+
+#[path = "propagation/cold_start.rs"]
+mod cold_start;
 
 use common::{DUP_LABEL, NS, PAIR_LABEL, RunSpec, Stages, deployment, duplicated_policy};
 
@@ -81,6 +87,14 @@ struct Args {
     /// Templates Duplicated to every member [default: 10; smoke: 2].
     #[arg(long)]
     duplicated: Option<usize>,
+    /// The runs to make: `open` (Divided, open loop), `burst` (Divided, as fast as possible),
+    /// `dup` (Duplicated to every member), `cold` (cold start and restart; Flotilla only).
+    #[arg(long, value_delimiter = ',', default_value = "open,burst,dup,cold", value_parser = ["open", "burst", "dup", "cold"])]
+    runs: Vec<String>,
+    /// Templates of the cold-start run, each with a ConfigMap and a policy, on 2 members
+    /// [default: 5000; smoke: 10].
+    #[arg(long)]
+    cold_start: Option<usize>,
     /// Offered rate of the Duplicated run, templates/s.
     #[arg(long, default_value_t = 1.0)]
     duplicated_rate: f64,
@@ -122,6 +136,7 @@ struct Sizes {
     burst: usize,
     duplicated: usize,
     ceiling_writes: usize,
+    cold_start: usize,
 }
 
 impl Args {
@@ -134,7 +149,12 @@ impl Args {
             burst: self.burst.unwrap_or(if s { 12 } else { 1000 }),
             duplicated: self.duplicated.unwrap_or(if s { 2 } else { 10 }),
             ceiling_writes: self.ceiling_writes.unwrap_or(if s { 60 } else { 3000 }),
+            cold_start: self.cold_start.unwrap_or(if s { 10 } else { 5000 }),
         }
+    }
+
+    fn runs(&self, run: &str) -> bool {
+        self.runs.iter().any(|r| r == run)
     }
 
     fn flotilla_bin(&self) -> PathBuf {
@@ -348,25 +368,30 @@ struct ControlPlane {
     /// Every process of the control plane, for its CPU time and resident set.
     pids: Vec<(u32, String)>,
     client: kube::Client,
+    /// CPU time of the earlier processes of a restarted control plane.
+    earlier_cpu: Duration,
 }
 
 impl ControlPlane {
     fn usage(&self) -> (Duration, u64, u64) {
-        self.pids.iter().map(|(p, _)| proc_usage(*p)).fold((Duration::ZERO, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+        self.pids.iter().map(|(p, _)| proc_usage(*p)).fold((self.earlier_cpu, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
 }
 
-async fn start_control_plane(args: &Args, kind: &str, dir: &Path) -> anyhow::Result<ControlPlane> {
+/// Start a control plane on `dir` (a data directory already there is reused); `extra` are more
+/// arguments for `flotilla up`.
+async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[String]) -> anyhow::Result<ControlPlane> {
     match kind {
         "flotilla" => {
             let data = dir.join("flotilla");
             let mut a: Vec<String> = ["up", "--data-dir", &data.to_string_lossy(), "--listen", "127.0.0.1:0"].iter().map(|s| s.to_string()).collect();
             a.extend(args.flotilla_args.iter().cloned());
+            a.extend(extra.iter().cloned());
             let mut p = Proc::spawn("flotilla up", &args.cp_cpus, &args.flotilla_bin(), &a, &dir.join("flotilla.log"))?;
             p.wait_for(args.settle_timeout, |l| l.starts_with("flotilla: admin kubeconfig:")).await?;
             let client = client_from(&data.join("admin.kubeconfig")).await?;
             let pid = p.pid();
-            Ok(ControlPlane { kind: kind.into(), main: p, pids: vec![(pid, "flotilla".into())], client })
+            Ok(ControlPlane { kind: kind.into(), main: p, pids: vec![(pid, "flotilla".into())], client, earlier_cpu: Duration::ZERO })
         }
         "karmada" => {
             let out = dir.join("karmada");
@@ -391,7 +416,7 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path) -> anyhow::Res
                 .collect();
             p.others = pids.iter().map(|(p, _)| *p).collect();
             let client = client_from(&out.join("karmada.kubeconfig")).await?;
-            Ok(ControlPlane { kind: kind.into(), main: p, pids, client })
+            Ok(ControlPlane { kind: kind.into(), main: p, pids, client, earlier_cpu: Duration::ZERO })
         }
         other => bail!("unknown control plane {other}"),
     }
@@ -647,6 +672,11 @@ async fn propagate(cp: &ControlPlane, members: &[Member], arrivals: &Arrivals, s
     }
 }
 
+/// A figure of a run, or "—" for a run not made.
+fn made(r: &RunResult, figure: impl FnOnce() -> String) -> String {
+    if r.latencies.is_empty() { "—".into() } else { figure() }
+}
+
 fn print_run(title: &str, r: &RunResult, ceiling: f64) {
     if r.latencies.is_empty() {
         println!("  {title}: no template arrived everywhere");
@@ -728,6 +758,7 @@ struct Outcome {
     open: RunResult,
     burst: RunResult,
     dup: RunResult,
+    cold: Option<cold_start::ColdStart>,
     /// Control plane CPU seconds and resident set (now, peak) at the end, all its processes.
     cpu: Duration,
     rss: u64,
@@ -746,7 +777,7 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
     let (members_proc, members) = start_members(args, sizes.members, &dir_path).await?;
     println!("  {} members up (pid {}, CPUs {:?})", members.len(), members_proc.pid(), args.member_cpus);
     let t0 = Instant::now();
-    let cp = start_control_plane(args, kind, &dir_path).await.with_context(|| format!("start {kind} (logs in {})", dir_path.display()))?;
+    let mut cp = start_control_plane(args, kind, &dir_path, &[]).await.with_context(|| format!("start {kind} (logs in {})", dir_path.display()))?;
     join(args, &cp, &members, &dir_path).await?;
     wait_ready(&cp.client, members.len(), args.settle_timeout).await?;
     let up = t0.elapsed();
@@ -796,10 +827,16 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
         labels: Arc::new(move |i| vec![(PAIR_LABEL, (i % (n / 2).max(1)).to_string())]),
         per_member: |r, t| r / t as i64,
     };
-    let open = propagate(&cp, &members, &arrivals, &stages, divided("open", sizes.templates, Some(sizes.rate)), args.settle_timeout, errors).await;
-    print_run(&format!("Divided, open loop at {}/s", sizes.rate), &open, ceiling);
-    let burst = propagate(&cp, &members, &arrivals, &stages, divided("burst", sizes.burst, None), args.settle_timeout, errors).await;
-    print_run("Divided, 32 creators as fast as they go", &burst, ceiling);
+    let mut open = RunResult::default();
+    if args.runs("open") {
+        open = propagate(&cp, &members, &arrivals, &stages, divided("open", sizes.templates, Some(sizes.rate)), args.settle_timeout, errors).await;
+        print_run(&format!("Divided, open loop at {}/s", sizes.rate), &open, ceiling);
+    }
+    let mut burst = RunResult::default();
+    if args.runs("burst") {
+        burst = propagate(&cp, &members, &arrivals, &stages, divided("burst", sizes.burst, None), args.settle_timeout, errors).await;
+        print_run("Divided, 32 creators as fast as they go", &burst, ceiling);
+    }
     let dup_spec = RunSpec {
         label: "dup",
         count: sizes.duplicated,
@@ -809,10 +846,27 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
         labels: Arc::new(|_| vec![(DUP_LABEL, "true".into())]),
         per_member: |r, _| r,
     };
-    let dup = propagate(&cp, &members, &arrivals, &stages, dup_spec, args.settle_timeout, errors).await;
-    print_run(&format!("Duplicated to all {n} at {}/s", args.duplicated_rate), &dup, ceiling);
-
+    let mut dup = RunResult::default();
+    if args.runs("dup") {
+        dup = propagate(&cp, &members, &arrivals, &stages, dup_spec, args.settle_timeout, errors).await;
+        print_run(&format!("Duplicated to all {n} at {}/s", args.duplicated_rate), &dup, ceiling);
+    }
     followers.abort_all();
+
+    let mut cold = None;
+    if args.runs("cold") && sizes.cold_start > 0 {
+        if kind == "flotilla" {
+            match cold_start::run(args, &mut cp, &members, &dir_path, sizes.cold_start).await {
+                Ok(c) => {
+                    c.print();
+                    cold = Some(c);
+                }
+                Err(e) => errors.add(format!("{kind}: cold start: {e:#}")),
+            }
+        } else {
+            println!("  cold start: not measured for {kind} yet (it needs its controllers started apart from its API server)");
+        }
+    }
     let (cpu, rss, peak) = cp.usage();
     println!(
         "  control plane: {:.1} CPU s in all, resident {:.0} MiB (peak {:.0} MiB); load average {}",
@@ -823,7 +877,7 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
     );
     cp.main.stop().await;
     members_proc.stop().await;
-    Ok(Outcome { kind: kind.into(), ceiling, open, burst, dup, cpu, rss, peak, up })
+    Ok(Outcome { kind: kind.into(), ceiling, open, burst, dup, cold, cpu, rss, peak, up })
 }
 
 #[tokio::main]
@@ -884,17 +938,34 @@ async fn main() -> std::process::ExitCode {
         let row = |name: &str, f: &dyn Fn(&Outcome) -> String| println!("| {name} | {} |", outcomes.iter().map(f).collect::<Vec<_>>().join(" | "));
         row("up + clusters Ready", &|o| format!("{:.1} s", o.up.as_secs_f64()));
         row("ceiling (direct creates/s)", &|o| format!("{:.0}", o.ceiling));
-        row("Divided open loop p50 / p99", &|o| format!("{} / {}", ms(pct(&o.open.latencies, 0.5)), ms(pct(&o.open.latencies, 0.99))));
+        row("Divided open loop p50 / p99", &|o| made(&o.open, || format!("{} / {}", ms(pct(&o.open.latencies, 0.5)), ms(pct(&o.open.latencies, 0.99)))));
         row("Divided sustained applies/s (% of ceiling)", &|o| {
-            format!("{:.1} ({:.1}%)", o.burst.member_applies_per_s, 100.0 * o.burst.member_applies_per_s / o.ceiling.max(1e-9))
+            made(&o.burst, || format!("{:.1} ({:.1}%)", o.burst.member_applies_per_s, 100.0 * o.burst.member_applies_per_s / o.ceiling.max(1e-9)))
         });
-        row("Divided sustained p50 / p99", &|o| format!("{} / {}", ms(pct(&o.burst.latencies, 0.5)), ms(pct(&o.burst.latencies, 0.99))));
-        row("Duplicated p50 / p99", &|o| format!("{} / {}", ms(pct(&o.dup.latencies, 0.5)), ms(pct(&o.dup.latencies, 0.99))));
+        row("Divided sustained p50 / p99", &|o| made(&o.burst, || format!("{} / {}", ms(pct(&o.burst.latencies, 0.5)), ms(pct(&o.burst.latencies, 0.99)))));
+        row("Duplicated p50 / p99", &|o| made(&o.dup, || format!("{} / {}", ms(pct(&o.dup.latencies, 0.5)), ms(pct(&o.dup.latencies, 0.99)))));
         row("Duplicated applies/s (% of ceiling)", &|o| {
-            format!("{:.1} ({:.1}%)", o.dup.member_applies_per_s, 100.0 * o.dup.member_applies_per_s / o.ceiling.max(1e-9))
+            made(&o.dup, || format!("{:.1} ({:.1}%)", o.dup.member_applies_per_s, 100.0 * o.dup.member_applies_per_s / o.ceiling.max(1e-9)))
         });
         row("control plane CPU s: open / sustained / duplicated / whole run", &|o| {
             format!("{:.1} / {:.1} / {:.1} / {:.1}", o.open.cp_cpu.as_secs_f64(), o.burst.cp_cpu.as_secs_f64(), o.dup.cp_cpu.as_secs_f64(), o.cpu.as_secs_f64())
+        });
+        row("cold start: propagated / direct (goal ≤ 1.5×)", &|o| match &o.cold {
+            Some(c) => format!(
+                "{:.1} s / {:.1} s = {:.2}×",
+                c.propagated.as_secs_f64(),
+                c.direct.as_secs_f64(),
+                c.propagated.as_secs_f64() / c.direct.as_secs_f64().max(1e-9)
+            ),
+            None => "—".into(),
+        });
+        row("cold start: RSS holding them (per 1,000 templates)", &|o| match &o.cold {
+            Some(c) => format!("{:.0} MiB ({:.1} MiB)", c.rss as f64 / 1048576.0, c.rss as f64 / 1048576.0 / (c.templates as f64 / 1000.0)),
+            None => "—".into(),
+        });
+        row("SIGKILL restart: queues drained, member writes (goal ≤ 30 s, 0)", &|o| match &o.cold {
+            Some(c) => format!("{:.1} s, {:.0}", c.restart.as_secs_f64(), c.restart_member_writes),
+            None => "—".into(),
         });
         row("control plane RSS at the end (peak)", &|o| format!("{:.0} MiB ({:.0} MiB)", o.rss as f64 / 1048576.0, o.peak as f64 / 1048576.0));
     }
