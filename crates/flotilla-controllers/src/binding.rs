@@ -399,7 +399,7 @@ struct WorkIndex {
 
 #[derive(Default)]
 struct WorkIndexInner {
-    by_binding: HashMap<BindingKey, std::collections::HashSet<(String, String)>>,
+    by_binding: flotilla_runtime::MultiIndex<BindingKey, (String, String)>,
     binding_of: HashMap<(String, String), BindingKey>,
 }
 
@@ -412,22 +412,17 @@ impl WorkIndex {
         if let Some(old) = inner.binding_of.get(&work).cloned()
             && Some(&old) != binding.as_ref()
         {
-            if let Some(set) = inner.by_binding.get_mut(&old) {
-                set.remove(&work);
-                if set.is_empty() {
-                    inner.by_binding.remove(&old);
-                }
-            }
+            inner.by_binding.set(old, work.clone(), false);
             inner.binding_of.remove(&work);
         }
         if let Some(b) = binding {
-            inner.by_binding.entry(b.clone()).or_default().insert(work.clone());
+            inner.by_binding.set(b.clone(), work.clone(), true);
             inner.binding_of.insert(work, b);
         }
     }
 
     fn works_of(&self, key: &BindingKey) -> Vec<(String, String)> {
-        self.inner.lock().by_binding.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.inner.lock().by_binding.get(key).cloned().collect()
     }
 }
 

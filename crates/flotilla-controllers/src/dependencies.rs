@@ -25,7 +25,7 @@
 //! member copies. (Karmada leaves such a binding, empty, until its dependency is deleted; its
 //! Works are removed all the same.)
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ use serde_json::json;
 
 use crate::kinds::Kinds;
 use flotilla_runtime::{Events, finalizer_patch, with_finalizer, without_finalizer};
-use flotilla_runtime::{Next, WorkQueue, run_workers};
+use flotilla_runtime::{MultiIndex, Next, WorkQueue, run_workers};
 
 pub const NAME: &str = "dependencies-distributor";
 
@@ -176,13 +176,13 @@ struct Context {
 #[derive(Default)]
 struct Index {
     /// A depended-by label key → the attached bindings (namespace, name) that carry it.
-    attached: HashMap<String, HashSet<(String, String)>>,
+    attached: MultiIndex<String, (String, String)>,
     /// (namespace, apiVersion, kind, name) of a dependency named in a binding's recorded
     /// dependencies → the bindings (namespace, name) naming it.
-    named: HashMap<(String, String, String, String), HashSet<(String, String)>>,
+    named: MultiIndex<(String, String, String, String), (String, String)>,
     /// (namespace, apiVersion, kind) → bindings whose recorded dependencies select objects of
     /// that kind by label: candidates for every change of that kind in their namespace.
-    selecting: HashMap<(String, String, String), HashSet<String>>,
+    selecting: MultiIndex<(String, String, String), String>,
 }
 
 impl Index {
@@ -198,14 +198,14 @@ impl Index {
         let ns = rb.metadata.namespace.clone().unwrap_or_default();
         let me = (ns.clone(), rb.name_any());
         for label in rb.metadata.labels.iter().flat_map(|l| l.keys()).filter(|k| k.starts_with(DEPENDED_BY_LABEL_PREFIX)) {
-            edit(&mut self.attached, label.clone(), me.clone(), add);
+            self.attached.set(label.clone(), me.clone(), add);
         }
         let recorded = rb.metadata.annotations.as_ref().and_then(|a| a.get(DEPENDENCIES_ANNOTATION));
         for dep in recorded.and_then(|r| serde_json::from_str::<Vec<ObjectRef>>(r).ok()).unwrap_or_default() {
             if dep.name.is_empty() {
-                edit(&mut self.selecting, (ns.clone(), dep.api_version, dep.kind), me.1.clone(), add);
+                self.selecting.set((ns.clone(), dep.api_version, dep.kind), me.1.clone(), add);
             } else {
-                edit(&mut self.named, (dep.namespace, dep.api_version, dep.kind, dep.name), me.clone(), add);
+                self.named.set((dep.namespace, dep.api_version, dep.kind, dep.name), me.clone(), add);
             }
         }
     }
@@ -213,23 +213,12 @@ impl Index {
     /// Bindings of `namespace` that may name the object (by name or by a label selector).
     fn naming(&self, namespace: &str, api_version: &str, kind: &str, name: &str) -> Vec<String> {
         let key = (namespace.to_string(), api_version.to_string(), kind.to_string(), name.to_string());
-        let by_name = self.named.get(&key).into_iter().flatten().filter(|(ns, _)| ns == namespace).map(|(_, n)| n.clone());
-        let by_selector = self.selecting.get(&(key.0.clone(), key.1.clone(), key.2.clone())).into_iter().flatten().cloned();
+        let by_name = self.named.get(&key).filter(|(ns, _)| ns == namespace).map(|(_, n)| n.clone());
+        let by_selector = self.selecting.get(&(key.0.clone(), key.1.clone(), key.2.clone())).cloned();
         let mut out: Vec<String> = by_name.chain(by_selector).collect();
         out.sort();
         out.dedup();
         out
-    }
-}
-
-fn edit<K: std::hash::Hash + Eq, V: std::hash::Hash + Eq>(map: &mut HashMap<K, HashSet<V>>, key: K, value: V, add: bool) {
-    if add {
-        map.entry(key).or_default().insert(value);
-    } else if let Some(set) = map.get_mut(&key) {
-        set.remove(&value);
-        if set.is_empty() {
-            map.remove(&key);
-        }
     }
 }
 
@@ -242,7 +231,7 @@ impl Context {
     /// The attached bindings naming `key` in their depended-by label.
     fn attached_to(&self, key: &Key) -> Vec<Arc<ResourceBinding>> {
         let label = depended_by_label_key(&key.namespace, &key.name);
-        let candidates: Vec<(String, String)> = self.index.lock().attached.get(&label).into_iter().flatten().cloned().collect();
+        let candidates: Vec<(String, String)> = self.index.lock().attached.get(&label).cloned().collect();
         candidates
             .into_iter()
             .filter_map(|(ns, name)| self.binding(&ns, &name))
@@ -666,7 +655,7 @@ mod tests {
         assert_eq!(index.naming("default", "v1", "ConfigMap", "c"), vec!["web-deployment"]);
         assert!(index.naming("other", "v1", "ConfigMap", "c").is_empty(), "only bindings of the object's namespace");
         assert!(index.naming("default", "v1", "ConfigMap", "d").is_empty());
-        assert_eq!(index.attached.get(&label).map(|s| s.len()), Some(1));
+        assert_eq!(index.attached.get(&label).count(), 1);
 
         // The requirer now selects Secrets by label: any Secret of its namespace may wake it.
         let mut changed = requirer.clone();

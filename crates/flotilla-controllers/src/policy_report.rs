@@ -3,7 +3,7 @@
 //! a Warning Event (`kubectl describe propagationpolicy …` shows it) once its grace period is
 //! over and while no binding is claimed by it — once per generation of the policy.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use flotilla_api::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterPropagationPolicy, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PropagationPolicy,
 };
 use flotilla_api::federation::karmada::work::{ClusterResourceBinding, ResourceBinding};
-use flotilla_runtime::Next;
+use flotilla_runtime::{MultiIndex, Next};
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -59,7 +59,7 @@ struct Context {
 /// Keyed by `label=id`; a binding by (namespace, name), cluster-scoped ones without namespace.
 /// Candidates are checked against the caches, so a stale entry only costs a lookup.
 #[derive(Default)]
-struct Claims(HashMap<String, HashSet<(Option<String>, String)>>);
+struct Claims(MultiIndex<String, (Option<String>, String)>);
 
 impl Claims {
     fn update(&mut self, old: Option<&ObjectMeta>, new: &ObjectMeta, deleted: bool) {
@@ -73,22 +73,14 @@ impl Claims {
         let me = (meta.namespace.clone(), meta.name.clone().unwrap_or_default());
         for label in [PROPAGATION_POLICY_PERMANENT_ID_LABEL, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL] {
             let Some(id) = meta.labels.as_ref().and_then(|l| l.get(label)) else { continue };
-            let key = format!("{label}={id}");
-            if add {
-                self.0.entry(key).or_default().insert(me.clone());
-            } else if let Some(set) = self.0.get_mut(&key) {
-                set.remove(&me);
-                if set.is_empty() {
-                    self.0.remove(&key);
-                }
-            }
+            self.0.set(format!("{label}={id}"), me.clone(), add);
         }
     }
 }
 
 /// Bindings claimed by the policy whose permanent id is `id` under `label`.
 fn claimed(ctx: &Context, label: &str, id: &str) -> usize {
-    let candidates: Vec<(Option<String>, String)> = ctx.claims.lock().0.get(&format!("{label}={id}")).into_iter().flatten().cloned().collect();
+    let candidates: Vec<(Option<String>, String)> = ctx.claims.lock().0.get(&format!("{label}={id}")).cloned().collect();
     let has = |labels: &std::collections::BTreeMap<String, String>| labels.get(label).is_some_and(|v| v == id);
     candidates
         .into_iter()
@@ -240,10 +232,10 @@ mod tests {
         claims.update(None, &meta(Some("default"), "b", Some("p1")), false);
         // Seen twice (a replay to a late subscriber): still one entry.
         claims.update(None, &meta(Some("default"), "b", Some("p1")), false);
-        assert_eq!(claims.0.get(&key).map(|s| s.len()), Some(2));
+        assert_eq!(claims.0.get(&key).count(), 2);
         claims.update(Some(&meta(Some("default"), "a", Some("p1"))), &meta(Some("default"), "a", Some("p2")), false);
-        assert_eq!(claims.0.get(&key).map(|s| s.len()), Some(1), "a binding moved to another policy");
+        assert_eq!(claims.0.get(&key).count(), 1, "a binding moved to another policy");
         claims.update(Some(&meta(Some("default"), "b", Some("p1"))), &meta(Some("default"), "b", Some("p1")), true);
-        assert!(!claims.0.contains_key(&key), "the last claiming binding is gone");
+        assert_eq!(claims.0.get(&key).count(), 0, "the last claiming binding is gone");
     }
 }

@@ -592,13 +592,18 @@ async fn follow_works(cp: kube::Client, stages: Arc<Stages>) {
     }
 }
 
+/// A server's `/metrics` text, if it answers.
+async fn metrics(client: &kube::Client) -> Option<String> {
+    let req = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    client.request_text(req).await.ok()
+}
+
 /// The control plane's API request counters by (verb, resource), from its `/metrics`
 /// (Flotilla's `flotilla_apiserver_requests_total`, kube-apiserver's `apiserver_request_total`;
 /// Karmada's aggregated API server's Cluster requests are not in the host's counters).
 async fn request_counts(cp: &kube::Client) -> HashMap<(String, String), f64> {
     let mut out = HashMap::new();
-    let Ok(req) = http::Request::get("/metrics").body(Vec::new()) else { return out };
-    let Ok(text) = cp.request_text(req).await else { return out };
+    let Some(text) = metrics(cp).await else { return out };
     for line in text.lines() {
         // Flotilla's store: how many durable commits (each one fsync) its writes took.
         for (series, key) in [("flotilla_store_durable_commits_total ", COMMITS), ("flotilla_store_committed_writes_total ", COMMITTED_WRITES)] {

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::common::deployment;
-use super::{Args, ControlPlane, Member, create, dynamic, signal, start_control_plane};
+use super::{Args, ControlPlane, Member, create, dynamic, metrics, signal, start_control_plane};
 
 /// Namespace of the cold-start templates on the control plane and in the members.
 pub const COLD_NS: &str = "cold";
@@ -133,11 +133,6 @@ where
 /// Sum of a metric's series whose line starts with `prefix` (name and, optionally, labels).
 fn metric_sum(text: &str, prefix: &str) -> f64 {
     text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
-}
-
-async fn metrics(client: &kube::Client) -> Option<String> {
-    let req = http::Request::get("/metrics").body(Vec::new()).ok()?;
-    client.request_text(req).await.ok()
 }
 
 /// The propagation controllers, by the names their metrics carry.
