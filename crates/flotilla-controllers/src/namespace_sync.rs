@@ -113,11 +113,12 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
     let name = work_name("Namespace", &namespace, None);
     for cluster in ctx.clusters.state() {
         let space = execution_space(&cluster.name_any());
-        let works: Api<Work> = Api::namespaced(ctx.client.clone(), &space);
+        // Built only to write: most rounds find every Work as wanted.
+        let works = || Api::<Work>::namespaced(ctx.client.clone(), &space);
         let existing = ctx.works.get(&ObjectRef::new(&name).within(&space));
         if !wanted || cluster.metadata.deletion_timestamp.is_some() {
             if existing.is_some_and(|w| w.metadata.deletion_timestamp.is_none()) {
-                match works.delete(&name, &DeleteParams::default()).await {
+                match works().delete(&name, &DeleteParams::default()).await {
                     Ok(_) | Err(kube::Error::Api(_)) => {}
                     Err(e) => return Err(err(e.to_string())),
                 }
@@ -132,13 +133,13 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
         let cops: Vec<ClusterOverridePolicy> = ctx.cops.state().iter().map(|p| (**p).clone()).collect();
         let want = namespace_work(ns, &cluster, &space, &work_id, &cops).map_err(err)?;
         let result = match existing {
-            None => works.create(&PostParams::default(), &want).await.map(|_| ()),
+            None => works().create(&PostParams::default(), &want).await.map(|_| ()),
             Some(have) if have.spec == want.spec && have.metadata.annotations == want.metadata.annotations => Ok(()),
             Some(have) => {
                 let mut next = (*have).clone();
                 next.spec = want.spec;
                 next.metadata.annotations = want.metadata.annotations;
-                works.replace(&name, &PostParams::default(), &next).await.map(|_| ())
+                works().replace(&name, &PostParams::default(), &next).await.map(|_| ())
             }
         };
         match result {
@@ -151,20 +152,35 @@ async fn reconcile(namespace: String, ctx: Arc<Context>) -> Result<Next, Error> 
     Ok(Next::Done)
 }
 
+/// Queue every namespace that propagates (once the namespace store exists). The others — the
+/// execution spaces above all, one per cluster — have nothing a cluster or a policy change could
+/// add; their own changes queue them.
+fn requeue_propagated(all: &Mutex<Option<Store<Namespace>>>, queue: &WorkQueue<String>) {
+    if let Some(store) = all.lock().as_ref() {
+        for n in store.state().iter().filter(|n| propagates(n)) {
+            queue.add(n.name_any());
+        }
+    }
+}
+
 /// Run namespace auto-propagation until its watches end.
 pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) {
     let queue: Arc<WorkQueue<String>> = WorkQueue::new(Duration::from_millis(50), Duration::from_secs(60));
     let q = queue.clone();
     let (namespaces, ns_task) = rt.informers.watch::<Namespace>(move |n: &Namespace, _| q.add(n.name_any()));
-    // A cluster joining needs every namespace; found through the namespace store once it exists.
+    // A cluster joining or leaving needs every namespace, found through the namespace store
+    // once it exists; so does a change of what the Works read of it (its labels and spec, for
+    // ClusterOverridePolicies). Its status changes do not: at 1,000 members those are ~100 a
+    // second, and each would have looked at every namespace for every cluster.
     let all: Arc<Mutex<Option<Store<Namespace>>>> = Arc::new(Mutex::new(None));
     let (q, a) = (queue.clone(), all.clone());
-    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(move |_: &Cluster, _| {
-        if let Some(store) = a.lock().as_ref() {
-            for n in store.state() {
-                q.add(n.name_any());
-            }
+    let (clusters, cluster_task) = rt.informers.watch::<Cluster>(|_: &Cluster, _| {});
+    rt.informers.subscribe_changes::<Cluster>(move |old: Option<&Cluster>, c: &Cluster, deleted| {
+        let read = |c: &Cluster| (c.metadata.labels.clone(), c.spec.clone(), c.metadata.deletion_timestamp.is_some());
+        if !deleted && old.is_some_and(|o| read(o) == read(c)) {
+            return;
         }
+        requeue_propagated(&a, &q);
     });
     let q = queue.clone();
     let (works, work_task) = rt.informers.watch::<Work>(move |w: &Work, deleted| {
@@ -178,13 +194,7 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
     });
     // A ClusterOverridePolicy may select any namespace: all are looked at again.
     let (q, a) = (queue.clone(), all.clone());
-    let (cops, cop_task) = rt.informers.watch::<ClusterOverridePolicy>(move |_: &ClusterOverridePolicy, _| {
-        if let Some(store) = a.lock().as_ref() {
-            for n in store.state() {
-                q.add(n.name_any());
-            }
-        }
-    });
+    let (cops, cop_task) = rt.informers.watch::<ClusterOverridePolicy>(move |_: &ClusterOverridePolicy, _| requeue_propagated(&a, &q));
     *all.lock() = Some(namespaces.clone());
     let ctx = Arc::new(Context { client, namespaces, clusters, works, cops });
     let workers = run_workers(queue, config.workers, NAME, move |ns| reconcile(ns, ctx.clone()));

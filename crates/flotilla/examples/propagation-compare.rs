@@ -24,7 +24,7 @@
 //!    the scheduled create to the copy in the last target member (no coordinated omission);
 //! 3. the same, as fast as 32 creators go: sustained templates/s and member applies/s;
 //! 4. Duplicated to every member at `--duplicated-rate`/s: latency to the last member;
-//! 5. (Flotilla only so far) the cold start of `--cold-start` templates, each with a ConfigMap it
+//! 5. the cold start of `--cold-start` templates, each with a ConfigMap it
 //!    depends on, created while the propagation controllers are off, and a SIGKILL restart of the
 //!    control plane holding them (`propagation/cold_start.rs`).
 //!
@@ -88,7 +88,7 @@ struct Args {
     #[arg(long)]
     duplicated: Option<usize>,
     /// The runs to make: `open` (Divided, open loop), `burst` (Divided, as fast as possible),
-    /// `dup` (Duplicated to every member), `cold` (cold start and restart; Flotilla only).
+    /// `dup` (Duplicated to every member), `cold` (cold start and restart).
     #[arg(long, value_delimiter = ',', default_value = "open,burst,dup,cold", value_parser = ["open", "burst", "dup", "cold"])]
     runs: Vec<String>,
     /// Templates of the cold-start run, each with a ConfigMap and a policy, on 2 members
@@ -211,14 +211,18 @@ struct Proc {
 
 impl Proc {
     fn spawn(name: &str, cpus: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Proc> {
-        let mut cmd = if cpus.is_empty() {
-            tokio::process::Command::new(program)
-        } else {
-            let mut c = tokio::process::Command::new("taskset");
-            c.arg("-c").arg(cpus).arg(program);
-            c
-        };
+        let mut cmd = pinned(cpus, program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?);
+        let child = cmd.spawn().with_context(|| format!("start {} ({})", name, program.display()))?;
+        Ok(Proc { name: name.to_string(), log: log.to_path_buf(), child, others: Vec::new() })
+    }
+
+    /// As `spawn`, with its stdout in the log too (nothing waits for a line of it), appended
+    /// to what earlier runs of it wrote.
+    fn spawn_quiet(name: &str, cpus: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Proc> {
+        let mut cmd = pinned(cpus, program);
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
+        cmd.args(args).stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file);
         let child = cmd.spawn().with_context(|| format!("start {} ({})", name, program.display()))?;
         Ok(Proc { name: name.to_string(), log: log.to_path_buf(), child, others: Vec::new() })
     }
@@ -278,6 +282,16 @@ impl Proc {
             }
         }
     }
+}
+
+/// `program` under `taskset -c cpus` (not pinned when `cpus` is empty).
+fn pinned(cpus: &str, program: &Path) -> tokio::process::Command {
+    if cpus.is_empty() {
+        return tokio::process::Command::new(program);
+    }
+    let mut c = tokio::process::Command::new("taskset");
+    c.arg("-c").arg(cpus).arg(program);
+    c
 }
 
 /// The first SIGINT or SIGTERM.
@@ -365,17 +379,127 @@ async fn start_members(args: &Args, n: usize, dir: &Path) -> anyhow::Result<(Pro
 struct ControlPlane {
     kind: String,
     main: Proc,
-    /// Every process of the control plane, for its CPU time and resident set.
+    /// Every process of the control plane but Karmada's controllers, for its CPU time and
+    /// resident set.
     pids: Vec<(u32, String)>,
     client: kube::Client,
     /// CPU time of the earlier processes of a restarted control plane.
     earlier_cpu: Duration,
+    /// Karmada's controller-manager and scheduler, run by this driver.
+    karmada: Option<KarmadaControllers>,
 }
 
 impl ControlPlane {
     fn usage(&self) -> (Duration, u64, u64) {
-        self.pids.iter().map(|(p, _)| proc_usage(*p)).fold((self.earlier_cpu, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+        let controllers = self.karmada.iter().flat_map(|k| k.running.iter().map(|(_, p)| p.pid()));
+        self.pids.iter().map(|(p, _)| *p).chain(controllers).map(proc_usage).fold((self.earlier_cpu, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
+
+    fn process_names(&self) -> Vec<String> {
+        let controllers = self.karmada.iter().flat_map(|k| k.running.iter().map(|(n, _)| n.clone()));
+        self.pids.iter().map(|(_, n)| n.clone()).chain(controllers).collect()
+    }
+
+    async fn stop(self) {
+        if let Some(k) = self.karmada {
+            for (_, p) in k.running {
+                p.stop().await;
+            }
+        }
+        self.main.stop().await;
+    }
+}
+
+/// Karmada's controller-manager and scheduler. `testenv karmada up --without-controllers`
+/// starts everything else and writes their command lines; the driver runs them itself so the
+/// cold start can stop, start and SIGKILL them as it does Flotilla's one process.
+struct KarmadaControllers {
+    /// (name, command line) of each, from `karmada.json`.
+    commands: Vec<(String, Vec<String>)>,
+    /// (name, client of its plain-HTTP health and metrics listener).
+    health: Vec<(String, kube::Client)>,
+    metrics: Vec<kube::Client>,
+    running: Vec<(String, Proc)>,
+    cpus: String,
+    logs: PathBuf,
+}
+
+impl KarmadaControllers {
+    fn read(out: &Path, cpus: &str, logs: &Path) -> anyhow::Result<KarmadaControllers> {
+        let text = std::fs::read_to_string(out.join("karmada.json")).context("read karmada.json")?;
+        let sum: Value = serde_json::from_str(&text).context("parse karmada.json")?;
+        let mut k =
+            KarmadaControllers { commands: Vec::new(), health: Vec::new(), metrics: Vec::new(), running: Vec::new(), cpus: cpus.into(), logs: logs.into() };
+        for name in ["karmada-controller-manager", "karmada-scheduler"] {
+            let command: Vec<String> = serde_json::from_value(sum["commands"][name].clone()).with_context(|| format!("karmada.json: no command for {name}"))?;
+            if command.is_empty() {
+                bail!("karmada.json: empty command for {name}");
+            }
+            let url = |field: &str| -> anyhow::Result<kube::Client> {
+                let u = sum[field][name].as_str().with_context(|| format!("karmada.json: no {field} URL for {name}"))?;
+                let base = u.rsplit_once('/').map_or(u, |(b, _)| b);
+                plain_http_client(base)
+            };
+            k.health.push((name.to_string(), url("health")?));
+            k.metrics.push(url("metrics")?);
+            k.commands.push((name.to_string(), command));
+        }
+        Ok(k)
+    }
+
+    /// Start both and wait until each answers its health check.
+    async fn start(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        for (name, command) in &self.commands {
+            let log = self.logs.join(format!("{name}.log"));
+            // One replica has no one to elect; with leader election on (Karmada's default) a
+            // start after a SIGKILL waits ~15 s for the dead one's lease to expire, which would
+            // be charged to Karmada's restart (Flotilla's one process takes no lease).
+            let mut args = command[1..].to_vec();
+            args.push("--leader-elect=false".into());
+            let p = Proc::spawn_quiet(name, &self.cpus, Path::new(&command[0]), &args, &log)?;
+            self.running.push((name.clone(), p));
+        }
+        let deadline = Instant::now() + timeout;
+        for (name, client) in &self.health {
+            loop {
+                let req = http::Request::get("/healthz").body(Vec::new())?;
+                if client.request_text(req).await.is_ok_and(|t| t.trim() == "ok") {
+                    break;
+                }
+                if let Some((_, p)) = self.running.iter_mut().find(|(n, _)| n == name)
+                    && let Ok(Some(status)) = p.child.try_wait()
+                {
+                    bail!("{name} exited ({status}); see {}", p.log.display());
+                }
+                if Instant::now() > deadline {
+                    bail!("{name} not healthy within {timeout:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop both (SIGTERM, or SIGKILL); returns the CPU time they used.
+    async fn stop(&mut self, kill: bool) -> Duration {
+        let mut cpu = Duration::ZERO;
+        for (_, mut p) in std::mem::take(&mut self.running) {
+            cpu += proc_usage(p.pid()).0;
+            if kill {
+                signal("KILL", p.pid()).await;
+                let _ = p.child.wait().await;
+            } else {
+                p.stop().await;
+            }
+        }
+        cpu
+    }
+}
+
+/// A client for a component's plain-HTTP loopback listener (health, metrics).
+fn plain_http_client(base: &str) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::new(base.parse().with_context(|| format!("parse {base}"))?);
+    kube::Client::try_from(config).with_context(|| format!("a client for {base}"))
 }
 
 /// Start a control plane on `dir` (a data directory already there is reused); `extra` are more
@@ -391,7 +515,7 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
             p.wait_for(args.settle_timeout, |l| l.starts_with("flotilla: admin kubeconfig:")).await?;
             let client = client_from(&data.join("admin.kubeconfig")).await?;
             let pid = p.pid();
-            Ok(ControlPlane { kind: kind.into(), main: p, pids: vec![(pid, "flotilla".into())], client, earlier_cpu: Duration::ZERO })
+            Ok(ControlPlane { kind: kind.into(), main: p, pids: vec![(pid, "flotilla".into())], client, earlier_cpu: Duration::ZERO, karmada: None })
         }
         "karmada" => {
             let out = dir.join("karmada");
@@ -404,6 +528,8 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
             if !testenv.exists() {
                 bail!("{} is missing: build it with testenv/build.sh (it runs Karmada for this comparison)", testenv.display());
             }
+            // The driver runs the controller-manager and the scheduler itself (KarmadaControllers).
+            a.push("--without-controllers".into());
             let mut p = Proc::spawn("testenv karmada up", &args.cp_cpus, &testenv, &a, &dir.join("karmada-launcher.log"))?;
             p.wait_for(Duration::from_secs(600), |l| l.trim() == "ready").await?;
             let pids: Vec<(u32, String)> = std::fs::read_to_string(out.join("pids"))
@@ -416,7 +542,9 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
                 .collect();
             p.others = pids.iter().map(|(p, _)| *p).collect();
             let client = client_from(&out.join("karmada.kubeconfig")).await?;
-            Ok(ControlPlane { kind: kind.into(), main: p, pids, client, earlier_cpu: Duration::ZERO })
+            let mut controllers = KarmadaControllers::read(&out, &args.cp_cpus, dir)?;
+            controllers.start(args.settle_timeout).await?;
+            Ok(ControlPlane { kind: kind.into(), main: p, pids, client, earlier_cpu: Duration::ZERO, karmada: Some(controllers) })
         }
         other => bail!("unknown control plane {other}"),
     }
@@ -786,12 +914,7 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
     join(args, &cp, &members, &dir_path).await?;
     wait_ready(&cp.client, members.len(), args.settle_timeout).await?;
     let up = t0.elapsed();
-    println!(
-        "  control plane up and {} clusters Ready in {:.1}s (processes: {})",
-        members.len(),
-        up.as_secs_f64(),
-        cp.pids.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ")
-    );
+    println!("  control plane up and {} clusters Ready in {:.1}s (processes: {})", members.len(), up.as_secs_f64(), cp.process_names().join(", "));
     create(&cp.client, &dynamic("", "v1", "Namespace", "namespaces"), None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})).await?;
     wait_namespace(&members, NS, args.settle_timeout).await?;
 
@@ -860,16 +983,12 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
 
     let mut cold = None;
     if args.runs("cold") && sizes.cold_start > 0 {
-        if kind == "flotilla" {
-            match cold_start::run(args, &mut cp, &members, &dir_path, sizes.cold_start).await {
-                Ok(c) => {
-                    c.print();
-                    cold = Some(c);
-                }
-                Err(e) => errors.add(format!("{kind}: cold start: {e:#}")),
+        match cold_start::run(args, &mut cp, &members, &dir_path, sizes.cold_start).await {
+            Ok(c) => {
+                c.print();
+                cold = Some(c);
             }
-        } else {
-            println!("  cold start: not measured for {kind} yet (it needs its controllers started apart from its API server)");
+            Err(e) => errors.add(format!("{kind}: cold start: {e:#}")),
         }
     }
     let (cpu, rss, peak) = cp.usage();
@@ -880,7 +999,7 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
         peak as f64 / 1048576.0,
         loadavg()
     );
-    cp.main.stop().await;
+    cp.stop().await;
     members_proc.stop().await;
     Ok(Outcome { kind: kind.into(), ceiling, open, burst, dup, cold, cpu, rss, peak, up })
 }

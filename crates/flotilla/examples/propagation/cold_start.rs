@@ -12,6 +12,11 @@
 //!    then until its work queues are empty, and its resident set holding them;
 //! 4. SIGKILL and start: the time until every queue is drained again, and the members' write
 //!    requests over that restart (there should be none: everything is in place).
+//!
+//! For Karmada "the controllers off" and "SIGKILL and start" are its controller-manager and
+//! scheduler (run by the driver, see `KarmadaControllers`): its host API server, etcd, webhook
+//! and aggregated API server keep running, as a Karmada upgrade or a controller-manager crash
+//! leaves them. Flotilla is one process, so all of it restarts.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -135,27 +140,49 @@ fn metric_sum(text: &str, prefix: &str) -> f64 {
     text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }
 
-/// The propagation controllers, by the names their metrics carry.
-const PROPAGATION_CONTROLLERS: [&str; 6] = ["resource-detector", "scheduler", "binding-controller", "dependencies-distributor", "execution", "work-status"];
+/// Flotilla's propagation controllers, by the names their metrics carry.
+const FLOTILLA_CONTROLLERS: [&str; 6] = ["resource-detector", "scheduler", "binding-controller", "dependencies-distributor", "execution", "work-status"];
+/// Karmada's: the controller-manager's controller-runtime controllers and async workers, and
+/// the scheduler's queue.
+const KARMADA_CONTROLLERS: [&str; 10] = [
+    "resource detector",
+    "propagationPolicy reconciler",
+    "dependencies resource detector",
+    "dependencies-distributor",
+    "binding-controller",
+    "resource-binding-status-controller",
+    "execution-controller",
+    "work-status",
+    "work-status-controller",
+    "scheduler-queue",
+];
 
-/// Wait until the control plane's propagation controllers have taken at least `min_binding_adds` binding
-/// keys and each of their queues is empty with no worker busy, three polls in a row (the
-/// others, such as the clusters' health checks, requeue themselves for ever).
-async fn wait_drained(cp: &kube::Client, min_binding_adds: f64, timeout: Duration) -> anyhow::Result<()> {
+/// Wait until the control plane's propagation controllers have taken at least
+/// `min_binding_adds` binding keys and each of their queues is empty with no worker busy,
+/// three polls in a row (the others, such as the clusters' health checks, requeue themselves
+/// for ever). Flotilla's controllers count on its API server's `/metrics`, Karmada's on its
+/// controller-manager's and scheduler's.
+async fn wait_drained(cp: &ControlPlane, min_binding_adds: f64, timeout: Duration) -> anyhow::Result<()> {
+    let (sources, controllers): (Vec<kube::Client>, &[&str]) = match &cp.karmada {
+        Some(k) => (k.metrics.clone(), &KARMADA_CONTROLLERS),
+        None => (vec![cp.client.clone()], &FLOTILLA_CONTROLLERS),
+    };
     let deadline = Instant::now() + timeout;
     let mut quiet = 0;
     loop {
-        if let Some(text) = metrics(cp).await {
-            let adds = metric_sum(&text, "workqueue_adds_total{controller=\"binding-controller\"");
-            let sum = |family: &str| PROPAGATION_CONTROLLERS.iter().map(|c| metric_sum(&text, &format!("{family}{{controller=\"{c}\""))).sum::<f64>();
-            let (depth, active) = (sum("workqueue_depth"), sum("controller_runtime_active_workers"));
-            quiet = if adds >= min_binding_adds && depth == 0.0 && active == 0.0 { quiet + 1 } else { 0 };
-            if quiet >= 3 {
-                return Ok(());
-            }
+        let mut text = String::new();
+        for source in &sources {
+            text.push_str(&metrics(source).await.unwrap_or_default());
+        }
+        let adds = metric_sum(&text, "workqueue_adds_total{controller=\"binding-controller\"");
+        let sum = |family: &str| controllers.iter().map(|c| metric_sum(&text, &format!("{family}{{controller=\"{c}\""))).sum::<f64>();
+        let (depth, active) = (sum("workqueue_depth"), sum("controller_runtime_active_workers"));
+        quiet = if adds >= min_binding_adds && depth == 0.0 && active == 0.0 { quiet + 1 } else { 0 };
+        if quiet >= 3 {
+            return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("the control plane's queues were not drained within {timeout:?}");
+            bail!("the control plane's queues were not drained within {timeout:?} (binding keys taken {adds}, depth {depth}, busy workers {active})");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -246,7 +273,7 @@ pub async fn run(args: &Args, cp: &mut ControlPlane, members: &[Member], dir: &s
     create(&cp.client, &dynamic("", "v1", "Namespace", "namespaces"), None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": COLD_NS}}))
         .await?;
     super::wait_namespace(members, COLD_NS, args.settle_timeout).await?;
-    restart(args, cp, dir, false, &[format!("--controllers={PROPAGATION_OFF}")]).await?;
+    controllers_off(args, cp, dir).await?;
     let start = Instant::now();
     let mut jobs = Vec::new();
     for i in 0..templates {
@@ -268,7 +295,7 @@ pub async fn run(args: &Args, cp: &mut ControlPlane, members: &[Member], dir: &s
     let seen = Arc::new(Mutex::new(HashSet::new()));
     let mut followers = follow_arrivals(members, seen.clone());
     let start = Instant::now();
-    restart(args, cp, dir, false, &[]).await?;
+    controllers_on(args, cp, dir).await?;
     let deadline = start + timeout;
     let mut last_report = Instant::now();
     loop {
@@ -293,7 +320,7 @@ pub async fn run(args: &Args, cp: &mut ControlPlane, members: &[Member], dir: &s
     if counted < writes as f64 {
         bail!("the members' request counters show {counted} writes for the {writes} the cold start made: cannot count member writes");
     }
-    wait_drained(&cp.client, 2.0 * templates as f64, timeout).await?;
+    wait_drained(cp, 2.0 * templates as f64, timeout).await?;
     let drained = start.elapsed();
     let rss = cp.usage().1;
     println!(
@@ -307,11 +334,43 @@ pub async fn run(args: &Args, cp: &mut ControlPlane, members: &[Member], dir: &s
     // 4. SIGKILL and start.
     let before = member_writes(members).await;
     let start = Instant::now();
-    restart(args, cp, dir, true, &[]).await?;
-    wait_drained(&cp.client, 2.0 * templates as f64, timeout).await?;
+    kill_and_start(args, cp, dir).await?;
+    wait_drained(cp, 2.0 * templates as f64, timeout).await?;
     let restart_time = start.elapsed();
     let restart_member_writes = member_writes(members).await - before;
     Ok(ColdStart { templates, writes, direct, created, propagated, drained, rss, restart: restart_time, restart_member_writes })
+}
+
+/// Flotilla: restart with the propagation controllers off. Karmada: stop its controller-manager
+/// and scheduler (its API server, etcd and webhook stay).
+async fn controllers_off(args: &Args, cp: &mut ControlPlane, dir: &std::path::Path) -> anyhow::Result<()> {
+    match cp.karmada.as_mut() {
+        Some(k) => {
+            cp.earlier_cpu += k.stop(false).await;
+            Ok(())
+        }
+        None => restart(args, cp, dir, false, &[format!("--controllers={PROPAGATION_OFF}")]).await,
+    }
+}
+
+/// Flotilla: restart with every controller. Karmada: start its controller-manager and scheduler.
+async fn controllers_on(args: &Args, cp: &mut ControlPlane, dir: &std::path::Path) -> anyhow::Result<()> {
+    match cp.karmada.as_mut() {
+        Some(k) => k.start(args.settle_timeout).await,
+        None => restart(args, cp, dir, false, &[]).await,
+    }
+}
+
+/// SIGKILL and start: Flotilla's one process, or Karmada's controller-manager and scheduler
+/// (what holds its propagation state; its API server and etcd keep running).
+async fn kill_and_start(args: &Args, cp: &mut ControlPlane, dir: &std::path::Path) -> anyhow::Result<()> {
+    match cp.karmada.as_mut() {
+        Some(k) => {
+            cp.earlier_cpu += k.stop(true).await;
+            k.start(args.settle_timeout).await
+        }
+        None => restart(args, cp, dir, true, &[]).await,
+    }
 }
 
 /// Stop the control plane (SIGTERM, or SIGKILL) and start it again on the same data directory.
