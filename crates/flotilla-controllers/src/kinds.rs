@@ -31,6 +31,12 @@ pub fn template_json(obj: &DynamicObject, resource: &ApiResource) -> Result<Valu
     Ok(template)
 }
 
+/// The group-version-kind an object's `apiVersion` and `kind` name (`v1` is the core group).
+pub fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
+}
+
 #[derive(Default)]
 pub struct Kinds {
     resolved: Mutex<HashMap<(String, String), ApiResource>>,

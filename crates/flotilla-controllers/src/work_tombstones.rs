@@ -29,7 +29,7 @@ use flotilla_member::access::Clients;
 use flotilla_member::applied::{Applied, applied_objects};
 use flotilla_runtime::{Events, Next, ReconcileError, condition, set_condition};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::{ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -242,7 +242,7 @@ async fn sweep(
     for object in applied.iter().filter(|o| !works.contains_key(&o.work)) {
         match verdict(object, &tombstones) {
             Verdict::Remove => {
-                let ar = ApiResource::from_gvk_with_plural(&gvk_of(&object.api_version, &object.kind), &object.plural);
+                let ar = ApiResource::from_gvk_with_plural(&crate::kinds::gvk_of(&object.api_version, &object.kind), &object.plural);
                 let api: Api<DynamicObject> = match &object.namespace {
                     Some(ns) => Api::namespaced_with(conn.client.clone(), ns, &ar),
                     None => Api::all_with(conn.client.clone(), &ar),
@@ -292,11 +292,6 @@ async fn sweep(
         }
     }
     Ok(kept)
-}
-
-fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    GroupVersionKind::gvk(group, version, kind)
 }
 
 /// Write the `OrphanedObjects` condition when it changes.
