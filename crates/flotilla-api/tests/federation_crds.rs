@@ -61,6 +61,7 @@ const EXPECTED: &[Expected] = &[
     ),
     ("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy", "clustertaintpolicies", "clustertaintpolicy", "Cluster", &[], &[], false, &[]),
     ("remedy.karmada.io", "v1alpha1", "Remedy", "remedies", "remedy", "Cluster", &[], &["karmada-io"], false, &[]),
+    ("search.karmada.io", "v1alpha1", "ResourceRegistry", "resourceregistries", "resourceregistry", "Cluster", &[], &["karmada-io"], true, &[]),
     ("work.karmada.io", "v1alpha1", "Work", "works", "work", "Namespaced", &["wk"], &["karmada-io"], true, &["WORKLOAD-KIND", "APPLIED", "AGE"]),
     (
         "work.karmada.io",

@@ -117,13 +117,33 @@ pub trait Connecter: Send + Sync + 'static {
     fn connect(&self, request: ConnectRequest) -> BoxFuture<'static, Result<ConnectResponse, ConnectError>>;
 }
 
+/// What the name in a connect URL names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectTarget {
+    /// An object of the resource, read from the store (404 when absent) and passed to the
+    /// handler as [`ConnectRequest::object`].
+    Stored,
+    /// Nothing stored: the resource exists for its connect subresources only (karmada-search's
+    /// `search` and `proxying`), cluster-scoped, served at `version` as `kind` with no verb of
+    /// its own. The handler gets `{"metadata": {"name": <name>}}` as the object.
+    Named { version: String, kind: String },
+}
+
+/// The subresource that matches any: [`ConnectSubresource::subresource`] set to this passes
+/// every `/{resource}/{name}/{anything}/...` to the handler, with `/{anything}/...` as the path
+/// (karmada-search's `search/cache/api/v1/pods`).
+pub const ANY_SUBRESOURCE: &str = "*";
+
 /// A connect subresource and its handler, e.g. `cluster.karmada.io` `clusters/proxy`.
 #[derive(Clone)]
 pub struct ConnectSubresource {
     pub group: String,
     /// The resource's plural.
     pub resource: String,
+    /// The subresource, or [`ANY_SUBRESOURCE`].
     pub subresource: String,
+    /// A stored object, or a name only.
+    pub target: ConnectTarget,
     /// The options kind discovery names (`ClusterProxyOptions`).
     pub kind: String,
     /// The HTTP methods accepted; discovery lists their verbs.

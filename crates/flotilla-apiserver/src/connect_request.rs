@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderName, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::Identity;
-use crate::connect::{ConnectRequest, ConnectSubresource, ConnectUpgrade};
+use crate::connect::{ConnectRequest, ConnectSubresource, ConnectTarget, ConnectUpgrade};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{Query, ResourcePath};
 use crate::resources::Catalog;
@@ -44,7 +44,7 @@ fn reading(catalog: &Catalog, group: &str, version: &str, namespace: Option<&str
     if name.is_empty() || sub.is_empty() || namespace.is_some_and(str::is_empty) {
         return None;
     }
-    let c = catalog.connect(group, resource, sub)?;
+    let c = catalog.connect(group, resource, sub).or_else(|| catalog.connect(group, resource, crate::connect::ANY_SUBRESOURCE))?;
     let info = catalog.lookup(group, version, resource)?;
     if info.namespaced != namespace.is_some() {
         return None;
@@ -60,7 +60,8 @@ fn reading(catalog: &Catalog, group: &str, version: &str, namespace: Option<&str
             return None;
         }
     }
-    let tail = rest[3..].join("/");
+    // A handler of any subresource gets the subresource too (`/api/v1/pods`).
+    let tail = if c.subresource == crate::connect::ANY_SUBRESOURCE { rest[2..].join("/") } else { rest[3..].join("/") };
     let p = ResourcePath {
         group: group.to_string(),
         version: version.to_string(),
@@ -129,7 +130,10 @@ async fn serve_inner(
         identity: identity.clone(),
         user_agent: None,
     };
-    let object = crate::objects::read_object(&ctx).await?;
+    let object = match &c.target {
+        ConnectTarget::Stored => crate::objects::read_object(&ctx).await?,
+        ConnectTarget::Named { .. } => serde_json::json!({"metadata": {"name": ctx.path.name}}),
+    };
     let method = req.method().clone();
     let mut headers = HeaderMap::new();
     for (k, v) in req.headers() {
@@ -209,6 +213,7 @@ mod tests {
         let r = Registry::new();
         r.install_connect(ConnectSubresource {
             group: "".into(),
+            target: crate::connect::ConnectTarget::Stored,
             resource: resource.into(),
             subresource: "proxy".into(),
             kind: kind.into(),
@@ -240,5 +245,28 @@ mod tests {
         assert_eq!((p.namespace.as_deref(), p.name.as_deref()), (Some("d"), Some("web")));
         assert_eq!(tail, "/healthz");
         assert!(match_path(&c, "/api/v1/services/web/proxy/healthz").is_none(), "services are namespaced");
+    }
+
+    #[test]
+    fn a_handler_of_any_subresource_on_a_resource_with_no_storage() {
+        let r = Registry::new();
+        r.install_connect(ConnectSubresource {
+            group: "search.karmada.io".into(),
+            target: ConnectTarget::Named { version: "v1alpha1".into(), kind: "Search".into() },
+            resource: "search".into(),
+            subresource: crate::connect::ANY_SUBRESOURCE.into(),
+            kind: "Search".into(),
+            methods: vec![Method::GET],
+            handler: Arc::new(Nothing),
+        });
+        let c = r.catalog();
+        let info = c.lookup("search.karmada.io", "v1alpha1", "search").expect("served for its connects");
+        assert!(info.verbs.is_empty() && !info.namespaced);
+        assert!(c.connects_of(&info).is_empty(), "discovery lists no `search/*`");
+        let (p, _, tail) = match_path(&c, "/apis/search.karmada.io/v1alpha1/search/cache/apis/apps/v1/namespaces/shop/deployments").unwrap();
+        assert_eq!((p.name.as_deref(), p.subresource.as_deref()), (Some("cache"), Some("apis")));
+        assert_eq!(tail, "/apis/apps/v1/namespaces/shop/deployments");
+        assert_eq!(match_path(&c, "/apis/search.karmada.io/v1alpha1/search/cache/api/v1/pods").unwrap().2, "/api/v1/pods");
+        assert!(match_path(&c, "/apis/search.karmada.io/v1alpha1/search/cache").is_none(), "no subresource: not a connect");
     }
 }

@@ -95,6 +95,31 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// A row with no verb, no subresource and every flag off; `singular` is `plural`.
+    fn plain(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool, codec: Codec) -> ResourceInfo {
+        ResourceInfo {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+            singular: plural.to_string(),
+            list_kind: format!("{kind}List"),
+            namespaced,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            verbs: Vec::new(),
+            status: false,
+            finalize: false,
+            approval: false,
+            scale: None,
+            generation: false,
+            returns_deleted: false,
+            codec,
+            strategic_patch: false,
+            printer: crate::table::Printer::Default,
+        }
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
@@ -130,28 +155,12 @@ where
     K: Resource + DeserializeOwned + Serialize,
     K::Scope: ScopeFlag,
 {
-    let kind = K::KIND.to_string();
-    Row(ResourceInfo {
-        group: K::GROUP.to_string(),
-        version: K::VERSION.to_string(),
-        singular: kind.to_lowercase(),
-        list_kind: format!("{kind}List"),
-        kind,
-        plural: K::URL_PATH_SEGMENT.to_string(),
-        namespaced: <K::Scope as ScopeFlag>::NAMESPACED,
-        short_names: Vec::new(),
-        categories: Vec::new(),
-        verbs: ALL_VERBS.iter().map(|s| s.to_string()).collect(),
-        status: false,
-        finalize: false,
-        approval: false,
-        scale: None,
-        generation: false,
-        returns_deleted: false,
-        codec: Codec::Typed(typed_roundtrip::<K>),
-        strategic_patch: true,
-        printer: crate::table::Printer::Default,
-    })
+    let mut info =
+        ResourceInfo::plain(K::GROUP, K::VERSION, K::KIND, K::URL_PATH_SEGMENT, <K::Scope as ScopeFlag>::NAMESPACED, Codec::Typed(typed_roundtrip::<K>));
+    info.singular = K::KIND.to_lowercase();
+    info.verbs = ALL_VERBS.iter().map(|s| s.to_string()).collect();
+    info.strategic_patch = true;
+    Row(info)
 }
 
 impl Row {
@@ -347,12 +356,22 @@ impl Catalog {
         !self.connects.is_empty()
     }
 
-    /// The connect subresources of a resource, by name.
+    /// The named connect subresources of a resource (those discovery lists), by name.
     pub fn connects_of(&self, r: &ResourceInfo) -> Vec<Arc<crate::connect::ConnectSubresource>> {
-        let mut v: Vec<_> = self.connects.values().filter(|c| c.group == r.group && c.resource == r.plural).cloned().collect();
+        let mut v: Vec<_> = self
+            .connects
+            .values()
+            .filter(|c| c.group == r.group && c.resource == r.plural && c.subresource != crate::connect::ANY_SUBRESOURCE)
+            .cloned()
+            .collect();
         v.sort_by(|a, b| a.subresource.cmp(&b.subresource));
         v
     }
+}
+
+/// A resource served for its connect subresources only: cluster-scoped, no verb, nothing stored.
+fn connect_only(group: &str, version: &str, plural: &str, kind: &str) -> ResourceInfo {
+    ResourceInfo::plain(group, version, kind, plural, false, Codec::Typed(Ok))
 }
 
 /// The live catalog: built-in resources plus whatever CRDs add.
@@ -400,6 +419,14 @@ impl Registry {
     ) -> Catalog {
         let mut all: Vec<ResourceInfo> = builtin.to_vec();
         all.extend(custom);
+        // Resources that exist for their connect subresources only (no storage, no verb).
+        for x in connects {
+            if let crate::connect::ConnectTarget::Named { version, kind } = &x.target
+                && !all.iter().any(|r| r.group == x.group && r.version == *version && r.plural == x.resource)
+            {
+                all.push(connect_only(&x.group, version, &x.resource, kind));
+            }
+        }
         all.retain(|r| !hidden.iter().any(|(g, p)| *g == r.group && *p == r.plural));
         let mut c = Catalog::new(all);
         for x in connects {

@@ -78,6 +78,7 @@ async fn server() -> ApiServer {
     api.bootstrap().await.unwrap();
     api.install_connect(ConnectSubresource {
         group: String::new(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "namespaces".into(),
         subresource: "proxy".into(),
         kind: "NamespaceProxyOptions".into(),
@@ -260,6 +261,7 @@ async fn a_namespaced_core_subresource_gets_its_object() {
     let api = server().await;
     api.install_connect(ConnectSubresource {
         group: String::new(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "pods".into(),
         subresource: "log".into(),
         kind: "Pod".into(),

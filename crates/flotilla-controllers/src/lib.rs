@@ -28,6 +28,7 @@ pub mod kubefed_sync;
 pub mod namespace_sync;
 pub mod policy_report;
 pub mod remedy;
+pub mod search;
 pub mod taint_manager;
 pub mod work_status;
 pub mod work_tombstones;

@@ -96,6 +96,7 @@ pub fn install(api: &ApiServer, config: ProxyConfig, tunnel: TunnelConfig) -> Ar
     let proxy = Arc::new(ClusterProxy::new(control_plane, config, tunnels.clone()));
     api.install_connect(ConnectSubresource {
         group: "cluster.karmada.io".into(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "clusters".into(),
         subresource: "proxy".into(),
         kind: "ClusterProxyOptions".into(),
@@ -104,6 +105,7 @@ pub fn install(api: &ApiServer, config: ProxyConfig, tunnel: TunnelConfig) -> Ar
     });
     api.install_connect(ConnectSubresource {
         group: "cluster.karmada.io".into(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "clusters".into(),
         subresource: tunnel::SUBRESOURCE.into(),
         kind: "ClusterTunnelOptions".into(),

@@ -28,6 +28,8 @@ pub struct Context {
     pub runtime: Runtime,
     /// The CA `csrsigning` issues client certificates from (`flotilla up`: the control plane's).
     pub signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>,
+    /// The global view's cache of member objects, which the `search` controller fills.
+    pub search_cache: Arc<flotilla_controllers::search::cache::Cache>,
 }
 
 impl Context {
@@ -128,6 +130,12 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
     });
+    if scope == Scope::All {
+        // karmada-search's cache; its reader is this API server's `search/cache` handler.
+        s.add(c::search::NAME, true, |cx: &Context| {
+            Box::pin(c::search::start(cx.client(c::search::NAME), &cx.runtime, cx.settings.search(), cx.members.clone(), cx.search_cache.clone()))
+        });
+    }
     s.add("kubefedSync", true, |cx: &Context| Box::pin(c::kubefed_sync::run(cx.client(c::kubefed_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("kubefedCluster", true, |cx: &Context| {
         Box::pin(c::kubefed_cluster::run(cx.client(c::kubefed_cluster::NAME), cx.runtime.clone(), Default::default()))
@@ -147,6 +155,8 @@ pub struct Running {
     /// What was started, in order.
     pub names: Vec<&'static str>,
     pub runtime: Runtime,
+    /// The global view's cache (empty unless the `search` controller runs).
+    pub search_cache: Arc<flotilla_controllers::search::cache::Cache>,
 }
 
 impl Running {
@@ -177,7 +187,8 @@ pub fn start_selected(
     let all = set(settings, scope);
     let chosen = all.select(&settings.controllers)?;
     let runtime = Runtime::new(client("informers"));
-    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime, signing };
+    let search_cache = Arc::new(flotilla_controllers::search::cache::Cache::new(settings.search_cache_limit));
+    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime, signing, search_cache };
     Ok(spawn(&chosen, &cx))
 }
 
@@ -189,7 +200,7 @@ fn spawn(chosen: &[&flotilla_runtime::set::Entry<Context>], cx: &Context) -> Run
         tasks.spawn(entry.start(cx));
         names.push(entry.name);
     }
-    Running { tasks, names, runtime: cx.runtime.clone() }
+    Running { tasks, names, runtime: cx.runtime.clone(), search_cache: cx.search_cache.clone() }
 }
 
 /// The controllers a pull agent runs for its own cluster — the control plane's own cluster
@@ -210,7 +221,15 @@ pub fn start_agent(
     let all = set(settings, Scope::Federation);
     let chosen = all.select(AGENT_CONTROLLERS)?;
     let runtime = Runtime::scoped(client.clone(), scope);
-    let cx = Context { settings: settings.clone(), client: Arc::new(move |_: &str| client.clone()), members: Arc::new(members), runtime, signing: None };
+    let search_cache = Arc::new(flotilla_controllers::search::cache::Cache::new(0));
+    let cx = Context {
+        settings: settings.clone(),
+        client: Arc::new(move |_: &str| client.clone()),
+        members: Arc::new(members),
+        runtime,
+        signing: None,
+        search_cache,
+    };
     Ok(spawn(&chosen, &cx))
 }
 

@@ -115,6 +115,29 @@ pub struct FederationArgs {
     /// How long a graceful eviction task without gracePeriodSeconds keeps the old copy at most.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub graceful_eviction_timeout: Duration,
+    /// The most memory the global view's cache of member objects (ResourceRegistries) may take,
+    /// in bytes (`Ki`, `Mi`, `Gi` suffixes); objects beyond it are not cached and the
+    /// registries say so (`Cached=False`, reason `CacheFull`).
+    #[arg(long, default_value = "1Gi", value_parser = parse_bytes)]
+    pub search_cache_limit: usize,
+}
+
+/// A size in bytes: a number with an optional `Ki`, `Mi` or `Gi` suffix.
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let n: usize = digits.parse().map_err(|_| format!("{text:?}: expected a number of bytes, e.g. 512Mi"))?;
+    let scale: usize = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (expected Ki, Mi or Gi)")),
+    };
+    n.checked_mul(scale).ok_or_else(|| format!("{text:?}: too large"))
 }
 
 fn parse_purge_mode(text: &str) -> Result<flotilla_api::federation::karmada::policy::PurgeMode, String> {
@@ -207,6 +230,7 @@ impl Default for FederationArgs {
             no_execute_taint_eviction_purge_mode: flotilla_api::federation::karmada::policy::PurgeMode::Gracefully,
             graceful_eviction_timeout: Duration::from_secs(600),
             resource_eviction_rate: 0.5,
+            search_cache_limit: 1 << 30,
         }
     }
 }
@@ -261,6 +285,10 @@ impl FederationArgs {
             workers: self.concurrent_work_syncs.into(),
             ..Default::default()
         }
+    }
+
+    pub fn search(&self) -> flotilla_controllers::search::Config {
+        flotilla_controllers::search::Config { member_timeout: self.member_request_timeout.min(Duration::from_secs(10)), ..Default::default() }
     }
 
     pub fn work_status(&self) -> flotilla_controllers::work_status::Config {
@@ -330,6 +358,17 @@ impl FederationArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_in_bytes_with_binary_suffixes() {
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512Mi"), Ok(512 << 20));
+        assert_eq!(parse_bytes("64Ki"), Ok(64 << 10));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert!(parse_bytes("1GB").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("Gi").unwrap_err().contains("expected a number"));
+        assert!(parse_bytes("99999999999999999999Gi").is_err());
+    }
 
     #[test]
     fn feature_gates_default_as_karmada_v1_18() {

@@ -17,3 +17,4 @@ pub mod demo;
 pub mod federation_args;
 pub mod kubefed;
 pub mod register;
+pub mod search_view;

@@ -273,6 +273,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         max_duration: flotilla_kube_controllers::csr_signing::DEFAULT_DURATION,
     };
     let controllers = flotilla::controllers::start(&api, &args.federation, Some(signing))?;
+    flotilla::search_view::install(&api, controllers.search_cache.clone());
     println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {

@@ -58,6 +58,7 @@ pub fn install(api: &ApiServer, pods: Writer) {
     let pods = Arc::new(pods);
     api.install_connect(ConnectSubresource {
         group: String::new(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "pods".into(),
         subresource: "log".into(),
         kind: "Pod".into(),
@@ -66,6 +67,7 @@ pub fn install(api: &ApiServer, pods: Writer) {
     });
     api.install_connect(ConnectSubresource {
         group: String::new(),
+        target: flotilla_apiserver::connect::ConnectTarget::Stored,
         resource: "pods".into(),
         subresource: "exec".into(),
         kind: "PodExecOptions".into(),

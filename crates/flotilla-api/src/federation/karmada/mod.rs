@@ -1,10 +1,11 @@
 //! Karmada's federation kinds (target: Karmada v1.16): `cluster.karmada.io`,
-//! `policy.karmada.io`, `remedy.karmada.io` and `work.karmada.io`.
+//! `policy.karmada.io`, `remedy.karmada.io`, `search.karmada.io` and `work.karmada.io`.
 
 pub mod cluster;
 pub mod names;
 pub mod policy;
 pub mod remedy;
+pub mod search;
 pub mod taint;
 pub mod work;
 
@@ -22,6 +23,7 @@ pub fn crds() -> Vec<Value> {
         crd_of::<policy::ClusterOverridePolicy>(),
         crd_of::<taint::ClusterTaintPolicy>(),
         crd_of::<remedy::Remedy>(),
+        crd_of::<search::ResourceRegistry>(),
         crd_of::<work::Work>(),
         crd_of::<work::ResourceBinding>(),
         crd_of::<work::ClusterResourceBinding>(),
