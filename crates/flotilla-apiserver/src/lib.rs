@@ -53,7 +53,7 @@ pub mod kubernetes_service;
 mod listwatch;
 mod meta;
 pub mod metrics;
-mod negotiate;
+pub mod negotiate;
 mod objects;
 mod openapi;
 mod openapi_v2;

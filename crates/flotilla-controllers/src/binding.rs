@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use flotilla_api::admission::karmada::prepare_work_manifest;
 use flotilla_api::federation::flotilla::edge::EdgeOverride;
-use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
 use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
 use flotilla_api::federation::karmada::policy::{ClusterOverridePolicy, ConflictResolution, OverridePolicy, PurgeMode};
 use flotilla_api::federation::karmada::work::{
@@ -303,6 +303,23 @@ pub fn status_item(cluster: &str, work: &Work) -> AggregatedStatusItem {
         applied_message: applied.filter(|c| c.status != "True").map(|c| c.message.clone()).filter(|m| !m.is_empty()),
         health: Some(manifest.and_then(|m| m.health).unwrap_or(Health::Unknown)),
     }
+}
+
+/// The binding condition that says whether every target cluster's status is current
+/// (Flotilla's; Karmada has none): False naming the clusters that are not Ready, True again once
+/// they are. Written only once some cluster was out of reach (`present`), so a binding whose
+/// clusters were always Ready gets no extra write.
+pub const CONDITION_STATUS_CURRENT: &str = "MemberStatusCurrent";
+
+fn current_condition(unreachable: &[String], present: bool) -> Option<Condition> {
+    if unreachable.is_empty() {
+        return present.then(|| condition(CONDITION_STATUS_CURRENT, true, "ClustersReady", "every target cluster is Ready: its status is current", None));
+    }
+    let message = format!(
+        "not Ready, their status is unknown (their last report is kept in aggregatedStatus and left out of the template's status): {}",
+        unreachable.join(", ")
+    );
+    Some(condition(CONDITION_STATUS_CURRENT, false, "ClusterNotReady", message, None))
 }
 
 /// The binding's `FullyApplied` condition: every target cluster has an applied Work.
@@ -723,10 +740,20 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
     }
     let works: HashMap<String, Arc<Work>> =
         ctx.works_of(&b.key).into_iter().filter_map(|w| Some((cluster_of_execution_space(w.metadata.namespace.as_deref()?)?.to_string(), w))).collect();
-    let items: Vec<AggregatedStatusItem> = targets.keys().filter_map(|c| works.get(c).map(|w| status_item(c, w))).collect();
+    let mut items: Vec<AggregatedStatusItem> = targets.keys().filter_map(|c| works.get(c).map(|w| status_item(c, w))).collect();
+    // A cluster that is not Ready reports nothing current (karmada#2989): its item says health
+    // Unknown and its last numbers stay out of the template's status.
+    let unreachable: Vec<String> =
+        targets.keys().filter(|c| ctx.clusters.get(&ObjectRef::new(c)).is_some_and(|cluster| !is_cluster_ready(&cluster))).cloned().collect();
+    for item in items.iter_mut().filter(|i| unreachable.contains(&i.cluster_name)) {
+        item.health = Some(Health::Unknown);
+    }
     let (ok, reason, message) = fully_applied(targets.len(), &items);
     let mut conditions: Vec<Condition> = b.status.conditions.clone().unwrap_or_default();
-    let cond_changed = set_condition(&mut conditions, condition(CONDITION_FULLY_APPLIED, ok, reason, message, None));
+    let mut cond_changed = set_condition(&mut conditions, condition(CONDITION_FULLY_APPLIED, ok, reason, message, None));
+    if let Some(c) = current_condition(&unreachable, conditions.iter().any(|c| c.type_ == CONDITION_STATUS_CURRENT)) {
+        cond_changed |= set_condition(&mut conditions, c);
+    }
     let items_changed = b.status.aggregated_status.clone().unwrap_or_default() != items;
     if cond_changed || items_changed {
         let patch = json!({
@@ -749,11 +776,12 @@ async fn aggregate(ctx: &Context, b: &Binding, template: &Value, api: &Api<Dynam
             r => r.map_err(ctx.api_err(&b.key, "writing the aggregated status"))?,
         }
     }
-    if items.is_empty() {
+    let current: Vec<AggregatedStatusItem> = items.into_iter().filter(|i| !unreachable.contains(&i.cluster_name)).collect();
+    if current.is_empty() && unreachable.is_empty() {
         return Ok(());
     }
     let reference = template_reference(template);
-    match write_template_status(api, template, &items).await {
+    match write_template_status(api, template, &current).await {
         Ok(TemplateStatus::Written) => {
             let msg = format!("Update resource({}) with AggregatedStatus successfully.", b.spec.resource.name);
             ctx.events.publish_ref(&reference, false, REASON_AGGREGATE_STATUS_SUCCEED, "AggregateStatus", msg).await;
@@ -855,6 +883,24 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
             rbs.chain(crbs).collect()
         }
     };
+    // The bindings targeting a cluster (its readiness changed: rare, so a scan will do).
+    let placed_on = {
+        let (rbs, crbs) = (rbs.clone(), crbs.clone());
+        move |cluster: &str| -> Vec<BindingKey> {
+            let rbs = rbs
+                .state()
+                .into_iter()
+                .filter(|b| target_clusters(&b.spec).contains_key(cluster))
+                .map(|b| BindingKey { namespace: b.metadata.namespace.clone(), name: b.name_any() })
+                .collect::<Vec<_>>();
+            let crbs = crbs
+                .state()
+                .into_iter()
+                .filter(|b| target_clusters(&Binding::of_crb(b).spec).contains_key(cluster))
+                .map(|b| BindingKey { namespace: None, name: b.name_any() });
+            rbs.into_iter().chain(crbs).collect()
+        }
+    };
     let index = Arc::new(WorkIndex::default());
     let work_index = index.clone();
     let (on_cluster, on_op, on_cop) = (everything.clone(), everything.clone(), everything);
@@ -873,7 +919,11 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
         // no Work; waking every binding on each of them kept the queue full.
         .watches_changes(move |old: Option<&Cluster>, c: &Cluster, deleted| {
             let changed = deleted || old.is_none_or(|old| cluster_fingerprint(old) != cluster_fingerprint(c));
-            if changed { on_cluster() } else { Vec::new() }
+            if changed {
+                return on_cluster();
+            }
+            // Ready or not: the aggregated status of the bindings placed there changes.
+            if old.is_some_and(|old| is_cluster_ready(old) != is_cluster_ready(c)) { placed_on(&c.name_any()) } else { Vec::new() }
         })
         .watches(|o: &EdgeOverride, _| Some(BindingKey { namespace: o.spec.binding.namespace.clone(), name: o.spec.binding.name.clone() }))
         .watches(move |_: &OverridePolicy, _| on_op())
@@ -1125,5 +1175,15 @@ mod tests {
         let mut moved = c.clone();
         moved.spec.region = Some("eu".into());
         assert_ne!(cluster_fingerprint(&c), cluster_fingerprint(&moved));
+    }
+
+    #[test]
+    fn a_cluster_not_ready_makes_the_status_not_current_and_its_return_current_again() {
+        assert!(current_condition(&[], false).is_none(), "no write for bindings that never lost a cluster");
+        let gone = current_condition(&["member2".to_string()], false).unwrap();
+        assert_eq!((gone.type_.as_str(), gone.status.as_str(), gone.reason.as_str()), (CONDITION_STATUS_CURRENT, "False", "ClusterNotReady"));
+        assert!(gone.message.contains("member2"));
+        let back = current_condition(&[], true).unwrap();
+        assert_eq!((back.status.as_str(), back.reason.as_str()), ("True", "ClustersReady"));
     }
 }

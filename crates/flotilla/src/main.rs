@@ -8,6 +8,7 @@ mod enable_cmd;
 mod explain_cmd;
 mod get_cmd;
 mod join_cmd;
+mod kubeconfig_cmd;
 mod member_cmd;
 mod promote_cmd;
 mod store_cmd;
@@ -107,6 +108,10 @@ enum Command {
     /// PropagationPolicy placing it on that cluster with `conflictResolution: Overwrite`, so the
     /// member's object is taken over where it is (same UID, pods untouched), not re-created.
     Promote(promote_cmd::PromoteArgs),
+    /// Kubeconfigs derived from the control plane's: `global-view` points stock kubectl at
+    /// karmada-search's proxy, where every member's cached objects are listed and watched.
+    #[command(subcommand)]
+    Kubeconfig(kubeconfig_cmd::KubeconfigCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -155,6 +160,7 @@ fn main() -> std::process::ExitCode {
             Command::Explain(args) => explain_cmd::explain(args).await,
             Command::Edge(cmd) => edge_cmd::run(cmd).await,
             Command::Promote(args) => promote_cmd::promote(args).await,
+            Command::Kubeconfig(cmd) => kubeconfig_cmd::run(cmd),
         }
     });
     match result {

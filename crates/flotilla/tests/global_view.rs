@@ -4,6 +4,12 @@
 //! answers lists of them from the control plane's cache, as karmada-search does: every object
 //! annotated with its cluster, label and field selectors, pages; an object created in a member
 //! appears; a member that stops answering keeps its objects, marked stale, until it is back.
+//!
+//! Then stock kubectl through `flotilla kubeconfig global-view` (karmada-search's proxy path):
+//! pods of every cluster with the cluster annotation, label and field selectors, pages, a
+//! Table with a Cluster column, `get pods -A -w` seeing a pod created in a member, a delete
+//! forwarded to the member holding the pod; and while a member is down the binding's
+//! aggregated status says its cluster is unknown, until it is back.
 
 mod support;
 
@@ -11,7 +17,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{FAST_PROBES, Flotilla, apply_yaml, get_json, has_condition, join_members, kubectl_try, sim_faults, unique, wait_cluster_ready, wait_for};
+use support::{
+    FAST_PROBES, Flotilla, apply_yaml, flotilla_cmd, get_json, has_condition, join_members, kubectl_bin, kubectl_try, sim_faults, unique, wait_cluster_ready,
+    wait_for,
+};
 
 const SEARCH: &str = "/apis/search.karmada.io/v1alpha1/search/cache";
 const CLUSTER: &str = "resource.karmada.io/cached-from-cluster";
@@ -154,6 +163,58 @@ spec:
         if keys(&list) == ["member3/solo"] { Ok(()) } else { Err(list.to_string()) }
     });
 
+    // Stock kubectl through the global-view kubeconfig.
+    let gv = cp.dir.path().join("global-view.kubeconfig");
+    let (ok, out) = flotilla_cmd(&["kubeconfig", "global-view", "--kubeconfig", kc.to_str().unwrap(), "-o", gv.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let by_label = get_json(&gv, &["get", "pods", "-A", "-l", &format!("app={ns},tier=front")]).unwrap();
+    assert_eq!(clusters_of(&by_label), all, "{by_label}");
+    assert_eq!(keys(&by_label), keys(&pods));
+    let by_field = get_json(&gv, &["get", "pods", "-A", "--field-selector", &format!("metadata.namespace={ns}")]).unwrap();
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let mut expected = keys(&pods);
+    expected.push("member3/solo".into());
+    let expected = sorted(expected);
+    assert_eq!(sorted(keys(&by_field)), expected, "the field selector picks our namespace: {by_field}");
+    let chunked = get_json(&gv, &["get", "pods", "-n", &ns, "--chunk-size=1"]).unwrap();
+    assert_eq!(sorted(keys(&chunked)), expected, "pages of one, followed by kubectl");
+    let one = get_json(&gv, &["get", "pod", "solo", "-n", &ns]).unwrap();
+    assert_eq!(one["metadata"]["annotations"][CLUSTER], "member3", "{one}");
+    let (ok, wide) = kubectl_try(&gv, &["get", "pods", "-n", &ns, "-o", "wide"]);
+    assert!(ok && wide.lines().next().is_some_and(|h| h.contains("CLUSTER") && h.contains("STATUS")), "{wide}");
+    assert!(wide.lines().any(|l| l.starts_with("solo") && l.contains("member3")), "{wide}");
+    // Discovery and kinds the cache does not hold are the control plane's own.
+    let (ok, out) = kubectl_try(&gv, &["get", "propagationpolicy", "web", "-n", &ns, "-o", "name"]);
+    assert!(ok && out.trim() == "propagationpolicy.policy.karmada.io/web", "{out}");
+
+    // `kubectl get pods -A -w` sees a pod created in a member.
+    let watch = Watch::start(&gv, &["get", "pods", "-A", "-w"]);
+    let (ok, out) = kubectl_try(&member3, &["-n", &ns, "run", "watched", "--image=nginx"]);
+    assert!(ok, "{out}");
+    wait_for("kubectl -w to print the new pod", LONG, || {
+        let seen = watch.output();
+        if seen.lines().any(|l| l.contains(&ns) && l.contains("watched")) { Ok(()) } else { Err(seen) }
+    });
+    drop(watch);
+
+    // A delete through the global view reaches the member holding the pod.
+    let (ok, out) = kubectl_try(&gv, &["delete", "pod", "watched", "-n", &ns, "--wait=false"]);
+    assert!(ok, "{out}");
+    wait_for("the pod deleted in member3", LONG, || match kubectl_try(&member3, &["get", "pod", "watched", "-n", &ns]) {
+        (false, out) if out.contains("NotFound") => Ok(()),
+        (_, out) => Err(out),
+    });
+
+    // The Deployment's status counts every cluster while all are Ready.
+    let binding = "web-deployment".to_string();
+    wait_for("the template's status from three clusters", LONG, || {
+        let d = get_json(&kc, &["get", "deployment", "web", "-n", &ns])?;
+        if d["status"]["replicas"] == 3 { Ok(()) } else { Err(d["status"].to_string()) }
+    });
+
     // member2 stops answering: its pods stay, marked stale, and the registry names it.
     sim_faults(&cp, "member2", r#"{"blackhole": true}"#);
     wait_cluster_ready(&kc, "member2", "False");
@@ -173,6 +234,19 @@ spec:
         if stale["status"] == "True" && stale["message"].as_str().is_some_and(|m| m.contains("member2")) { Ok(()) } else { Err(r["status"].to_string()) }
     });
 
+    // The binding says member2's status is unknown, and the template no longer counts it.
+    wait_for("member2 unknown in the binding's aggregated status", LONG, || {
+        let b = get_json(&kc, &["get", "resourcebinding", &binding, "-n", &ns])?;
+        let item = b["status"]["aggregatedStatus"].as_array().into_iter().flatten().find(|i| i["clusterName"] == "member2").cloned().unwrap_or_default();
+        let current = b["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "MemberStatusCurrent").cloned().unwrap_or_default();
+        let named = current["status"] == "False" && current["message"].as_str().is_some_and(|m| m.contains("member2"));
+        if item["health"] == "Unknown" && named { Ok(()) } else { Err(b["status"].to_string()) }
+    });
+    wait_for("the template's status without member2", LONG, || {
+        let d = get_json(&kc, &["get", "deployment", "web", "-n", &ns])?;
+        if d["status"]["replicas"] == 2 { Ok(()) } else { Err(d["status"].to_string()) }
+    });
+
     // Back: fresh again.
     sim_faults(&cp, "member2", r#"{"blackhole": false}"#);
     wait_cluster_ready(&kc, "member2", "True");
@@ -184,6 +258,15 @@ spec:
     wait_for("the registry no longer Stale", LONG, || {
         let r = get_json(&kc, &["get", "resourceregistry", &ns])?;
         if has_condition(&r, "Stale", "False") { Ok(()) } else { Err(r["status"].to_string()) }
+    });
+    wait_for("the binding current again", LONG, || {
+        let b = get_json(&kc, &["get", "resourcebinding", &binding, "-n", &ns])?;
+        let item = b["status"]["aggregatedStatus"].as_array().into_iter().flatten().find(|i| i["clusterName"] == "member2").cloned().unwrap_or_default();
+        if has_condition(&b, "MemberStatusCurrent", "True") && item["health"] != "Unknown" { Ok(()) } else { Err(b["status"].to_string()) }
+    });
+    wait_for("the template's status from three clusters again", LONG, || {
+        let d = get_json(&kc, &["get", "deployment", "web", "-n", &ns])?;
+        if d["status"]["replicas"] == 3 { Ok(()) } else { Err(d["status"].to_string()) }
     });
 
     // Bad requests get a Status that says what is wrong.
@@ -201,4 +284,48 @@ spec:
     // The real member is shared with other tests: leave nothing behind in it.
     let (ok, out) = kubectl_try(&member3, &["delete", "namespace", &ns, "--wait=false"]);
     assert!(ok, "{out}");
+}
+
+/// A long-running kubectl (`get -w`) whose output is collected; killed when dropped, even when
+/// the test fails.
+struct Watch {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Watch {
+    fn start(kubeconfig: &std::path::Path, args: &[&str]) -> Watch {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        for reader in [Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, Box::new(child.stderr.take().unwrap())] {
+            let out = out.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(reader).lines().map_while(Result::ok) {
+                    let mut o = out.lock().unwrap();
+                    o.push_str(&line);
+                    o.push('\n');
+                }
+            });
+        }
+        Watch { child, out }
+    }
+
+    fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

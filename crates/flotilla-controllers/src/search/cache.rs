@@ -20,8 +20,15 @@
 //! The cache has a cap in bytes (`--search-cache-limit`): an object that would take it over is
 //! not cached, the shard says so ([`Cache::refused`]) and the ResourceRegistry's `Cached`
 //! condition turns False with reason `CacheFull`.
+//!
+//! Watches: every change is an [`Event`] numbered by the cache (`seq`) and carrying the member's
+//! resourceVersion; each shard keeps its last events (`history`), so a watch resumes from a
+//! multi-cluster resourceVersion — each cluster's events after its own — or says 410 Gone when
+//! the shard no longer holds them, as kube-apiserver's watch cache does. A relist of a member
+//! becomes the events that bring a watcher from the old state to the new one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use base64::Engine as _;
@@ -52,11 +59,12 @@ pub struct KindNames {
     pub namespaced: bool,
 }
 
-/// One cached object.
-struct Entry {
+/// One cached object; its parts are shared with the events that carry it.
+#[derive(Clone, Debug)]
+pub struct Entry {
     /// The object as served.
-    json: Box<[u8]>,
-    labels: Box<[(Box<str>, Box<str>)]>,
+    json: Arc<[u8]>,
+    labels: Arc<[(Box<str>, Box<str>)]>,
 }
 
 /// Bytes an entry is charged beside its JSON and labels: its map slot, key and boxes.
@@ -70,7 +78,52 @@ impl Entry {
     fn label(&self, key: &str) -> Option<&str> {
         self.labels.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
     }
+
+    /// The object as served.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
 }
+
+/// What happened to an object, as a watch says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one cached object.
+#[derive(Debug)]
+pub struct Event {
+    /// The cache's own order of changes (all shards).
+    pub seq: u64,
+    pub kind: KindKey,
+    pub cluster: Arc<str>,
+    pub namespace: Box<str>,
+    pub name: Box<str>,
+    pub type_: EventType,
+    /// The member's resourceVersion of the change (0 when it is not a number).
+    pub resource_version: u64,
+    /// The object after the change (before it, for a deletion).
+    pub object: Entry,
+}
+
+/// Events each shard keeps for watches resuming from a resourceVersion (kube-apiserver's watch
+/// cache keeps about as many per resource).
+pub const DEFAULT_HISTORY: usize = 1000;
+/// Events in flight to the watchers; a watcher further behind catches up from the histories.
+const BROADCAST: usize = 4096;
 
 /// What one cluster serves of one kind.
 #[derive(Default)]
@@ -87,6 +140,12 @@ struct Shard {
     /// Objects not cached because the cache was full.
     refused: u64,
     bytes: usize,
+    /// The last events, oldest first.
+    history: VecDeque<Arc<Event>>,
+    /// The newest member resourceVersion and cache sequence no longer in `history`: a watch
+    /// from before them cannot be resumed.
+    floor_rv: u64,
+    floor_seq: u64,
 }
 
 /// The state of one shard, for the ResourceRegistry's status and `/metrics`.
@@ -105,6 +164,10 @@ pub struct Cache {
     bytes: AtomicUsize,
     limit: usize,
     refused: AtomicU64,
+    /// The last event's number; taken under the shards' write lock.
+    seq: AtomicU64,
+    history: usize,
+    events: tokio::sync::broadcast::Sender<Arc<Event>>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -142,7 +205,21 @@ pub struct ListPage {
 impl Cache {
     /// A cache holding at most `limit` bytes of objects.
     pub fn new(limit: usize) -> Cache {
-        Cache { shards: RwLock::new(HashMap::new()), bytes: AtomicUsize::new(0), limit, refused: AtomicU64::new(0) }
+        Cache::with_history(limit, DEFAULT_HISTORY)
+    }
+
+    /// A cache holding at most `limit` bytes of objects, each shard keeping its last `history`
+    /// events for watches.
+    pub fn with_history(limit: usize, history: usize) -> Cache {
+        Cache {
+            shards: RwLock::new(HashMap::new()),
+            bytes: AtomicUsize::new(0),
+            limit,
+            refused: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            history: history.max(1),
+            events: tokio::sync::broadcast::channel(BROADCAST).0,
+        }
     }
 
     /// Bytes held now.
@@ -166,21 +243,48 @@ impl Cache {
 
     /// Replace what `cluster` serves of `kind` with a full list at `resource_version`; the shard
     /// is then synced and fresh.
+    ///
+    /// Watchers see the difference: objects gone as deleted, new ones added, changed ones
+    /// modified, all at the list's resourceVersion. The first list of a shard has no events:
+    /// a watch that did not know the cluster gets its objects as added.
     pub fn replace(&self, kind: &KindKey, names: &KindNames, cluster: &str, objects: Vec<Value>, resource_version: &str) {
         let mut shards = self.shards.write();
         let shard = shards.entry((kind.clone(), cluster.to_string())).or_default();
         shard.names = Some(names.clone());
+        let first = !shard.synced && shard.objects.is_empty() && shard.history.is_empty();
         let old = std::mem::take(&mut shard.objects);
         let freed: usize = old.iter().map(|(k, e)| e.size(k)).sum();
         shard.bytes -= freed.min(shard.bytes);
         self.bytes.fetch_sub(freed.min(self.bytes()), Ordering::Relaxed);
-        drop(old);
+        let rv = parse_rv(resource_version);
+        let mut changes = Vec::new();
         for o in objects {
-            self.insert(shard, kind, names, cluster, o);
+            let key = key_of(&o);
+            let member_rv = o.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from);
+            if let Some(entry) = self.insert(shard, kind, names, cluster, o) {
+                match old.get(&key) {
+                    None => changes.push((key, EventType::Added, entry)),
+                    Some(before) if member_rv.is_none() || json_rv(&before.json) != member_rv => changes.push((key, EventType::Modified, entry)),
+                    Some(_) => {}
+                }
+            }
+        }
+        for (key, entry) in old {
+            if !shard.objects.contains_key(&key) {
+                changes.push((key, EventType::Deleted, entry));
+            }
         }
         shard.resource_version = resource_version.to_string();
         shard.synced = true;
         shard.stale_since = None;
+        if first {
+            shard.floor_rv = rv;
+            shard.floor_seq = self.seq.load(Ordering::Relaxed);
+            return;
+        }
+        for ((ns, name), type_, entry) in changes {
+            self.record(shard, kind, cluster, ns, name, type_, rv, entry);
+        }
     }
 
     /// An object added or changed in `cluster`.
@@ -192,7 +296,13 @@ impl Cache {
             shard.resource_version = rv.to_string();
         }
         shard.stale_since = None;
-        self.insert(shard, kind, names, cluster, object);
+        let rv = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).map_or(0, parse_rv);
+        let key = key_of(&object);
+        let existed = shard.objects.contains_key(&key);
+        if let Some(entry) = self.insert(shard, kind, names, cluster, object) {
+            let type_ = if existed { EventType::Modified } else { EventType::Added };
+            self.record(shard, kind, cluster, key.0, key.1, type_, rv, entry);
+        }
     }
 
     /// An object deleted in `cluster`.
@@ -208,6 +318,12 @@ impl Cache {
             let size = e.size(&key);
             shard.bytes -= size.min(shard.bytes);
             self.bytes.fetch_sub(size, Ordering::Relaxed);
+            let rv = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).map_or(0, parse_rv);
+            // The object as it was last, at the deletion's resourceVersion.
+            let names = shard.names.clone().unwrap_or(KindNames { kind: String::new(), namespaced: true });
+            let last = compact(kind, &names, cluster, object.clone());
+            let entry = if last.json.is_empty() { e } else { last };
+            self.record(shard, kind, cluster, key.0, key.1, EventType::Deleted, rv, entry);
         }
     }
 
@@ -221,11 +337,37 @@ impl Cache {
         }
     }
 
+    /// `cluster`'s shard of `kind` fresh again: its member answers (a watch is back).
+    pub fn mark_fresh(&self, kind: &KindKey, cluster: &str) {
+        if let Some(s) = self.shards.write().get_mut(&(kind.clone(), cluster.to_string())) {
+            s.stale_since = None;
+        }
+    }
+
     /// Forget what `cluster` serves of `kind`: no longer selected, or the cluster is gone.
     pub fn remove(&self, kind: &KindKey, cluster: &str) {
         if let Some(s) = self.shards.write().remove(&(kind.clone(), cluster.to_string())) {
             self.bytes.fetch_sub(s.bytes.min(self.bytes()), Ordering::Relaxed);
         }
+    }
+
+    /// The clusters whose cache holds `namespace/name` of `kind`, in order.
+    pub fn owners(&self, kind: &KindKey, namespace: &str, name: &str) -> Vec<String> {
+        let key: (Box<str>, Box<str>) = (namespace.into(), name.into());
+        let mut out: Vec<String> =
+            self.shards.read().iter().filter(|((k, _), s)| k == kind && s.objects.contains_key(&key)).map(|((_, c), _)| c.clone()).collect();
+        out.sort();
+        out
+    }
+
+    /// Whether any cluster's objects of `kind` are cached (the kind is selected somewhere).
+    pub fn holds(&self, kind: &KindKey) -> bool {
+        self.shards.read().keys().any(|(k, _)| k == kind)
+    }
+
+    /// The kind's names, as a member serves it.
+    pub fn names(&self, kind: &KindKey) -> Option<KindNames> {
+        self.shards.read().iter().filter(|((k, _), _)| k == kind).find_map(|(_, s)| s.names.clone())
     }
 
     /// The shards held now.
@@ -244,7 +386,8 @@ impl Cache {
         self.shards.read().get(&(kind.clone(), cluster.to_string())).map(|s| s.resource_version.clone())
     }
 
-    fn insert(&self, shard: &mut Shard, kind: &KindKey, names: &KindNames, cluster: &str, object: Value) {
+    /// Cache `object`; the entry kept, or None when the cap refused it.
+    fn insert(&self, shard: &mut Shard, kind: &KindKey, names: &KindNames, cluster: &str, object: Value) -> Option<Entry> {
         let key = key_of(&object);
         let entry = compact(kind, names, cluster, object);
         let size = entry.size(&key);
@@ -253,12 +396,95 @@ impl Cache {
             // Keep what was there (stale but bounded) rather than go over the cap.
             shard.refused += 1;
             self.refused.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
-        shard.objects.insert(key, entry);
+        shard.objects.insert(key, entry.clone());
         shard.bytes = (shard.bytes + size).saturating_sub(freed);
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        Some(entry)
+    }
+
+    /// Number a change, keep it in the shard's history and tell the watchers. Called with the
+    /// shards' write lock held, so numbers follow the order changes are made in.
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, shard: &mut Shard, kind: &KindKey, cluster: &str, namespace: Box<str>, name: Box<str>, type_: EventType, rv: u64, object: Entry) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let event = Arc::new(Event { seq, kind: kind.clone(), cluster: cluster.into(), namespace, name, type_, resource_version: rv, object });
+        if shard.history.len() == self.history
+            && let Some(old) = shard.history.pop_front()
+        {
+            shard.floor_rv = old.resource_version;
+            shard.floor_seq = old.seq;
+        }
+        shard.history.push_back(event.clone());
+        // No receiver is not an error: nobody watches.
+        let _ = self.events.send(event);
+    }
+
+    /// Start watching `kind`: the events a watch from `from` must see first, and the receiver
+    /// of the changes after them.
+    ///
+    /// `from` is each cluster's member resourceVersion; a cluster it does not name (or every
+    /// cluster, for None: a watch from "" or "0") starts with its objects as added, as
+    /// kube-apiserver starts a watch without a resourceVersion.
+    pub fn watch(&self, kind: &KindKey, clusters: Option<&[String]>, from: Option<&BTreeMap<String, String>>) -> Result<WatchStart, WatchError> {
+        // Subscribe first: nothing made after the histories are read is missed.
+        let receiver = self.events.subscribe();
+        let shards = self.shards.read();
+        let seq = self.seq.load(Ordering::Relaxed);
+        let mut ours: Vec<(&String, &Shard)> =
+            shards.iter().filter(|((k, c), _)| k == kind && clusters.is_none_or(|cs| cs.contains(c))).map(|((_, c), s)| (c, s)).collect();
+        ours.sort_by(|a, b| a.0.cmp(b.0));
+        let mut initial = Vec::new();
+        let mut positions = BTreeMap::new();
+        for (cluster, shard) in ours {
+            positions.insert(cluster.clone(), shard.resource_version.clone());
+            match from.and_then(|f| f.get(cluster)) {
+                Some(rv) => {
+                    let rv =
+                        rv.parse::<u64>().map_err(|_| WatchError::Gone(format!("{cluster}: resourceVersion {rv:?} is not one this cache can resume from")))?;
+                    if rv < shard.floor_rv {
+                        return Err(WatchError::Gone(format!("too old resource version: {rv} ({cluster} is cached from {})", shard.floor_rv)));
+                    }
+                    initial.extend(shard.history.iter().filter(|e| e.resource_version > rv).cloned());
+                }
+                None => {
+                    let rv = parse_rv(&shard.resource_version);
+                    for ((ns, name), entry) in &shard.objects {
+                        initial.push(Arc::new(Event {
+                            seq,
+                            kind: kind.clone(),
+                            cluster: cluster.as_str().into(),
+                            namespace: ns.clone(),
+                            name: name.clone(),
+                            type_: EventType::Added,
+                            resource_version: rv,
+                            object: entry.clone(),
+                        }));
+                    }
+                }
+            }
+        }
+        Ok(WatchStart { initial, positions, seq, receiver })
+    }
+
+    /// The events of `kind` numbered after `seq`, from the histories, for a watcher that fell
+    /// behind the broadcast; 410 Gone when a history no longer reaches back that far.
+    pub fn events_after(&self, kind: &KindKey, clusters: Option<&[String]>, seq: u64) -> Result<Vec<Arc<Event>>, WatchError> {
+        let shards = self.shards.read();
+        let mut out = Vec::new();
+        for ((k, c), s) in shards.iter() {
+            if k != kind || !clusters.is_none_or(|cs| cs.contains(c)) {
+                continue;
+            }
+            if s.floor_seq > seq {
+                return Err(WatchError::Gone(format!("the watch fell behind {c}'s history")));
+            }
+            out.extend(s.history.iter().filter(|e| e.seq > seq).cloned());
+        }
+        out.sort_by_key(|e| e.seq);
+        Ok(out)
     }
 
     /// One page of `kind` over `clusters` (all the cache holds if None), as a `<Kind>List` body.
@@ -304,7 +530,7 @@ impl Cache {
                 }
                 items.push(match &shard.stale_since {
                     Some(since) => std::borrow::Cow::Owned(with_annotation(&entry.json, STALE_SINCE, since)),
-                    None => std::borrow::Cow::Borrowed(&entry.json),
+                    None => std::borrow::Cow::Borrowed(&entry.json[..]),
                 });
                 last = ((*cluster).clone(), (**ns).to_string(), (**name).to_string());
             }
@@ -332,6 +558,53 @@ impl Cache {
     }
 }
 
+/// What a watch starts with.
+#[derive(Debug)]
+pub struct WatchStart {
+    /// The events to send first, in order.
+    pub initial: Vec<Arc<Event>>,
+    /// Each cluster's resourceVersion as of the start.
+    pub positions: BTreeMap<String, String>,
+    /// Events numbered up to this are in `initial` or were before the watch; the receiver's
+    /// later ones are new.
+    pub seq: u64,
+    pub receiver: tokio::sync::broadcast::Receiver<Arc<Event>>,
+}
+
+/// A watch that cannot start or go on.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WatchError {
+    /// 410 Gone: the events after the resourceVersion are no longer held.
+    #[error("{0}")]
+    Gone(String),
+}
+
+/// A member resourceVersion as a number (0 when it is not one).
+fn parse_rv(rv: &str) -> u64 {
+    rv.parse().unwrap_or(0)
+}
+
+/// The `metadata.resourceVersion` of a served object.
+fn json_rv(json: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "resourceVersion")]
+        resource_version: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Obj {
+        metadata: Option<Meta>,
+    }
+    serde_json::from_slice::<Obj>(json).ok()?.metadata?.resource_version
+}
+
+/// Whether an object matches a query's namespace and selectors.
+pub fn matches(q: &ListQuery, namespace: &str, name: &str, object: &Entry) -> bool {
+    q.namespace.as_deref().is_none_or(|want| namespace == want)
+        && q.labels.matches_with(|k| object.label(k))
+        && (q.fields.is_empty() || fields_match(&q.fields, namespace, name, &object.json))
+}
+
 /// An object's (namespace, name).
 fn key_of(object: &Value) -> (Box<str>, Box<str>) {
     let s = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().into();
@@ -356,8 +629,8 @@ fn compact(kind: &KindKey, names: &KindNames, cluster: &str, mut object: Value) 
             }
         }
     }
-    let json = serde_json::to_vec(&object).unwrap_or_default().into_boxed_slice();
-    Entry { json, labels }
+    let json: Arc<[u8]> = serde_json::to_vec(&object).unwrap_or_default().into();
+    Entry { json, labels: labels.into() }
 }
 
 /// `json` with one more annotation (a stale shard's objects).
@@ -566,5 +839,69 @@ mod tests {
         assert_eq!((cache.objects(), cache.bytes()), (0, 0));
         cache.remove(&k, "m");
         assert!(cache.shards().is_empty());
+    }
+
+    fn drain(start: &mut WatchStart) -> Vec<String> {
+        let mut out: Vec<String> = std::mem::take(&mut start.initial).iter().map(|e| format!("{} {}:{}", e.type_.as_str(), e.cluster, e.name)).collect();
+        while let Ok(e) = start.receiver.try_recv() {
+            if e.seq > start.seq {
+                out.push(format!("{} {}:{}", e.type_.as_str(), e.cluster, e.name));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_watch_resumes_each_cluster_from_its_own_resource_version() {
+        let (k, n) = pods();
+        let cache = filled();
+        // A list, then changes in both clusters.
+        let listed = cache.list(&k, None, &ListQuery::default()).unwrap();
+        let v: Value = serde_json::from_slice(&listed.body).unwrap();
+        let from = parse_multi_cluster_resource_version(v["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
+        cache.apply(&k, &n, "member1", pod("shop", "web-2", "web", "node-a", "12"));
+        cache.apply(&k, &n, "member2", pod("shop", "web-1", "web", "node-c", "22"));
+        cache.delete(&k, "member1", &json!({"metadata": {"name": "dns", "namespace": "kube-system", "resourceVersion": "13"}}));
+        // A watch from the list's resourceVersion sees exactly those, in each cluster's order.
+        let mut w = cache.watch(&k, None, Some(&from)).unwrap();
+        assert_eq!(drain(&mut w), ["ADDED member1:web-2", "DELETED member1:dns", "MODIFIED member2:web-1"]);
+        // Later changes come through the receiver.
+        cache.apply(&k, &n, "member2", pod("shop", "web-4", "web", "node-c", "23"));
+        assert_eq!(drain(&mut w), ["ADDED member2:web-4"]);
+        // From a later point in one cluster, only what came after it there.
+        let mut from2 = from.clone();
+        from2.insert("member1".into(), "12".into());
+        assert_eq!(drain(&mut cache.watch(&k, None, Some(&from2)).unwrap()), ["DELETED member1:dns", "MODIFIED member2:web-1", "ADDED member2:web-4"]);
+        // No resourceVersion, or a cluster it does not name: the objects as added.
+        let mut w = cache.watch(&k, Some(&["member2".to_string()]), None).unwrap();
+        assert_eq!(drain(&mut w), ["ADDED member2:db-0", "ADDED member2:web-1", "ADDED member2:web-4"]);
+        let only1 = BTreeMap::from([("member1".to_string(), "13".to_string())]);
+        assert_eq!(drain(&mut cache.watch(&k, None, Some(&only1)).unwrap()), ["ADDED member2:db-0", "ADDED member2:web-1", "ADDED member2:web-4"]);
+    }
+
+    #[test]
+    fn a_relist_is_seen_as_its_differences_and_old_versions_are_gone() {
+        let (k, n) = pods();
+        let cache = Cache::with_history(1 << 20, 3);
+        cache.replace(&k, &n, "m", vec![pod("shop", "a", "web", "n", "1"), pod("shop", "b", "web", "n", "2")], "2");
+        let from = BTreeMap::from([("m".to_string(), "2".to_string())]);
+        // The member came back after compaction: relisted with a gone, b changed, c new.
+        cache.replace(&k, &n, "m", vec![pod("shop", "b", "web", "n", "7"), pod("shop", "c", "web", "n", "8")], "9");
+        let mut w = cache.watch(&k, None, Some(&from)).unwrap();
+        let mut seen = drain(&mut w);
+        seen.sort();
+        assert_eq!(seen, ["ADDED m:c", "DELETED m:a", "MODIFIED m:b"]);
+        // The history keeps three: a fourth change leaves the watch from 2 too old.
+        cache.apply(&k, &n, "m", pod("shop", "d", "web", "n", "10"));
+        assert!(matches!(cache.watch(&k, None, Some(&from)), Err(WatchError::Gone(m)) if m.contains("too old")));
+        let from9 = BTreeMap::from([("m".to_string(), "9".to_string())]);
+        assert_eq!(drain(&mut cache.watch(&k, None, Some(&from9)).unwrap()), ["ADDED m:d"]);
+        assert!(matches!(cache.watch(&k, None, Some(&BTreeMap::from([("m".to_string(), "x".to_string())]))), Err(WatchError::Gone(_))));
+        // A watcher behind the broadcast catches up from the histories, or is told it is gone.
+        assert_eq!(cache.events_after(&k, None, 0).map(|e| e.len()), Err(WatchError::Gone("the watch fell behind m's history".into())));
+        let last = cache.events_after(&k, None, cache.seq.load(Ordering::Relaxed) - 1).unwrap();
+        assert_eq!(last.iter().map(|e| &*e.name).collect::<Vec<_>>(), ["d"]);
+        assert_eq!(cache.owners(&k, "shop", "d"), ["m"]);
+        assert!(cache.owners(&k, "shop", "a").is_empty());
     }
 }

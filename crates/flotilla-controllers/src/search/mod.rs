@@ -215,7 +215,11 @@ async fn list_and_watch(ctx: Arc<Context>, selected: Selected, namespaces: Names
         };
         let params = WatchParams::default().timeout(290);
         let stream = match api.watch(&params, &rv).await {
-            Ok(s) => s,
+            Ok(s) => {
+                // The member answers again: what the cache holds of it is current.
+                ctx.cache.mark_fresh(&key, &selected.cluster);
+                s
+            }
             Err(e) => {
                 fail(Some(&key), e.to_string());
                 resource_version = Some(rv);
