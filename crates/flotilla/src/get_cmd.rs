@@ -1,15 +1,20 @@
-//! `flotilla get KIND [NAME] --clusters all|a,b`: member objects in one view, read through the
-//! cluster proxy (`clusters/{name}/proxy`) as `karmadactl get --operation-scope members` does.
+//! `flotilla get KIND [NAME] --clusters all|a,b`: member objects in one view.
 //!
-//! Each member resolves KIND with its own discovery and prints with its own Table (so every
-//! kind, custom ones included, gets kubectl's columns); the tables are merged under a CLUSTER
-//! column. A member that fails is reported on stderr; the others are still printed.
+//! When a ResourceRegistry caches KIND for every cluster asked for (and says `Cached`), the
+//! global view's cache answers (`search.karmada.io` `proxying/karmada/proxy`, one request, no
+//! member touched). Otherwise each member is read through the cluster proxy
+//! (`clusters/{name}/proxy`) as `karmadactl get --operation-scope members` does: each resolves
+//! KIND with its own discovery and prints with its own Table (so every kind, custom ones
+//! included, gets kubectl's columns), and a member that fails is reported on stderr while the
+//! others are still printed. Either way the tables are merged under a CLUSTER column, and stderr
+//! says which source answered (`--source` chooses one).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::search::{CACHED, ResourceRegistry};
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
@@ -52,7 +57,14 @@ pub struct GetArgs {
     /// Seconds to wait for each member's answer.
     #[arg(long, default_value_t = 30)]
     request_timeout: u64,
+    /// Where to read: `auto` (the global view's cache when a ResourceRegistry caches the kind
+    /// for every cluster asked for, else the members), `cache` or `members`.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cache", "members"])]
+    source: String,
 }
+
+/// The path of karmada-search's proxy, which answers from the global view's cache.
+const GLOBAL_VIEW: &str = "/apis/search.karmada.io/v1alpha1/proxying/karmada/proxy";
 
 /// A resource as a member's discovery describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +73,8 @@ pub struct Resolved {
     pub version: String,
     pub plural: String,
     pub namespaced: bool,
+    /// The Kind (empty when discovery did not say).
+    pub kind: String,
 }
 
 impl Resolved {
@@ -116,6 +130,7 @@ pub fn resolve(spec: &str, discovery: &[Value]) -> Option<Resolved> {
                         version: v["version"].as_str().unwrap_or("").to_string(),
                         plural: plural.to_string(),
                         namespaced: r["scope"] == "Namespaced",
+                        kind: r["responseKind"]["kind"].as_str().unwrap_or_default().to_string(),
                     });
                 }
             }
@@ -188,26 +203,146 @@ pub(crate) async fn member_discovery(client: &kube::Client, cluster: &str, timeo
     Ok(vec![core, groups])
 }
 
-async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeout: Duration) -> Result<(Resolved, Value), String> {
-    let base = proxy_base(cluster);
-    let discovery = member_discovery(client, cluster, timeout).await?;
-    let r = resolve(&args.kind, &discovery).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
-    let namespace = if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or(client.default_namespace())) };
-    let mut path = format!("{base}{}", r.path(namespace, args.name.as_deref()));
+/// The namespace a read is scoped to (None: all namespaces).
+fn namespace_of<'a>(args: &'a GetArgs, client: &'a kube::Client) -> Option<&'a str> {
+    if args.all_namespaces && args.name.is_none() { None } else { Some(args.namespace.as_deref().unwrap_or(client.default_namespace())) }
+}
+
+/// The query string of a read: Table metadata, the label selector and `extra`.
+fn query_of(args: &GetArgs, table: bool, extra: Option<String>) -> String {
     let mut query = Vec::new();
-    let table = !matches!(args.output.as_deref(), Some("json" | "yaml"));
     if table {
         query.push("includeObject=Metadata".to_string());
     }
     if let Some(s) = &args.selector {
         query.push(format!("labelSelector={}", form_encode(s)));
     }
-    if !query.is_empty() {
-        path.push('?');
-        path.push_str(&query.join("&"));
-    }
+    query.extend(extra);
+    if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) }
+}
+
+fn wants_table(args: &GetArgs) -> bool {
+    !matches!(args.output.as_deref(), Some("json" | "yaml"))
+}
+
+async fn read_member(client: &kube::Client, cluster: &str, args: &GetArgs, timeout: Duration) -> Result<(Resolved, Value), String> {
+    let base = proxy_base(cluster);
+    let discovery = member_discovery(client, cluster, timeout).await?;
+    let r = resolve(&args.kind, &discovery).ok_or_else(|| format!("the server doesn't have a resource type \"{}\"", args.kind))?;
+    let table = wants_table(args);
+    let path = format!("{base}{}{}", r.path(namespace_of(args, client), args.name.as_deref()), query_of(args, table, None));
     let body = fetch(client, path, if table { TABLE } else { "application/json" }, timeout).await?;
     Ok((r, body))
+}
+
+/// The ResourceRegistry that caches `kind` of every one of `clusters` in `namespace` and says
+/// it has listed them (`Cached`), if there is one.
+fn covering<'a>(
+    registries: &'a [ResourceRegistry],
+    all: &[Cluster],
+    clusters: &[String],
+    r: &Resolved,
+    namespace: Option<&str>,
+) -> Option<&'a ResourceRegistry> {
+    let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    registries.iter().find(|reg| {
+        let cached = reg.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == CACHED && c.status == "True"));
+        let selects = reg
+            .spec
+            .resource_selectors
+            .iter()
+            .any(|s| s.api_version == api_version && s.kind == r.kind && (s.namespace.is_empty() || namespace == Some(s.namespace.as_str())));
+        let targets = clusters.iter().all(|name| {
+            all.iter().find(|c| c.metadata.name.as_deref() == Some(name)).is_some_and(|c| flotilla_api::overrides::cluster_matches(c, &reg.spec.target_cluster))
+        });
+        reg.metadata.deletion_timestamp.is_none() && cached && selects && targets
+    })
+}
+
+/// The global view's answer split per cluster, as the members would have answered: a Table's
+/// rows by its Cluster column (which goes), a list's items by their cluster annotation.
+fn split_by_cluster(body: &Value, clusters: &[String]) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = clusters.iter().map(|c| (c.clone(), Value::Null)).collect();
+    if body["kind"] == "Table" {
+        let defs = body["columnDefinitions"].as_array().cloned().unwrap_or_default();
+        let at = defs.iter().position(|d| d["name"] == "Cluster");
+        let mut kept = defs.clone();
+        if let Some(i) = at {
+            kept.remove(i);
+        }
+        for (cluster, table) in &mut out {
+            let rows: Vec<Value> = body["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|row| at.and_then(|i| row["cells"][i].as_str()) == Some(cluster.as_str()))
+                .map(|row| {
+                    let mut row = row.clone();
+                    if let (Some(i), Some(cells)) = (at, row["cells"].as_array_mut()) {
+                        cells.remove(i);
+                    }
+                    row
+                })
+                .collect();
+            *table = json!({"kind": "Table", "apiVersion": body["apiVersion"], "columnDefinitions": kept, "rows": rows});
+        }
+    } else {
+        for (cluster, list) in &mut out {
+            let items: Vec<Value> = body["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|o| o["metadata"]["annotations"][FROM_CLUSTER].as_str() == Some(cluster.as_str()))
+                .cloned()
+                .collect();
+            *list = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "items": items});
+        }
+    }
+    out
+}
+
+/// Read from the global view's cache, when a registry covers the read (or `--source cache`
+/// asks for it): the answers per cluster, or None to fan out.
+async fn read_cache(client: &kube::Client, args: &GetArgs, clusters: &[String], timeout: Duration) -> anyhow::Result<Option<(Resolved, Vec<(String, Value)>)>> {
+    if args.source == "members" {
+        return Ok(None);
+    }
+    let core = fetch(client, "/api".into(), AGGREGATED, timeout).await.map_err(|e| anyhow::anyhow!("the control plane's discovery: {e}"))?;
+    let groups = fetch(client, "/apis".into(), AGGREGATED, timeout).await.map_err(|e| anyhow::anyhow!("the control plane's discovery: {e}"))?;
+    let resolved = resolve(&args.kind, &[core, groups]);
+    let registries = Api::<ResourceRegistry>::all(client.clone()).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    let all = Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?.items;
+    let namespace = namespace_of(args, client);
+    let registry = resolved.as_ref().and_then(|r| covering(&registries, &all, clusters, r, namespace));
+    let (r, registry) = match (resolved, registry) {
+        (Some(r), Some(reg)) => (r, reg),
+        (r, _) => {
+            if args.source == "cache" {
+                let what = r.map_or_else(
+                    || args.kind.clone(),
+                    |r| format!("{} {}", if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) }, r.kind),
+                );
+                bail!("no ResourceRegistry caches {what} for {} (and says Cached): read with --source members", clusters.join(", "));
+            }
+            return Ok(None);
+        }
+    };
+    let table = wants_table(args);
+    let by_name = args.name.as_ref().map(|n| format!("fieldSelector=metadata.name%3D{}", form_encode(n)));
+    let path = format!("{GLOBAL_VIEW}{}{}", r.path(namespace, None), query_of(args, table, by_name));
+    let body = fetch(client, path, if table { TABLE } else { "application/json" }, timeout).await.map_err(|e| anyhow::anyhow!("the global view: {e}"))?;
+    let stale = body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(body["rows"].as_array().into_iter().flatten().map(|r| &r["object"]))
+        .any(|o| o["metadata"]["annotations"].get(flotilla_api::federation::karmada::search::STALE_SINCE).is_some());
+    eprintln!(
+        "flotilla: read from the global view's cache (ResourceRegistry {}){}",
+        registry.metadata.name.as_deref().unwrap_or_default(),
+        if stale { "; some clusters are out of reach and show their objects as last seen" } else { "" }
+    );
+    Ok(Some((r, split_by_cluster(&body, clusters))))
 }
 
 fn form_encode(s: &str) -> String {
@@ -333,12 +468,18 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
         bail!("no member clusters to read");
     }
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let views: Vec<MemberView> = futures::future::join_all(clusters.iter().map(|c| {
-        let client = client.clone();
-        let args = &args;
-        async move { MemberView { cluster: c.clone(), result: read_member(&client, c, args, timeout).await } }
-    }))
-    .await;
+    let views: Vec<MemberView> = match read_cache(&client, &args, &clusters, timeout).await? {
+        Some((r, answers)) => answers.into_iter().map(|(cluster, body)| MemberView { cluster, result: Ok((r.clone(), body)) }).collect(),
+        None => {
+            eprintln!("flotilla: read from {} member clusters through the cluster proxy", clusters.len());
+            futures::future::join_all(clusters.iter().map(|c| {
+                let client = client.clone();
+                let args = &args;
+                async move { MemberView { cluster: c.clone(), result: read_member(&client, c, args, timeout).await } }
+            }))
+            .await
+        }
+    };
     let mut failed = 0;
     let mut answers: Vec<(String, Value)> = Vec::new();
     let mut namespaced = false;
@@ -398,6 +539,7 @@ mod tests {
     #[test]
     fn kinds_resolve_as_kubectl_resolves_them() {
         let d = discovery();
+        assert_eq!(resolve("deploy", &d).unwrap().kind, "Deployment");
         let r = |s: &str| resolve(s, &d).map(|r| (r.group, r.version, r.plural, r.namespaced));
         let deploy = Some(("apps".into(), "v1".into(), "deployments".into(), true));
         for spec in ["deploy", "deployment", "deployments", "Deployment", "deployments.apps", "deployments.v1.apps"] {
@@ -412,10 +554,10 @@ mod tests {
 
     #[test]
     fn paths_follow_scope() {
-        let d = Resolved { group: "apps".into(), version: "v1".into(), plural: "deployments".into(), namespaced: true };
+        let d = Resolved { group: "apps".into(), version: "v1".into(), plural: "deployments".into(), namespaced: true, kind: "Deployment".into() };
         assert_eq!(d.path(Some("web"), None), "/apis/apps/v1/namespaces/web/deployments");
         assert_eq!(d.path(None, None), "/apis/apps/v1/deployments");
-        let n = Resolved { group: "".into(), version: "v1".into(), plural: "nodes".into(), namespaced: false };
+        let n = Resolved { group: "".into(), version: "v1".into(), plural: "nodes".into(), namespaced: false, kind: "Node".into() };
         assert_eq!(n.path(Some("web"), Some("n1")), "/api/v1/nodes/n1");
     }
 
@@ -452,5 +594,20 @@ mod tests {
         let merged = merge_objects(&[("member1".into(), list)]);
         assert_eq!(merged["items"][0]["kind"], "Deployment");
         assert_eq!(merged["items"][0]["metadata"]["annotations"][FROM_CLUSTER], "member1");
+    }
+
+    #[test]
+    fn the_global_view_answer_splits_per_cluster() {
+        let table = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+            "columnDefinitions": [{"name": "Name"}, {"name": "Cluster"}, {"name": "Age"}],
+            "rows": [{"cells": ["a", "m1", "1m"]}, {"cells": ["b", "m2", "2m"]}, {"cells": ["c", "m1", "3m"]}]});
+        let split = split_by_cluster(&table, &["m1".to_string(), "m2".to_string()]);
+        assert_eq!(split[0].1["rows"], json!([{"cells": ["a", "1m"]}, {"cells": ["c", "3m"]}]));
+        assert_eq!(split[1].1["columnDefinitions"], json!([{"name": "Name"}, {"name": "Age"}]));
+        let list = json!({"kind": "PodList", "apiVersion": "v1", "items": [
+            {"metadata": {"name": "a", "annotations": {FROM_CLUSTER: "m2"}}}, {"metadata": {"name": "b", "annotations": {FROM_CLUSTER: "m3"}}}]});
+        let split = split_by_cluster(&list, &["m2".to_string()]);
+        assert_eq!(split.len(), 1);
+        assert_eq!(split[0].1["items"][0]["metadata"]["name"], "a");
     }
 }

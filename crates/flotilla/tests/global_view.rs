@@ -155,6 +155,24 @@ spec:
         if has_condition(&r, "Cached", "True") && has_condition(&r, "Stale", "False") { Ok(()) } else { Err(r["status"].to_string()) }
     });
 
+    // `flotilla get` reads the cache when a registry covers the kind, and says so.
+    let kcs = kc.to_str().unwrap();
+    let (ok, cached) = flotilla_cmd(&["get", "pods", "-n", &ns, "--clusters", "all", "--kubeconfig", kcs]);
+    assert!(ok && cached.contains("from the global view's cache"), "{cached}");
+    for m in &all {
+        assert!(cached.lines().any(|l| l.starts_with(m.as_str()) && l.contains("web-")), "{m} in {cached}");
+    }
+    let (ok, fanned) = flotilla_cmd(&["get", "pods", "-n", &ns, "--clusters", "all", "--source", "members", "--kubeconfig", kcs]);
+    assert!(ok && fanned.contains("through the cluster proxy"), "{fanned}");
+    let rows = |out: &str| {
+        let mut v: Vec<String> = out.lines().filter(|l| l.starts_with("member")).map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" ")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(rows(&cached), rows(&fanned), "the same pods either way");
+    let (ok, out) = flotilla_cmd(&["get", "services", "-n", &ns, "--clusters", "all", "--source", "cache", "--kubeconfig", kcs]);
+    assert!(!ok && out.contains("no ResourceRegistry caches v1 Service"), "{out}");
+
     // A pod made in the real member itself appears.
     let (ok, out) = kubectl_try(&member3, &["-n", &ns, "run", "solo", "--image=nginx", "--labels", &format!("app={ns},tier=back")]);
     assert!(ok, "{out}");
