@@ -196,6 +196,10 @@ bench_smoke() {
     # 3 members behind agents whose connections are cut, 5 edge changes each, then all
     # reconnecting at once; fails only on errors or wrong end states, never on speed or CPU.
     "$CARGO_TARGET_DIR/debug/examples/edge-bench" --smoke &&
+    # The global view (issue 25): 3 simulated members x 5 pods in a process of their own, the
+    # control plane caching them; memory per pod, list latency, fan-out vs cache, watch delay;
+    # fails only on errors (a pod missing from the cache, a patch never seen), never on figures.
+    "$CARGO_TARGET_DIR/debug/examples/global-view-bench" --smoke &&
     # 20 simulated members in one process: /readyz over HTTPS, a watch each, Deployments and
     # pods to Ready; fails only on errors, never on memory or speed.
     "$CARGO_TARGET_DIR/debug/examples/sim-bench" --smoke

@@ -59,7 +59,7 @@ mod cold_start;
 #[path = "support/processes.rs"]
 mod processes;
 
-use processes::{Member, Proc, client_from, interrupt, ms, pin_self, proc_usage, signal, wait_ready};
+use processes::{Member, Proc, client_from, interrupt, ms, proc_usage, signal, wait_ready};
 
 use common::{DUP_LABEL, NS, PAIR_LABEL, RunSpec, Stages, deployment, duplicated_policy};
 
@@ -104,12 +104,8 @@ struct Args {
     /// Direct creates in the ceiling run [default: 3000; smoke: 60].
     #[arg(long)]
     ceiling_writes: Option<usize>,
-    /// CPUs the control plane's processes run on (a `taskset -c` list; empty: not pinned).
-    #[arg(long, default_value = "0")]
-    cp_cpus: String,
-    /// CPUs the members and this driver run on (a `taskset -c` list; empty: not pinned).
-    #[arg(long, default_value = "1")]
-    member_cpus: String,
+    #[command(flatten)]
+    pinning: processes::Pinning,
     /// The `flotilla` binary [default: beside this example, `../flotilla`].
     #[arg(long)]
     flotilla_bin: Option<PathBuf>,
@@ -318,7 +314,7 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
             let mut a: Vec<String> = ["up", "--data-dir", &data.to_string_lossy(), "--listen", "127.0.0.1:0"].iter().map(|s| s.to_string()).collect();
             a.extend(args.flotilla_args.iter().cloned());
             a.extend(extra.iter().cloned());
-            let mut p = Proc::spawn("flotilla up", &args.cp_cpus, &args.flotilla_bin(), &a, &dir.join("flotilla.log"))?;
+            let mut p = Proc::spawn("flotilla up", &args.pinning.cp_cpus, &args.flotilla_bin(), &a, &dir.join("flotilla.log"))?;
             p.wait_for(args.settle_timeout, |l| l.starts_with("flotilla: admin kubeconfig:")).await?;
             let client = client_from(&data.join("admin.kubeconfig")).await?;
             let pid = p.pid();
@@ -337,7 +333,7 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
             }
             // The driver runs the controller-manager and the scheduler itself (KarmadaControllers).
             a.push("--without-controllers".into());
-            let mut p = Proc::spawn("testenv karmada up", &args.cp_cpus, &testenv, &a, &dir.join("karmada-launcher.log"))?;
+            let mut p = Proc::spawn("testenv karmada up", &args.pinning.cp_cpus, &testenv, &a, &dir.join("karmada-launcher.log"))?;
             p.wait_for(Duration::from_secs(600), |l| l.trim() == "ready").await?;
             let pids: Vec<(u32, String)> = std::fs::read_to_string(out.join("pids"))
                 .context("read Karmada's pids file")?
@@ -349,7 +345,7 @@ async fn start_control_plane(args: &Args, kind: &str, dir: &Path, extra: &[Strin
                 .collect();
             p.others = pids.iter().map(|(p, _)| *p).collect();
             let client = client_from(&out.join("karmada.kubeconfig")).await?;
-            let mut controllers = KarmadaControllers::read(&out, &args.cp_cpus, dir)?;
+            let mut controllers = KarmadaControllers::read(&out, &args.pinning.cp_cpus, dir)?;
             controllers.start(args.settle_timeout).await?;
             Ok(ControlPlane { kind: kind.into(), main: p, pids, client, earlier_cpu: Duration::ZERO, karmada: Some(controllers) })
         }
@@ -386,7 +382,7 @@ async fn create(client: &kube::Client, ar: &ApiResource, ns: Option<&str>, body:
 /// run beside the members, eight joins at a time.
 async fn join(args: &Args, cp: &ControlPlane, members: &[Member], dir: &Path) -> anyhow::Result<()> {
     match cp.kind.as_str() {
-        "flotilla" => processes::join_flotilla(&args.flotilla_bin(), &args.member_cpus, &dir.join("flotilla/admin.kubeconfig"), members, dir).await,
+        "flotilla" => processes::join_flotilla(&args.flotilla_bin(), &args.pinning.member_cpus, &dir.join("flotilla/admin.kubeconfig"), members, dir).await,
         "karmada" => {
             let mut a: Vec<String> =
                 vec!["karmada".into(), "join".into(), "--out".into(), dir.join("karmada").to_string_lossy().into(), "--wait".into(), "0".into()];
@@ -395,7 +391,7 @@ async fn join(args: &Args, cp: &ControlPlane, members: &[Member], dir: &Path) ->
                 a.push(format!("{}={}", m.name, m.kubeconfig.display()));
             }
             let log = dir.join("karmada-join.log");
-            let mut p = Proc::spawn("testenv karmada join", &args.member_cpus, &args.testenv_bin(), &a, &log)?;
+            let mut p = Proc::spawn("testenv karmada join", &args.pinning.member_cpus, &args.testenv_bin(), &a, &log)?;
             let status = p.child.wait().await?;
             if !status.success() {
                 bail!("testenv karmada join: {status} (see {})", log.display());
@@ -663,8 +659,8 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
         println!("  data and logs: {} (kept)", dir_path.display());
         std::mem::forget(dir);
     }
-    let (members_proc, members) = processes::start_members(&args.flotilla_bin(), &args.member_cpus, sizes.members, &dir_path, &[]).await?;
-    println!("  {} members up (pid {}, CPUs {:?})", members.len(), members_proc.pid(), args.member_cpus);
+    let (members_proc, members) = processes::start_members(&args.flotilla_bin(), &args.pinning.member_cpus, sizes.members, &dir_path, &[]).await?;
+    println!("  {} members up (pid {}, CPUs {:?})", members.len(), members_proc.pid(), args.pinning.member_cpus);
     let t0 = Instant::now();
     let mut cp = start_control_plane(args, kind, &dir_path, &[]).await.with_context(|| format!("start {kind} (logs in {})", dir_path.display()))?;
     join(args, &cp, &members, &dir_path).await?;
@@ -764,17 +760,13 @@ async fn run_one(args: &Args, sizes: &Sizes, kind: &str, errors: &Errors) -> any
 async fn main() -> std::process::ExitCode {
     let mut args = Args::parse();
     flotilla_sim::bench::init();
-    // Before the driver pins itself (afterwards the count is its own share).
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 && (!args.cp_cpus.is_empty() || !args.member_cpus.is_empty()) {
-        println!("only {cpus} CPU: nothing is pinned (the figures then share one core)");
-        args.cp_cpus.clear();
-        args.member_cpus.clear();
-    }
-    if let Err(e) = pin_self(&args.member_cpus) {
-        eprintln!("error: pin the driver to CPUs {:?}: {e:#}", args.member_cpus);
-        return std::process::ExitCode::FAILURE;
-    }
+    let cpus = match args.pinning.pin_driver() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let sizes = args.sizes();
     println!(
         "# propagation side by side ({} run, {} build, {} CPUs, load average {}); control planes on CPUs {:?}, members and driver on {:?}",
@@ -782,8 +774,8 @@ async fn main() -> std::process::ExitCode {
         if cfg!(debug_assertions) { "debug" } else { "release" },
         cpus,
         loadavg(),
-        args.cp_cpus,
-        args.member_cpus,
+        args.pinning.cp_cpus,
+        args.pinning.member_cpus,
     );
     println!(
         "{} members; Divided: {} templates open loop at {}/s, {} as fast as possible; Duplicated: {} at {}/s; ceiling: {} direct creates",

@@ -266,3 +266,29 @@ pub async fn wait_ready(cp: &kube::Client, n: usize, timeout: Duration) -> anyho
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Where the control plane, and the members with the driver, run.
+#[derive(clap::Args, Debug)]
+pub struct Pinning {
+    /// CPUs the control plane's processes run on (a `taskset -c` list; empty: not pinned).
+    #[arg(long, default_value = "0")]
+    pub cp_cpus: String,
+    /// CPUs the members and this driver run on (a `taskset -c` list; empty: not pinned).
+    #[arg(long, default_value = "1")]
+    pub member_cpus: String,
+}
+
+impl Pinning {
+    /// Pin this driver beside the members; on a one-CPU machine nothing is pinned. The number
+    /// of CPUs, counted before the driver pins itself.
+    pub fn pin_driver(&mut self) -> anyhow::Result<usize> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 && (!self.cp_cpus.is_empty() || !self.member_cpus.is_empty()) {
+            println!("only {cpus} CPU: nothing is pinned (the figures then share one core)");
+            self.cp_cpus.clear();
+            self.member_cpus.clear();
+        }
+        pin_self(&self.member_cpus).with_context(|| format!("pin the driver to CPUs {:?}", self.member_cpus))?;
+        Ok(cpus)
+    }
+}
