@@ -30,6 +30,9 @@ pub struct Context {
     pub signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>,
     /// The global view's cache of member objects, which the `search` controller fills.
     pub search_cache: Arc<flotilla_controllers::search::cache::Cache>,
+    /// Clients of a member's API through this control plane's cluster proxy (`flotilla up`
+    /// only: how the global view reaches Pull clusters, over their agents' tunnels).
+    pub via_proxy: Option<flotilla_controllers::search::ViaProxy>,
 }
 
 impl Context {
@@ -133,7 +136,14 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     if scope == Scope::All {
         // karmada-search's cache; its reader is this API server's `search/cache` handler.
         s.add(c::search::NAME, true, |cx: &Context| {
-            Box::pin(c::search::start(cx.client(c::search::NAME), &cx.runtime, cx.settings.search(), cx.members.clone(), cx.search_cache.clone()))
+            Box::pin(c::search::start(
+                cx.client(c::search::NAME),
+                &cx.runtime,
+                cx.settings.search(),
+                cx.members.clone(),
+                cx.search_cache.clone(),
+                cx.via_proxy.clone(),
+            ))
         });
     }
     s.add("kubefedSync", true, |cx: &Context| Box::pin(c::kubefed_sync::run(cx.client(c::kubefed_sync::NAME), cx.runtime.clone(), Default::default())));
@@ -182,13 +192,22 @@ pub fn start_selected(
     scope: Scope,
     client: Arc<dyn Fn(&str) -> kube::Client + Send + Sync>,
     signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>,
+    via_proxy: Option<flotilla_controllers::search::ViaProxy>,
 ) -> Result<Running, SelectError> {
     flotilla_apiserver::metrics::add_source(flotilla_runtime::metrics::render);
     let all = set(settings, scope);
     let chosen = all.select(&settings.controllers)?;
     let runtime = Runtime::new(client("informers"));
     let search_cache = Arc::new(flotilla_controllers::search::cache::Cache::new(settings.search_cache_limit));
-    let cx = Context { settings: settings.clone(), client, members: Arc::new(flotilla_member::access::Clients::default()), runtime, signing, search_cache };
+    let cx = Context {
+        settings: settings.clone(),
+        client,
+        members: Arc::new(flotilla_member::access::Clients::default()),
+        runtime,
+        signing,
+        search_cache,
+        via_proxy,
+    };
     Ok(spawn(&chosen, &cx))
 }
 
@@ -229,6 +248,7 @@ pub fn start_agent(
         runtime,
         signing: None,
         search_cache,
+        via_proxy: None,
     };
     Ok(spawn(&chosen, &cx))
 }
@@ -236,8 +256,31 @@ pub fn start_agent(
 /// Everything `settings` selects, on in-process clients of `api` (`system:flotilla:<name>`),
 /// `csrsigning` issuing from `signing` (none: requests stay unsigned).
 pub fn start(api: &ApiServer, settings: &FederationArgs, signing: Option<flotilla_kube_controllers::csr_signing::SigningCa>) -> Result<Running, SelectError> {
+    let via_proxy = {
+        let api = api.clone();
+        let via: flotilla_controllers::search::ViaProxy = Arc::new(move |cluster: &str| through_proxy(&api, cluster));
+        Some(via)
+    };
     let api = api.clone();
-    start_selected(settings, Scope::All, Arc::new(move |name: &str| client(&api, &format!("system:flotilla:{name}"))), signing)
+    start_selected(settings, Scope::All, Arc::new(move |name: &str| client(&api, &format!("system:flotilla:{name}"))), signing, via_proxy)
+}
+
+/// An in-process client of `cluster`'s API through this server's cluster proxy
+/// (`clusters/{cluster}/proxy`, over the agent's tunnel for a Pull cluster), as the global
+/// view's controller. The router is held weakly: the server holds the controllers.
+fn through_proxy(api: &ApiServer, cluster: &str) -> kube::Client {
+    let prefix = format!("/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy");
+    let inner = InProcess::new(api.detached_router(), Identity::user("system:flotilla:search", &["system:masters"]));
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |mut req: http::Request<kube::client::Body>| {
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            if let Ok(uri) = format!("{prefix}{path}").parse() {
+                *req.uri_mut() = uri;
+            }
+            req
+        })
+        .service(inner);
+    kube::Client::new(service, "default")
 }
 
 /// `controllers: a, b, c` and, when any is off, `(off: x, y)`.

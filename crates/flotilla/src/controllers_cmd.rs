@@ -100,7 +100,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<()> {
         })
     };
     let scope = flotilla::controllers::Scope::Federation;
-    let mut running = flotilla::controllers::start_selected(&args.federation, scope, std::sync::Arc::new(make), None)?;
+    let mut running = flotilla::controllers::start_selected(&args.federation, scope, std::sync::Arc::new(make), None, None)?;
     println!("flotilla controllers: {}", flotilla::controllers::describe(&args.federation, scope, &running.names));
     let outcome = tokio::select! {
         _ = term.recv() => Ok(()),

@@ -347,6 +347,28 @@ spec:
     for c in [&push, &pull_a, &pull_b] {
         assert!(out.lines().any(|l| l.starts_with(c.as_str()) && l.contains("nginx-")), "{c} in `flotilla get pods --clusters all`:\n{out}");
     }
+    // The global view caches pull members too, through their tunnels.
+    apply_yaml(
+        &kc,
+        &format!(
+            "apiVersion: search.karmada.io/v1alpha1\nkind: ResourceRegistry\nmetadata: {{name: {ns}}}\nspec:\n  targetCluster: {{clusterNames: [{push}, {pull_a}, {pull_b}]}}\n  resourceSelectors: [{{apiVersion: v1, kind: Pod, namespace: {ns}}}]\n"
+        ),
+    );
+    wait_for("every member's nginx pod in the global view", LONG, || {
+        let (ok, out) = kubectl_try(&kc, &["get", "--raw", &format!("/apis/search.karmada.io/v1alpha1/search/cache/api/v1/namespaces/{ns}/pods")]);
+        let list: Value = if ok { serde_json::from_str(&out).map_err(|e| e.to_string())? } else { return Err(out) };
+        let mut clusters: Vec<&str> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("nginx-")))
+            .filter_map(|p| p["metadata"]["annotations"]["resource.karmada.io/cached-from-cluster"].as_str())
+            .collect();
+        clusters.sort();
+        let mut want = vec![push.as_str(), pull_a.as_str(), pull_b.as_str()];
+        want.sort();
+        if clusters == want { Ok(()) } else { Err(list.to_string()) }
+    });
     // Logs and exec of a member pod through the cluster proxy (a kubeconfig whose server is the
     // proxy path, as Karmada documents it): push directly, pull through the tunnel; kubectl 1.33
     // execs over WebSocket, the oldest kubectl over SPDY.

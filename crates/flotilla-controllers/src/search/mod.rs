@@ -12,8 +12,9 @@
 //! every selected cluster listed; False while listing, or `CacheFull` when the cache's cap kept
 //! objects out) and `Stale` (the clusters out of reach, and since when).
 //!
-//! Push clusters only for now: a Pull cluster's objects come through its agent's tunnel, which
-//! this controller does not use yet.
+//! Push clusters are reached with their Secret's credential, as the other controllers reach
+//! them; Pull clusters through the control plane's own cluster proxy (`clusters/{name}/proxy`,
+//! which rides the agent's tunnel), when the binary gives a client for it ([`ViaProxy`]).
 
 pub mod cache;
 
@@ -21,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::cluster::{Cluster, ClusterSyncMode};
 use flotilla_api::federation::karmada::search::{CACHED, ResourceRegistry, ResourceRegistryStatus, STALE};
 use flotilla_api::overrides::cluster_matches;
 use flotilla_member::access::Clients;
@@ -114,8 +115,16 @@ impl Drop for Watch {
     }
 }
 
+/// A client of one cluster's API through the control plane's cluster proxy (the binary builds
+/// it: in `flotilla up` an in-process client whose paths are prefixed with
+/// `/apis/cluster.karmada.io/v1alpha1/clusters/{name}/proxy`).
+pub type ViaProxy = Arc<dyn Fn(&str) -> Client + Send + Sync>;
+
 pub struct Context {
     client: Client,
+    via_proxy: Option<ViaProxy>,
+    /// Discovery of the clusters reached through the proxy, per cluster.
+    proxied: Mutex<HashMap<String, Arc<flotilla_member::discovery::MemberDiscovery>>>,
     config: Config,
     clients: Arc<Clients>,
     pub cache: Arc<Cache>,
@@ -125,6 +134,29 @@ pub struct Context {
     /// Each cluster's Ready as last seen: a cluster Ready again has its watches started anew
     /// (a watch of a member that stopped answering may hang rather than fail).
     ready: Mutex<HashMap<String, bool>>,
+}
+
+impl Context {
+    /// Whether the cache can reach `cluster`: with its credential, or through the proxy.
+    fn reaches(&self, cluster: &Cluster) -> bool {
+        self.clients.reaches(cluster) || (self.via_proxy.is_some() && cluster.spec.sync_mode == ClusterSyncMode::Pull)
+    }
+
+    /// A connection to `cluster`'s API: direct, or through the control plane's cluster proxy.
+    async fn connect(&self, cluster: &Cluster) -> Result<flotilla_member::access::Connection, String> {
+        if self.clients.reaches(cluster) {
+            return self.clients.connect(&self.client, cluster, self.config.member_timeout).await.map_err(|e| e.to_string());
+        }
+        let via = self.via_proxy.as_ref().ok_or_else(|| format!("{} is not reachable from the control plane", cluster.name_any()))?;
+        let name = cluster.name_any();
+        let discovery = self
+            .proxied
+            .lock()
+            .entry(name.clone())
+            .or_insert_with(|| Arc::new(flotilla_member::discovery::MemberDiscovery::new(self.config.retry * 6)))
+            .clone();
+        Ok(flotilla_member::access::Connection { client: via(&name), cluster: name, discovery })
+    }
 }
 
 /// Every (cluster, kind) the registries select, with the namespaces kept.
@@ -164,7 +196,7 @@ async fn list_and_watch(ctx: Arc<Context>, selected: Selected, namespaces: Names
     let mut resource_version: Option<String> = None;
     loop {
         let Some(cluster) = ctx.clusters.get(&kube::runtime::reflector::ObjectRef::new(&selected.cluster)) else { return };
-        let conn = match ctx.clients.connect(&ctx.client, &cluster, ctx.config.member_timeout).await {
+        let conn = match ctx.connect(&cluster).await {
             Ok(c) => c,
             Err(e) => {
                 fail(None, e.to_string());
@@ -272,7 +304,7 @@ async fn list_and_watch(ctx: Arc<Context>, selected: Selected, namespaces: Names
 async fn reconcile(ctx: Arc<Context>) -> Result<Next, Error> {
     let registries = ctx.registries.state();
     let clusters = ctx.clusters.state();
-    let wanted = selection(&registries, &clusters, |c| ctx.clients.reaches(c));
+    let wanted = selection(&registries, &clusters, |c| ctx.reaches(c));
     let back: Vec<String> = {
         let mut ready = ctx.ready.lock();
         clusters
@@ -346,7 +378,7 @@ fn conditions_of(ctx: &Context, registry: &ResourceRegistry, clusters: &[Arc<Clu
     let mut stale = Vec::new();
     let mut refused = 0;
     let watches = ctx.watches.lock();
-    for c in clusters.iter().filter(|c| ctx.clients.reaches(c) && cluster_matches(c, &registry.spec.target_cluster)) {
+    for c in clusters.iter().filter(|c| ctx.reaches(c) && cluster_matches(c, &registry.spec.target_cluster)) {
         let cluster = c.name_any();
         for s in &registry.spec.resource_selectors {
             let key = Selected { cluster: cluster.clone(), api_version: s.api_version.clone(), kind: s.kind.clone() };
@@ -422,9 +454,12 @@ pub fn start(
     config: Config,
     clients: Arc<Clients>,
     cache: Arc<Cache>,
+    via_proxy: Option<ViaProxy>,
 ) -> impl std::future::Future<Output = ()> + Send + use<> {
     let ctx = Arc::new(Context {
         client,
+        via_proxy,
+        proxied: Mutex::default(),
         config,
         // Long-lived watch clients apart from the applying controllers'.
         clients: Arc::new(clients.same_mode()),
