@@ -199,6 +199,10 @@ pub fn start_selected(
     let chosen = all.select(&settings.controllers)?;
     let runtime = Runtime::new(client("informers"));
     let search_cache = Arc::new(flotilla_controllers::search::cache::Cache::new(settings.search_cache_limit));
+    if scope == Scope::All {
+        search_cache.register_metrics();
+        flotilla_apiserver::metrics::add_source(flotilla_controllers::search::cache::render_metrics);
+    }
     let cx = Context {
         settings: settings.clone(),
         client,

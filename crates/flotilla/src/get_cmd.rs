@@ -262,43 +262,37 @@ fn covering<'a>(
 /// The global view's answer split per cluster, as the members would have answered: a Table's
 /// rows by its Cluster column (which goes), a list's items by their cluster annotation.
 fn split_by_cluster(body: &Value, clusters: &[String]) -> Vec<(String, Value)> {
-    let mut out: Vec<(String, Value)> = clusters.iter().map(|c| (c.clone(), Value::Null)).collect();
-    if body["kind"] == "Table" {
-        let defs = body["columnDefinitions"].as_array().cloned().unwrap_or_default();
-        let at = defs.iter().position(|d| d["name"] == "Cluster");
-        let mut kept = defs.clone();
-        if let Some(i) = at {
-            kept.remove(i);
-        }
-        for (cluster, table) in &mut out {
-            let rows: Vec<Value> = body["rows"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|row| at.and_then(|i| row["cells"][i].as_str()) == Some(cluster.as_str()))
-                .map(|row| {
-                    let mut row = row.clone();
-                    if let (Some(i), Some(cells)) = (at, row["cells"].as_array_mut()) {
-                        cells.remove(i);
-                    }
-                    row
-                })
-                .collect();
-            *table = json!({"kind": "Table", "apiVersion": body["apiVersion"], "columnDefinitions": kept, "rows": rows});
-        }
-    } else {
-        for (cluster, list) in &mut out {
-            let items: Vec<Value> = body["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|o| o["metadata"]["annotations"][FROM_CLUSTER].as_str() == Some(cluster.as_str()))
-                .cloned()
-                .collect();
-            *list = json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "items": items});
-        }
+    let table = body["kind"] == "Table";
+    let defs = body["columnDefinitions"].as_array().cloned().unwrap_or_default();
+    let at = defs.iter().position(|d| d["name"] == "Cluster");
+    let mut kept = defs;
+    if let Some(i) = at {
+        kept.remove(i);
     }
-    out
+    // One pass over the answer: rows or items grouped by their cluster.
+    let mut groups: std::collections::HashMap<&str, Vec<Value>> = clusters.iter().map(|c| (c.as_str(), Vec::new())).collect();
+    let entries = if table { body["rows"].as_array() } else { body["items"].as_array() };
+    for entry in entries.into_iter().flatten() {
+        let cluster = if table { at.and_then(|i| entry["cells"][i].as_str()) } else { entry["metadata"]["annotations"][FROM_CLUSTER].as_str() };
+        let Some(group) = cluster.and_then(|c| groups.get_mut(c)) else { continue };
+        let mut entry = entry.clone();
+        if let (true, Some(i), Some(cells)) = (table, at, entry["cells"].as_array_mut()) {
+            cells.remove(i);
+        }
+        group.push(entry);
+    }
+    clusters
+        .iter()
+        .map(|c| {
+            let entries = groups.remove(c.as_str()).unwrap_or_default();
+            let answer = if table {
+                json!({"kind": "Table", "apiVersion": body["apiVersion"], "columnDefinitions": kept, "rows": entries})
+            } else {
+                json!({"kind": body["kind"], "apiVersion": body["apiVersion"], "items": entries})
+            };
+            (c.clone(), answer)
+        })
+        .collect()
 }
 
 /// Read from the global view's cache, when a registry covers the read (or `--source cache`

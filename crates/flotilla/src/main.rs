@@ -10,6 +10,7 @@ mod get_cmd;
 mod join_cmd;
 mod kubeconfig_cmd;
 mod member_cmd;
+mod member_pod_cmd;
 mod promote_cmd;
 mod store_cmd;
 mod token_cmd;
@@ -108,6 +109,13 @@ enum Command {
     /// PropagationPolicy placing it on that cluster with `conflictResolution: Overwrite`, so the
     /// member's object is taken over where it is (same UID, pods untouched), not re-created.
     Promote(promote_cmd::PromoteArgs),
+    /// A member pod's logs through the cluster proxy, as `karmadactl logs --cluster`:
+    /// `flotilla logs --cluster member1 -n shop web-0 -f`.
+    Logs(member_pod_cmd::LogsArgs),
+    /// Run a command in a member pod through the cluster proxy (WebSocket), as `karmadactl
+    /// exec --cluster`: `flotilla exec --cluster member1 -n shop web-0 -- ls /`. Exits with the
+    /// command's exit code.
+    Exec(member_pod_cmd::ExecArgs),
     /// Kubeconfigs derived from the control plane's: `global-view` points stock kubectl at
     /// karmada-search's proxy, where every member's cached objects are listed and watched.
     #[command(subcommand)]
@@ -161,10 +169,19 @@ fn main() -> std::process::ExitCode {
             Command::Edge(cmd) => edge_cmd::run(cmd).await,
             Command::Promote(args) => promote_cmd::promote(args).await,
             Command::Kubeconfig(cmd) => kubeconfig_cmd::run(cmd),
+            Command::Logs(args) => member_pod_cmd::logs(args).await,
+            Command::Exec(args) => match member_pod_cmd::exec(args).await? {
+                0 => Ok(()),
+                code => Err(member_pod_cmd::Exited(code).into()),
+            },
         }
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The command `flotilla exec` ran said how it ended; nothing to add.
+        Err(e) if e.downcast_ref::<member_pod_cmd::Exited>().is_some() => {
+            std::process::ExitCode::from(e.downcast_ref::<member_pod_cmd::Exited>().map_or(1, |x| x.0))
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

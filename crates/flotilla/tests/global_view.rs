@@ -155,6 +155,12 @@ spec:
         if has_condition(&r, "Cached", "True") && has_condition(&r, "Stale", "False") { Ok(()) } else { Err(r["status"].to_string()) }
     });
 
+    // The cache counts itself in /metrics.
+    let (ok, metrics) = kubectl_try(&kc, &["get", "--raw", "/metrics"]);
+    let objects: f64 = metrics.lines().find_map(|l| l.strip_prefix("flotilla_search_cache_objects ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0);
+    assert!(ok && objects >= 6.0, "three pods and three deployments at least: {objects}");
+    assert!(metrics.contains("flotilla_search_cache_limit_bytes 1073741824"), "the default cap");
+
     // `flotilla get` reads the cache when a registry covers the kind, and says so.
     let kcs = kc.to_str().unwrap();
     let (ok, cached) = flotilla_cmd(&["get", "pods", "-n", &ns, "--clusters", "all", "--kubeconfig", kcs]);

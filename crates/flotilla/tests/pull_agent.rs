@@ -399,6 +399,17 @@ spec:
         assert!(ok && out.trim() == "piped through", "{c}: stdin through the proxy: {out}");
         let (code, err) = support::kubectl_fails(&oldest, &proxied, &["-n", &ns, "exec", &pod, "--", "sh", "-c", "echo spdy; exit 3"]);
         assert_eq!(code, 3, "{c}: the exit code over SPDY: {err}");
+        // Flotilla's own verbs, as karmadactl's: logs and exec with --cluster.
+        let kcs = kc.to_str().unwrap();
+        let (ok, out) = flotilla_cmd(&["logs", "--cluster", c, "-n", &ns, &pod, "--kubeconfig", kcs]);
+        assert!(ok && out.contains(&pod), "{c}: flotilla logs: {out}");
+        let (ok, out) = flotilla_cmd(&["exec", "--cluster", c, "-n", &ns, &pod, "--kubeconfig", kcs, "--", "echo", "hello", c]);
+        assert!(ok && out.trim() == format!("hello {c}"), "{c}: flotilla exec: {out}");
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["exec", "--cluster", c, "-n", &ns, &pod, "--kubeconfig", kcs, "--", "sh", "-c", "exit 3"])
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(3), "{c}: flotilla exec exits with the command's code");
     }
     // Agent A's credential cannot open agent B's tunnel.
     let (code, message) = dial_tunnel(&agent_kcs[0], &pull_b).unwrap_err();

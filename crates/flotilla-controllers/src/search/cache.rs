@@ -579,6 +579,38 @@ pub enum WatchError {
     Gone(String),
 }
 
+/// The caches of this process, for `/metrics` ([`render_metrics`]).
+static CACHES: parking_lot::Mutex<Vec<std::sync::Weak<Cache>>> = parking_lot::Mutex::new(Vec::new());
+
+impl Cache {
+    /// Count this cache in `/metrics`.
+    pub fn register_metrics(self: &Arc<Self>) {
+        let mut all = CACHES.lock();
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(self));
+    }
+}
+
+/// The global view's cache in Prometheus' text format: objects, bytes held (each object's
+/// served JSON, its labels and a fixed overhead), the cap, and objects refused at the cap.
+pub fn render_metrics() -> String {
+    let caches: Vec<Arc<Cache>> = CACHES.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
+    if caches.is_empty() {
+        return String::new();
+    }
+    let sum = |f: &dyn Fn(&Cache) -> u64| caches.iter().map(|c| f(c)).sum::<u64>();
+    let mut out = String::new();
+    for (name, kind, help, value) in [
+        ("flotilla_search_cache_objects", "gauge", "Member objects held by the global view's cache.", sum(&|c| c.objects() as u64)),
+        ("flotilla_search_cache_bytes", "gauge", "Bytes the global view's cache holds (served JSON, labels, per-object overhead).", sum(&|c| c.bytes() as u64)),
+        ("flotilla_search_cache_limit_bytes", "gauge", "The global view cache's cap (--search-cache-limit).", sum(&|c| c.limit() as u64)),
+        ("flotilla_search_cache_refused_total", "counter", "Member objects not cached because the cache was at its cap.", sum(&|c| c.refused())),
+    ] {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"));
+    }
+    out
+}
+
 /// A member resourceVersion as a number (0 when it is not one).
 fn parse_rv(rv: &str) -> u64 {
     rv.parse().unwrap_or(0)
