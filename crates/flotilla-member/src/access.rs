@@ -119,6 +119,9 @@ impl MemberAccess {
         config.read_timeout = None;
         config.write_timeout = None;
         config.connect_timeout = Some(connect_timeout);
+        // A proxy hands back what the member answered: kube's client would retry a 503 (a
+        // Service with no endpoints) for half a minute before the caller saw it.
+        config.default_retry = false;
         self.build(config)
     }
 

@@ -13,7 +13,9 @@
 // (k8s.io/cri-streaming), so nothing is ever executed on the machine.
 //
 // It never dials a pod or node address (only the member's apiserver, and its own listeners
-// for WebSocket translation): pod IPs are data only.
+// for WebSocket translation): pod IPs are data only. A test that runs a real server for a pod
+// (in a network namespace of its own) names its address with the annotation
+// testenv.flotilla.io/pod-ip, which becomes the pod's IP instead of one allocated.
 package kubelet
 
 import (
@@ -452,6 +454,9 @@ func (k *kubelet) updateStatus(ctx context.Context, pod *corev1.Pod, st corev1.P
 	return err
 }
 
+// PodIPAnnotation names the address a test's own server for the pod listens on.
+const PodIPAnnotation = "testenv.flotilla.io/pod-ip"
+
 func (k *kubelet) runningStatus(pod *corev1.Pod) (corev1.PodStatus, error) {
 	now := metav1.Now()
 	st := *pod.Status.DeepCopy()
@@ -459,7 +464,9 @@ func (k *kubelet) runningStatus(pod *corev1.Pod) (corev1.PodStatus, error) {
 	st.HostIP = k.cfg.NodeIP
 	st.HostIPs = []corev1.HostIP{{IP: k.cfg.NodeIP}}
 	if st.PodIP == "" {
-		if pod.Spec.HostNetwork {
+		if ip := net.ParseIP(pod.Annotations[PodIPAnnotation]); ip != nil && !pod.Spec.HostNetwork {
+			st.PodIP = ip.String()
+		} else if pod.Spec.HostNetwork {
 			st.PodIP = k.cfg.NodeIP
 		} else {
 			ip, err := k.allocateIP()
