@@ -57,14 +57,26 @@ data:
 "#;
 
 /// Follow `kubectl get -w` until a line satisfies `done`.
+///
+/// kubectl prints the object it GETs, then opens its watch (for one object, from
+/// resourceVersion 0, skipping the object's first ADDED: it printed it already). A change made
+/// between the two is in that skipped ADDED and never printed, so `trigger` runs only once the
+/// watch request has been answered: kubectl logs it at `-v=6`.
 fn watch_until(bin: &Path, kubeconfig: &Path, args: &[&str], trigger: impl FnOnce(), done: impl Fn(&str) -> bool) {
-    let mut child = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).arg("-v=6").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     // kubectl's stderr goes into the failure message: a watch that ended early says why there.
-    let mut stderr = child.stderr.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel();
     let errors = std::thread::spawn(move || {
         let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("watch=true") && line.contains("200 OK") {
+                let _ = opened_tx.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
         text
     });
     let (tx, rx) = std::sync::mpsc::channel();
@@ -75,22 +87,23 @@ fn watch_until(bin: &Path, kubeconfig: &Path, args: &[&str], trigger: impl FnOnc
             }
         }
     });
-    // The first line is the current state: the watch is open once it arrives.
     let first = rx.recv_timeout(Duration::from_secs(30)).expect("kubectl get -w printed nothing");
+    let opened = opened_rx.recv_timeout(Duration::from_secs(30)).is_ok();
     trigger();
     let mut seen = vec![first];
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let ok = loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
-            Ok(l) if done(&l) => break true,
-            Ok(l) => seen.push(l),
-            Err(_) => break false,
-        }
-    };
+    let ok = opened
+        && loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+                Ok(l) if done(&l) => break true,
+                Ok(l) => seen.push(l),
+                Err(_) => break false,
+            }
+        };
     let _ = child.kill();
     let status = child.wait();
     let errors = errors.join().unwrap_or_default();
-    assert!(ok, "kubectl {args:?} never showed the update; lines: {seen:?}; kubectl exited: {status:?}; its stderr: {errors}");
+    assert!(ok, "kubectl {args:?} never showed the update (watch opened: {opened}); lines: {seen:?}; kubectl exited: {status:?}; its stderr: {errors}");
 }
 
 async fn scenario(version: &str, bin: &Path) {
