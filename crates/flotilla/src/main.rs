@@ -116,6 +116,9 @@ enum Command {
     /// exec --cluster`: `flotilla exec --cluster member1 -n shop web-0 -- ls /`. Exits with the
     /// command's exit code.
     Exec(member_pod_cmd::ExecArgs),
+    /// Connect local ports to a member pod or Service through the cluster proxy, as `kubectl
+    /// port-forward`: `flotilla port-forward --cluster member1 -n shop svc/web 8080:80`.
+    PortForward(member_pod_cmd::PortForwardArgs),
     /// Kubeconfigs derived from the control plane's: `global-view` points stock kubectl at
     /// karmada-search's proxy, where every member's cached objects are listed and watched.
     #[command(subcommand)]
@@ -170,6 +173,7 @@ fn main() -> std::process::ExitCode {
             Command::Promote(args) => promote_cmd::promote(args).await,
             Command::Kubeconfig(cmd) => kubeconfig_cmd::run(cmd),
             Command::Logs(args) => member_pod_cmd::logs(args).await,
+            Command::PortForward(args) => member_pod_cmd::port_forward(args).await,
             Command::Exec(args) => match member_pod_cmd::exec(args).await? {
                 0 => Ok(()),
                 code => Err(member_pod_cmd::Exited(code).into()),

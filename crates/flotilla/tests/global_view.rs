@@ -310,8 +310,8 @@ spec:
     assert!(ok, "{out}");
 }
 
-/// A long-running kubectl (`get -w`) whose output is collected; killed when dropped, even when
-/// the test fails.
+/// A long-running command (`kubectl get -w`, `flotilla port-forward`) whose output is collected;
+/// killed when dropped, even when the test fails.
 struct Watch {
     child: std::process::Child,
     out: std::sync::Arc<std::sync::Mutex<String>>,
@@ -319,10 +319,14 @@ struct Watch {
 
 impl Watch {
     fn start(kubeconfig: &std::path::Path, args: &[&str]) -> Watch {
+        let mut all = vec!["--kubeconfig", kubeconfig.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Watch::spawn(&kubectl_bin(), &all)
+    }
+
+    fn spawn(program: &std::path::Path, args: &[&str]) -> Watch {
         use std::io::BufRead as _;
-        let mut child = std::process::Command::new(kubectl_bin())
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
+        let mut child = std::process::Command::new(program)
             .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -418,10 +422,10 @@ impl Drop for NetNs {
     }
 }
 
-/// Reaching a member's application (issue 25, must-show 2, first part): a real member's Service
-/// answered through the cluster proxy's service path by a server that is the pod's IP — in a
-/// network namespace of the test's own, since Kubernetes refuses loopback endpoints, which a
-/// Service whose pod says 127.0.0.1 shows.
+/// Reaching a member's application (issue 25, must-show 2): a real member's Service answered
+/// through the cluster proxy's service path and through `flotilla port-forward` by a server that
+/// is the pod's IP — in a network namespace of the test's own, since Kubernetes refuses loopback
+/// endpoints, which a Service whose pod says 127.0.0.1 shows.
 #[test]
 fn a_members_service_answers_through_the_cluster_proxy() {
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
@@ -454,6 +458,28 @@ spec: {{selector: {{app: {name}}}, ports: [{{port: 80, targetPort: 8080}}]}}
         if ok && out.contains(&token) { Ok(out) } else { Err(out) }
     });
     assert!(answer.contains(&token), "{answer}");
+    // `flotilla port-forward` to the Service: its pod's target port, from a free local port.
+    let forward = Watch::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_flotilla")),
+        &["port-forward", "--cluster", "member3", "-n", &ns, "svc/web", ":80", "--kubeconfig", kc.to_str().unwrap()],
+    );
+    let port: u16 = wait_for("port-forward listening", LONG, || {
+        let out = forward.output();
+        out.lines().find_map(|l| l.strip_prefix("Forwarding from 127.0.0.1:")).and_then(|r| r.split_whitespace().next()).and_then(|p| p.parse().ok()).ok_or(out)
+    });
+    assert!(forward.output().contains("-> 8080"), "the Service's port 80 is the pod's 8080: {}", forward.output());
+    let page = wait_for("the namespace's server through flotilla port-forward", LONG, || {
+        use std::io::{Read as _, Write as _};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(Duration::from_secs(20))).map_err(|e| e.to_string())?;
+        conn.write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n").map_err(|e| e.to_string())?;
+        let mut page = String::new();
+        let _ = conn.read_to_string(&mut page);
+        if page.contains(&token) { Ok(page) } else { Err(format!("{page} / {}", forward.output())) }
+    });
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    drop(forward);
+
     // A pod that says 127.0.0.1: Kubernetes refuses a loopback endpoint, so its Service has
     // none and the service proxy has nowhere to go.
     wait_for("the loopback pod Running with its address", LONG, || {

@@ -15,7 +15,8 @@
 // It never dials a pod or node address (only the member's apiserver, and its own listeners
 // for WebSocket translation): pod IPs are data only. A test that runs a real server for a pod
 // (in a network namespace of its own) names its address with the annotation
-// testenv.flotilla.io/pod-ip, which becomes the pod's IP instead of one allocated.
+// testenv.flotilla.io/pod-ip, which becomes the pod's IP instead of one allocated, and which
+// /portForward dials for that pod (no other).
 package kubelet
 
 import (

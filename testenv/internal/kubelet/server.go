@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
@@ -88,16 +90,20 @@ func newNodeServer(node, host string, cert tls.Certificate, roots *x509.CertPool
 		mux.HandleFunc("GET "+p, s.exec)
 		mux.HandleFunc("POST "+p, s.exec)
 	}
-	for _, p := range []string{"/attach/", "/portForward/", "/run/"} {
+	for _, p := range []string{"/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"} {
+		mux.HandleFunc("GET "+p, s.portForward)
+		mux.HandleFunc("POST "+p, s.portForward)
+	}
+	for _, p := range []string{"/attach/", "/run/"} {
 		what := strings.Trim(p, "/")
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			writeStatus(w, http.StatusNotImplemented,
-				fmt.Sprintf("testenv fake kubelet: %s is not supported (the fake node %s serves only container logs and exec)", what, node))
+				fmt.Sprintf("testenv fake kubelet: %s is not supported (the fake node %s serves only container logs, exec and port-forward)", what, node))
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, fmt.Sprintf("testenv fake kubelet: %s %s is not served (only /containerLogs and /exec)", r.Method, r.URL.Path),
+		http.Error(w, fmt.Sprintf("testenv fake kubelet: %s %s is not served (only /containerLogs, /exec and /portForward)", r.Method, r.URL.Path),
 			http.StatusNotFound)
 	})
 	s.srv = &http.Server{
@@ -252,6 +258,54 @@ func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 	ex := &executor{pod: pod, container: c, active: &s.active}
 	remotecommand.ServeExec(w, r, ex, name, string(pod.UID), cname, r.URL.Query()["command"], opts,
 		streamIdleTimeout, remotecommand.DefaultStreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+// portForward serves port-forward for a pod bound to this node with the kubelet's streaming
+// server code (SPDY, and WebSocket with the ports in the query). Pod IPs are data only, so a
+// forwarded stream is connected only for a pod whose server a test runs (its address named by
+// the annotation testenv.flotilla.io/pod-ip); any other pod's stream gets an error.
+func (s *nodeServer) portForward(w http.ResponseWriter, r *http.Request) {
+	ns, name, uid := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("uid")
+	pod, ok := s.pod(ns, name)
+	if !ok || (uid != "" && string(pod.UID) != uid) {
+		writeStatus(w, http.StatusNotFound, "pod does not exist")
+		return
+	}
+	opts, err := portforward.NewV4Options(r)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	portforward.ServePortForward(w, r, &forwarder{pod: pod}, name, string(pod.UID), opts,
+		streamIdleTimeout, remotecommand.DefaultStreamCreationTimeout, portforward.SupportedProtocols)
+}
+
+// forwarder connects a forwarded stream to the test's server for the pod.
+type forwarder struct {
+	pod *corev1.Pod
+}
+
+func (f *forwarder) PortForward(ctx context.Context, name, uid string, port int32, stream io.ReadWriteCloser) error {
+	defer stream.Close()
+	ip := net.ParseIP(f.pod.Annotations[PodIPAnnotation])
+	if ip == nil {
+		return fmt.Errorf("pod %s runs nothing: testenv's fake kubelet forwards only to a pod whose server a test runs (annotation %s)", name, PodIPAnnotation)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("pod %s port %d: %w", name, port, err)
+	}
+	defer conn.Close()
+	go func() {
+		_, _ = io.Copy(conn, stream)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}()
+	// Done when the pod's side is: it has answered and closed.
+	_, err = io.Copy(stream, conn)
+	return err
 }
 
 // executor runs exec commands in the built-in shell-like responder (see shell).

@@ -78,7 +78,7 @@ func TestServerContainerLogs(t *testing.T) {
 		"/containerLogs/default/web-0/web?previous=true":          `400 previous terminated container "web" in pod "web-0" not found`,
 		"/containerLogs/default/web-0/web?tailLines=x":            `400 tailLines="x": want an integer >= 0`,
 		"/attach/default/web-0/web?output=1":                      `501 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"testenv fake kubelet: attach is not supported`,
-		"/portForward/default/web-0?port=80":                      `501 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"testenv fake kubelet: portForward is not supported`,
+		"/portForward/default/nope?port=80":                       `404 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pod does not exist"`,
 		"/stats/summary":                                          "404 testenv fake kubelet: GET /stats/summary is not served",
 		"/exec/default/web-0/web?command=true":                    `400 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"you must specify at least 1 of stdin, stdout, stderr","reason":"BadRequest","code":400}`,
 		"/exec/default/web-0/db?command=true&output=1":            `404 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"container not found (\"db\")","reason":"NotFound","code":404}`,
