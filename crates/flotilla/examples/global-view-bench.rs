@@ -254,7 +254,9 @@ async fn follow_member(m_name: String, client: kube::Client, delays: Arc<Delays>
     let Ok(stream) = api.watch(&WatchParams::default().timeout(290), "0").await else { return };
     ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut stream = std::pin::pin!(stream);
-    while let Some(Ok(ev)) = stream.next().await {
+    while let Some(ev) = stream.next().await {
+        // An event that does not decode is skipped, not the end of the watch.
+        let Ok(ev) = ev else { continue };
         if let WatchEvent::Modified(p) = ev {
             let v = serde_json::to_value(&p).unwrap_or_default();
             if let (Some(seq), Some(name)) = (seq_of(&v), p.metadata.name.clone()) {
@@ -464,7 +466,9 @@ async fn run(args: &Args, sizes: &Sizes, errors: Arc<Errors>) -> anyhow::Result<
     while writes.join_next().await.is_some() {}
     let deadline = Instant::now() + args.settle_timeout;
     loop {
-        let (sent, seen) = (delays.sent.lock().len(), delays.global.lock().len());
+        // Both sides seen: the members' own watches (the ceiling) and the global one.
+        let sent = delays.sent.lock().len();
+        let seen = delays.global.lock().len().min(delays.direct.lock().len());
         if seen >= sent || Instant::now() > deadline {
             break;
         }
