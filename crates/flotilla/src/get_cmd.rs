@@ -297,7 +297,13 @@ fn split_by_cluster(body: &Value, clusters: &[String]) -> Vec<(String, Value)> {
 
 /// Read from the global view's cache, when a registry covers the read (or `--source cache`
 /// asks for it): the answers per cluster, or None to fan out.
-async fn read_cache(client: &kube::Client, args: &GetArgs, clusters: &[String], timeout: Duration) -> anyhow::Result<Option<(Resolved, Vec<(String, Value)>)>> {
+async fn read_cache(
+    client: &kube::Client,
+    args: &GetArgs,
+    clusters: &[String],
+    all: &[Cluster],
+    timeout: Duration,
+) -> anyhow::Result<Option<(Resolved, Vec<(String, Value)>)>> {
     if args.source == "members" {
         return Ok(None);
     }
@@ -305,9 +311,8 @@ async fn read_cache(client: &kube::Client, args: &GetArgs, clusters: &[String], 
     let groups = fetch(client, "/apis".into(), AGGREGATED, timeout).await.map_err(|e| anyhow::anyhow!("the control plane's discovery: {e}"))?;
     let resolved = resolve(&args.kind, &[core, groups]);
     let registries = Api::<ResourceRegistry>::all(client.clone()).list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
-    let all = Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?.items;
     let namespace = namespace_of(args, client);
-    let registry = resolved.as_ref().and_then(|r| covering(&registries, &all, clusters, r, namespace));
+    let registry = resolved.as_ref().and_then(|r| covering(&registries, all, clusters, r, namespace));
     let (r, registry) = match (resolved, registry) {
         (Some(r), Some(reg)) => (r, reg),
         (r, _) => {
@@ -453,16 +458,22 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
     config.default_retry = false;
     let client = kube::Client::try_from(config).context("building the control-plane client")?;
     let mut clusters: Vec<String> = args.clusters.iter().filter(|c| !c.is_empty()).cloned().collect();
-    if clusters.iter().any(|c| c == "all") {
-        let list = Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?;
-        clusters = list.items.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    // Listed once: for `all`, and for whether a registry covers the clusters asked for.
+    let everything = clusters.iter().any(|c| c == "all");
+    let known: Vec<Cluster> = if everything || args.source != "members" {
+        Api::<Cluster>::all(client.clone()).list(&ListParams::default()).await.context("listing the member clusters")?.items
+    } else {
+        Vec::new()
+    };
+    if everything {
+        clusters = known.iter().filter_map(|c| c.metadata.name.clone()).collect();
         clusters.sort();
     }
     if clusters.is_empty() {
         bail!("no member clusters to read");
     }
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let views: Vec<MemberView> = match read_cache(&client, &args, &clusters, timeout).await? {
+    let views: Vec<MemberView> = match read_cache(&client, &args, &clusters, &known, timeout).await? {
         Some((r, answers)) => answers.into_iter().map(|(cluster, body)| MemberView { cluster, result: Ok((r.clone(), body)) }).collect(),
         None => {
             eprintln!("flotilla: read from {} member clusters through the cluster proxy", clusters.len());
