@@ -62,6 +62,32 @@ const EXPECTED: &[Expected] = &[
     ("policy.karmada.io", "v1alpha1", "ClusterTaintPolicy", "clustertaintpolicies", "clustertaintpolicy", "Cluster", &[], &[], false, &[]),
     ("remedy.karmada.io", "v1alpha1", "Remedy", "remedies", "remedy", "Cluster", &[], &["karmada-io"], false, &[]),
     ("search.karmada.io", "v1alpha1", "ResourceRegistry", "resourceregistries", "resourceregistry", "Cluster", &[], &["karmada-io"], true, &[]),
+    (
+        "networking.karmada.io",
+        "v1alpha1",
+        "MultiClusterService",
+        "multiclusterservices",
+        "multiclusterservice",
+        "Namespaced",
+        &["mcs"],
+        &["karmada-io"],
+        true,
+        &[],
+    ),
+    (
+        "networking.karmada.io",
+        "v1alpha1",
+        "MultiClusterIngress",
+        "multiclusteringresses",
+        "multiclusteringress",
+        "Namespaced",
+        &["mci"],
+        &["karmada-io"],
+        true,
+        &[],
+    ),
+    ("multicluster.x-k8s.io", "v1alpha1", "ServiceExport", "serviceexports", "serviceexport", "Namespaced", &["svcex"], &[], true, &["Age"]),
+    ("multicluster.x-k8s.io", "v1alpha1", "ServiceImport", "serviceimports", "serviceimport", "Namespaced", &["svcim"], &[], true, &["Type", "IP", "Age"]),
     ("work.karmada.io", "v1alpha1", "Work", "works", "work", "Namespaced", &["wk"], &["karmada-io"], true, &["WORKLOAD-KIND", "APPLIED", "AGE"]),
     (
         "work.karmada.io",
@@ -115,6 +141,10 @@ const EXPECTED: &[Expected] = &[
     ),
     ("core.kubefed.io", "v1alpha1", "PropagatedVersion", "propagatedversions", "propagatedversion", "Namespaced", &[], &[], true, &[]),
     ("core.kubefed.io", "v1alpha1", "ClusterPropagatedVersion", "clusterpropagatedversions", "clusterpropagatedversion", "Cluster", &[], &[], true, &[]),
+    ("multiclusterdns.kubefed.io", "v1alpha1", "Domain", "domains", "domain", "Namespaced", &[], &[], false, &[]),
+    ("multiclusterdns.kubefed.io", "v1alpha1", "ServiceDNSRecord", "servicednsrecords", "servicednsrecord", "Namespaced", &[], &[], true, &[]),
+    ("multiclusterdns.kubefed.io", "v1alpha1", "IngressDNSRecord", "ingressdnsrecords", "ingressdnsrecord", "Namespaced", &[], &[], true, &[]),
+    ("multiclusterdns.kubefed.io", "v1alpha1", "DNSEndpoint", "dnsendpoints", "dnsendpoint", "Namespaced", &[], &[], true, &[]),
     // Flotilla's own.
     ("work.flotilla.io", "v1alpha1", "WorkTombstone", "worktombstones", "worktombstone", "Namespaced", &[], &[], false, &["REASON", "DELETED"]),
     (
@@ -163,8 +193,13 @@ fn every_kind_has_its_upstream_names_and_scope() {
         let got_columns: Vec<&str> =
             v["additionalPrinterColumns"].as_array().map(|c| c.iter().map(|c| c["name"].as_str().unwrap()).collect()).unwrap_or_default();
         assert_eq!(got_columns, columns, "{kind} printer columns");
-        // The propagated versions have no spec (KubeFed's schema has only a status).
-        let required = if kind.ends_with("PropagatedVersion") { None } else { Some(json!(["spec"])) };
+        // The propagated versions have no spec (KubeFed's schema has only a status); a Domain's
+        // fields sit beside its metadata.
+        let required = match kind {
+            _ if kind.ends_with("PropagatedVersion") => None,
+            "Domain" => Some(json!(["domain"])),
+            _ => Some(json!(["spec"])),
+        };
         assert_eq!(v.pointer("/schema/openAPIV3Schema/required").cloned(), required, "{kind}");
     }
 }

@@ -17,6 +17,7 @@ pub mod crd;
 pub mod flotilla;
 pub mod karmada;
 pub mod kubefed;
+pub mod mcs;
 
 use serde_json::Value;
 

@@ -1,8 +1,10 @@
 //! Karmada's federation kinds (target: Karmada v1.16): `cluster.karmada.io`,
-//! `policy.karmada.io`, `remedy.karmada.io`, `search.karmada.io` and `work.karmada.io`.
+//! `networking.karmada.io`, `policy.karmada.io`, `remedy.karmada.io`, `search.karmada.io` and
+//! `work.karmada.io`, and the MCS API's `multicluster.x-k8s.io`, whose CRDs Karmada installs.
 
 pub mod cluster;
 pub mod names;
+pub mod networking;
 pub mod policy;
 pub mod remedy;
 pub mod search;
@@ -24,6 +26,10 @@ pub fn crds() -> Vec<Value> {
         crd_of::<taint::ClusterTaintPolicy>(),
         crd_of::<remedy::Remedy>(),
         crd_of::<search::ResourceRegistry>(),
+        crd_of::<networking::MultiClusterService>(),
+        crd_of::<networking::MultiClusterIngress>(),
+        crd_of::<crate::federation::mcs::ServiceExport>(),
+        crd_of::<crate::federation::mcs::ServiceImport>(),
         crd_of::<work::Work>(),
         crd_of::<work::ResourceBinding>(),
         crd_of::<work::ClusterResourceBinding>(),

@@ -1,9 +1,11 @@
 //! KubeFed's federation kinds (target: KubeFed v0.10.0): `core.kubefed.io`,
 //! `scheduling.kubefed.io`, the `core.kubefed.io/v1alpha1` propagated versions, and the generated `types.kubefed.io` `Federated<Kind>` types.
 //!
-//! `multiclusterdns.kubefed.io` is not here: KubeFed removed it in v0.7.0.
+//! `multiclusterdns.kubefed.io` ([`dns`]) is KubeFed v0.6.1's: KubeFed removed it in v0.7.0;
+//! Flotilla serves it again.
 
 pub mod core;
+pub mod dns;
 pub mod enable;
 pub mod install;
 pub mod render;
@@ -26,6 +28,7 @@ pub fn crds() -> Vec<Value> {
     ]
     .into_iter()
     .chain(version::crds())
+    .chain(dns::crds())
     .collect()
 }
 
