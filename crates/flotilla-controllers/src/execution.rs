@@ -390,7 +390,9 @@ pub async fn reconcile(key: WorkKey, ctx: Arc<Context>) -> Result<Next, Error> {
         };
         return remove(&ctx, &key, &api, &work, cluster.as_deref()).await;
     }
-    if let Some(list) = with_finalizer(work.metadata.finalizers.as_ref(), EXECUTION_FINALIZER) {
+    // A suspended Work has put nothing in the member, so it needs no finalizer: the multi-cluster
+    // service reports (never dispatched) go without one, as in Karmada.
+    if let Some(list) = with_finalizer(work.metadata.finalizers.as_ref(), EXECUTION_FINALIZER).filter(|_| !is_suspended(&work)) {
         let patch = finalizer_patch(list, work.metadata.resource_version.as_deref());
         match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}

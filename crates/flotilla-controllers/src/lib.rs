@@ -25,6 +25,7 @@ pub mod kinds;
 pub mod kubefed_cluster;
 pub mod kubefed_rsp;
 pub mod kubefed_sync;
+pub mod mcs;
 pub mod namespace_sync;
 pub mod policy_report;
 pub mod remedy;

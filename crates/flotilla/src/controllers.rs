@@ -129,6 +129,17 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add(c::edge_report::NAME, true, |cx: &Context| {
         Box::pin(c::edge_report::run(cx.client(c::edge_report::NAME), cx.runtime.clone(), cx.settings.edge_report()))
     });
+    // Multi-cluster services, Karmada's MCS path (ADR 0037): reports of exported slices (in a
+    // pull agent too), their control-plane copies, and the ServiceImports' derived Services.
+    s.add("serviceExport", true, |cx: &Context| {
+        Box::pin(c::mcs::export::run(cx.client(c::mcs::export::NAME), cx.runtime.clone(), Default::default(), cx.members.clone()))
+    });
+    s.add("endpointSlice", true, |cx: &Context| {
+        Box::pin(c::mcs::import::run_endpoint_slices(cx.client(c::mcs::import::ENDPOINT_SLICE_NAME), cx.runtime.clone()))
+    });
+    s.add("serviceImport", true, |cx: &Context| {
+        Box::pin(c::mcs::import::run_service_imports(cx.client(c::mcs::import::SERVICE_IMPORT_NAME), cx.runtime.clone()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))
@@ -231,7 +242,7 @@ fn spawn(chosen: &[&flotilla_runtime::set::Entry<Context>], cx: &Context) -> Run
 /// and a runtime whose watches see only the agent's part (`scope`) — and the agent's own check
 /// of its member against tombstones after an outage and its record in the member of what it
 /// applied (ADR 0032; the agent runs the edge recorder itself, from its start).
-pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus,tombstoneSweep,edgeMirror";
+pub const AGENT_CONTROLLERS: &str = "clusterStatus,execution,workStatus,tombstoneSweep,edgeMirror,serviceExport";
 
 /// Start a pull agent's controllers: [`AGENT_CONTROLLERS`] of `settings`' set, every client
 /// `client` (the agent's identity), member access through `members`.

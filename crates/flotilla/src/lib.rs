@@ -18,3 +18,4 @@ pub mod federation_args;
 pub mod kubefed;
 pub mod register;
 pub mod search_view;
+pub mod traffic;

@@ -97,6 +97,8 @@ pub struct UpArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
     #[command(flatten)]
+    pub dns: flotilla::traffic::DnsArgs,
+    #[command(flatten)]
     pub federation: flotilla::federation_args::FederationArgs,
 }
 
@@ -124,6 +126,7 @@ impl UpArgs {
             allow_no_execute_taint_policy: false,
             store_commit_window: flotilla_store::embedded::DEFAULT_COMMIT_WINDOW,
             demo: None,
+            dns: Default::default(),
             federation: Default::default(),
         }
     }
@@ -275,6 +278,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let controllers = flotilla::controllers::start(&api, &args.federation, Some(signing))?;
     flotilla::search_view::install(&api, controllers.search_cache.clone());
     println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
+    let dns = flotilla::traffic::start_dns(&args.dns, &controllers.runtime).await?;
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {
             let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
@@ -292,6 +296,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     eprintln!("flotilla: shutting down");
     controllers.shutdown(std::time::Duration::from_secs(5)).await;
+    if let Some(dns) = dns {
+        let _ = dns.await;
+    }
     if let Some(fleet) = demo
         && let Err(e) = fleet.shutdown().await
     {

@@ -1,0 +1,4 @@
+//! Flotilla's cross-cluster traffic (issue 26, ADR 0037): [`dns`], the built-in DNS server for
+//! ClusterSet names and KubeFed's DNSEndpoints.
+
+pub mod dns;
