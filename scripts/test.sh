@@ -58,7 +58,8 @@ toolchain() {
 
 # Client binaries the compatibility tests use: kubectl 1.20 from Debian's kubernetes-client
 # (extracted, not installed: installing conflicts with the image's kubectl) and the Python
-# client pinned in tests/python/requirements.txt, in a venv outside the clone.
+# client pinned in tests/python/requirements.txt, in a venv outside the clone; dig (installed
+# with apt when missing) for the DNS server.
 clients() {
   if [[ ! -x "$FLOTILLA_KUBECTL_1_20" ]]; then
     local tmp; tmp="$(mktemp -d)"
@@ -68,6 +69,11 @@ clients() {
     rm -rf "$tmp"
   fi
   "$FLOTILLA_KUBECTL_1_20" version --client --short 2>/dev/null || "$FLOTILLA_KUBECTL_1_20" version --client | head -1
+  # dig (Debian's bind9-dnsutils) queries the built-in DNS server in the traffic tests.
+  if ! command -v dig >/dev/null; then
+    apt-get install -y -q bind9-dnsutils >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bind9-dnsutils >/dev/null; }
+  fi
+  dig -v 2>&1 | head -1
   local want; want="$(sha256sum tests/python/requirements.txt | cut -c1-16)"
   if [[ ! -x "$venv/bin/python" || "$(cat "$venv/.requirements" 2>/dev/null)" != "$want" ]]; then
     python3 -m venv "$venv"

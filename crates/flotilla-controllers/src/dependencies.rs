@@ -1,6 +1,7 @@
 //! The dependencies distributor (Karmada's, feature gate `PropagateDeps`, beta, on by default):
 //! the ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims a workload references go
-//! wherever the workload goes.
+//! wherever the workload goes, and a ServiceImport's derived Service and imported EndpointSlices
+//! wherever it goes.
 //!
 //! An *independent* ResourceBinding (one a policy made, with `spec.propagateDeps: true`) is
 //! reconciled as Karmada does it: the template's dependencies (the interpreter's
@@ -37,7 +38,8 @@ use flotilla_api::federation::karmada::work::{
 };
 use flotilla_api::interpreter::{self, ObjectRef};
 use flotilla_api::selector::LabelSelector;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
@@ -570,6 +572,10 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config) 
     watch_dependency::<Secret>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
     watch_dependency::<ServiceAccount>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
     watch_dependency::<PersistentVolumeClaim>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    // A ServiceImport's: its derived Service and the imported EndpointSlices, which appear as
+    // the exporting clusters report them.
+    watch_dependency::<Service>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
+    watch_dependency::<EndpointSlice>(&rt.informers, rbs.clone(), index.clone(), queue.clone());
     let ctx = Arc::new(Context { events: Events::new(client.clone(), NAME), client, config: config.clone(), rbs, index, kinds: Kinds::default() });
     let workers = run_workers(queue, config.workers, NAME, move |key| reconcile(key, ctx.clone()));
     tokio::select! {

@@ -63,6 +63,18 @@ pub fn is_managed_by_federation(managed_by: Option<&str>) -> bool {
     matches!(managed_by, Some(IMPORTED_MANAGED_BY | DISPATCHED_MANAGED_BY))
 }
 
+/// The ServiceExport CRD: no spec at all (kube-derive's would require an empty one).
+pub fn service_export_crd() -> serde_json::Value {
+    let mut crd = crate::federation::crd::crd_of::<ServiceExport>();
+    if let Some(schema) = crd.pointer_mut("/spec/versions/0/schema/openAPIV3Schema").and_then(serde_json::Value::as_object_mut) {
+        schema.remove("required");
+        if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+            props.remove("spec");
+        }
+    }
+    crd
+}
+
 /// A Service offered to the cluster set. No spec: its name and namespace are the Service's.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

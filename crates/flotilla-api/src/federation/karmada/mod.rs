@@ -28,7 +28,7 @@ pub fn crds() -> Vec<Value> {
         crd_of::<search::ResourceRegistry>(),
         crd_of::<networking::MultiClusterService>(),
         crd_of::<networking::MultiClusterIngress>(),
-        crd_of::<crate::federation::mcs::ServiceExport>(),
+        crate::federation::mcs::service_export_crd(),
         crd_of::<crate::federation::mcs::ServiceImport>(),
         crd_of::<work::Work>(),
         crd_of::<work::ResourceBinding>(),

@@ -1,0 +1,275 @@
+//! Multi-cluster services (issue 26), Karmada's MCS path on three real members (a private
+//! testenv, so that one member can be stopped): the Services `web` (ClusterSetIP) and `db`
+//! (headless) run in member1 and member2 and are exported there (their ServiceExports
+//! propagated by a PropagationPolicy); their ServiceImports are propagated to member3.
+//!
+//! - member3 gets the derived Service `derived-web` and the EndpointSlices
+//!   `imported-<cluster>-<slice>` with both clusters' endpoints;
+//! - the built-in DNS server (`--dns-listen`) answers, to Debian's `dig`,
+//!   `web.shop.svc.clusterset.local` with each cluster's Service IP, `db.shop.svc...` with the
+//!   endpoints, and `db-0.<cluster>.db.shop.svc...` per endpoint;
+//! - member2 stopped: its dispatched slices stay in member3 (Karmada's default) while the DNS
+//!   answers drop its addresses once the cluster is not Ready; started again, they come back.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{FAST_PROBES, Flotilla, apply_yaml, get_json, join_members, kubectl, kubectl_bin, wait_cluster_ready, wait_for};
+
+const LONG: Duration = Duration::from_secs(180);
+/// The pod IPs testenv's kubelet gives the pods (annotation `testenv.flotilla.io/pod-ip`).
+const WEB_IP: [(&str, &str); 2] = [("member1", "10.201.0.11"), ("member2", "10.202.0.12")];
+const DB_IP: [(&str, &str); 2] = [("member1", "10.201.0.21"), ("member2", "10.202.0.22")];
+
+/// `dig @addr -p port NAME TYPE +short`, sorted; a failed query is an error (NXDOMAIN is an
+/// empty answer, which `+short` prints as nothing).
+fn dig(server: &str, name: &str, qtype: &str) -> Result<Vec<String>, String> {
+    let (ip, port) = server.rsplit_once(':').expect("ip:port");
+    let out = Command::new("dig")
+        .args([&format!("@{ip}"), "-p", port, name, qtype, "+short", "+tries=1", "+time=3"])
+        .output()
+        .map_err(|e| format!("running dig (Debian's bind9-dnsutils; the test command installs it): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("dig failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    lines.sort();
+    Ok(lines)
+}
+
+/// dig's status line (`NOERROR`, `NXDOMAIN`, ...).
+fn dig_status(server: &str, name: &str) -> String {
+    let (ip, port) = server.rsplit_once(':').unwrap();
+    let out = Command::new("dig").args([&format!("@{ip}"), "-p", port, name, "A", "+tries=1", "+time=3"]).output().expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split("status: ").nth(1).and_then(|s| s.split(',').next()).unwrap_or("?").to_string()
+}
+
+fn member_yaml(ns: &str, web_ip: &str, db_ip: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}, annotations: {{testenv.flotilla.io/pod-ip: "{web_ip}"}}}}
+    spec: {{containers: [{{name: web, image: nginx, ports: [{{containerPort: 8080}}]}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: 8080}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: db-0, namespace: {ns}, labels: {{app: db}}, annotations: {{testenv.flotilla.io/pod-ip: "{db_ip}"}}}}
+spec:
+  hostname: db-0
+  subdomain: db
+  containers: [{{name: db, image: postgres, ports: [{{containerPort: 5432}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: {ns}}}
+spec:
+  clusterIP: None
+  selector: {{app: db}}
+  ports: [{{name: pg, port: 5432}}]
+"#
+    )
+}
+
+fn slices(kubeconfig: &Path, ns: &str, service: &str) -> Result<Vec<Value>, String> {
+    let list = get_json(kubeconfig, &["get", "endpointslices", "-n", ns, "-l", &format!("kubernetes.io/service-name={service}")])?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+fn addresses(slices: &[Value]) -> BTreeSet<String> {
+    slices
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect()
+}
+
+/// What a failed wait prints: the control plane's slices, Works and bindings, member1's slices.
+fn state(kc: &Path, m1: &Path, ns: &str) -> String {
+    let k = |kc: &Path, args: &[&str]| support::kubectl_try(kc, args).1;
+    format!(
+        "CP slices:\n{}\nworks:\n{}\nbindings:\n{}\nmember1:\n{}",
+        k(kc, &["get", "endpointslices", "-A", "--show-labels"]),
+        k(kc, &["get", "works", "-A", "--show-labels"]),
+        k(kc, &["get", "rb", "-A", "-o", "yaml"]),
+        k(m1, &["get", "endpointslices,pods", "-n", ns, "--show-labels", "-o", "wide"])
+    )
+}
+
+#[test]
+fn exported_services_reach_the_consumer_and_the_clusterset_dns() {
+    let mut env = flotilla_testenv::TestEnv::start_private(3, &["--with-workloads"]);
+    // The MCS API's CRDs in every member (Karmada's docs have them installed there), before
+    // the join, so Flotilla's identity in the member covers them.
+    let crds: Vec<Value> = flotilla_api::federation::crds().into_iter().filter(|c| c["spec"]["group"] == "multicluster.x-k8s.io").collect();
+    assert_eq!(crds.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let crd_file = dir.path().join("mcs-crds.json");
+    std::fs::write(&crd_file, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string()).unwrap();
+    for m in ["member1", "member2", "member3"] {
+        let mk = env.member(m).kubeconfig.clone();
+        kubectl(&kubectl_bin(), &mk, &["apply", "-f", crd_file.to_str().unwrap()]);
+        kubectl(&kubectl_bin(), &mk, &["wait", "--for=condition=Established", "crd/serviceexports.multicluster.x-k8s.io", "crd/serviceimports.multicluster.x-k8s.io", "--timeout=60s"]);
+    }
+
+    let mut args = vec!["--dns-listen", "127.0.0.1:0", "--dns-ttl", "1"];
+    args.extend_from_slice(FAST_PROBES);
+    let mut cp = Flotilla::start_with(&args);
+    let line = cp.wait_line("flotilla: serving DNS on ", Duration::from_secs(60));
+    let dns = line.trim_start_matches("flotilla: serving DNS on ").split_whitespace().next().expect("the DNS address").to_string();
+    let kc = cp.kubeconfig.clone();
+    let members = join_members(&env, &kc, &["member1", "member2", "member3"]);
+    let mk = |name: &str| members.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+
+    // The namespace reaches every member from the control plane; the workloads are the members' own.
+    let ns = "shop";
+    apply_yaml(&kc, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"));
+    for (m, web_ip) in WEB_IP {
+        wait_for(&format!("namespace {ns} in {m}"), LONG, || get_json(&mk(m), &["get", "namespace", ns]));
+        let db_ip = DB_IP.iter().find(|(n, _)| *n == m).unwrap().1;
+        apply_yaml(&mk(m), &member_yaml(ns, web_ip, db_ip));
+    }
+    let service_ips: Vec<String> = WEB_IP
+        .iter()
+        .map(|(m, _)| get_json(&mk(m), &["get", "service", "web", "-n", ns]).unwrap()["spec"]["clusterIP"].as_str().unwrap().to_string())
+        .collect();
+
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: web, namespace: {ns}}}
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {{name: db, namespace: {ns}}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: exports, namespace: {ns}}}
+spec:
+  resourceSelectors:
+  - {{apiVersion: multicluster.x-k8s.io/v1alpha1, kind: ServiceExport, name: web}}
+  - {{apiVersion: multicluster.x-k8s.io/v1alpha1, kind: ServiceExport, name: db}}
+  placement: {{clusterAffinity: {{clusterNames: [member1, member2]}}}}
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  type: ClusterSetIP
+  ports: [{{name: http, port: 80, protocol: TCP}}]
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {{name: db, namespace: {ns}}}
+spec:
+  type: Headless
+  ports: [{{name: pg, port: 5432, protocol: TCP}}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: imports, namespace: {ns}}}
+spec:
+  resourceSelectors:
+  - {{apiVersion: multicluster.x-k8s.io/v1alpha1, kind: ServiceImport, name: web}}
+  - {{apiVersion: multicluster.x-k8s.io/v1alpha1, kind: ServiceImport, name: db}}
+  placement: {{clusterAffinity: {{clusterNames: [member3]}}}}
+"#
+        ),
+    );
+
+    // The consumer: the derived Service and both clusters' endpoints, under Karmada's names.
+    let m3 = mk("member3");
+    let derived = wait_for("derived-web in member3", LONG, || get_json(&m3, &["get", "service", "derived-web", "-n", ns]));
+    assert_eq!(derived["spec"]["ports"][0]["port"], 80);
+    assert!(derived["spec"].get("selector").is_none(), "the derived Service selects nothing: {}", derived["spec"]);
+    let want_web: BTreeSet<String> = WEB_IP.iter().map(|(_, ip)| ip.to_string()).collect();
+    let imported = wait_for("both clusters' web endpoints in member3", LONG, || {
+        let s = slices(&m3, ns, "derived-web")?;
+        if addresses(&s) == want_web { Ok(s) } else { Err(format!("{:?}\n{}", addresses(&s), state(&kc, &mk("member1"), ns))) }
+    });
+    let names: BTreeSet<String> = imported.iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    assert!(names.iter().any(|n| n.starts_with("imported-member1-web-")) && names.iter().any(|n| n.starts_with("imported-member2-web-")), "{names:?}");
+    for s in &imported {
+        assert_eq!(s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "endpointslice-controller.karmada.io");
+    }
+    let want_db: BTreeSet<String> = DB_IP.iter().map(|(_, ip)| ip.to_string()).collect();
+    wait_for("both clusters' db endpoints in member3", LONG, || {
+        let s = slices(&m3, ns, "derived-db")?;
+        if addresses(&s) == want_db { Ok(()) } else {
+            Err(format!("{:?}\n{}", addresses(&s), state(&kc, &mk("member1"), ns))) }
+    });
+
+    // The ClusterSet names.
+    let mut both_service_ips = service_ips.clone();
+    both_service_ips.sort();
+    wait_for("web.shop.svc.clusterset.local: both clusters' Service IPs", LONG, || {
+        let got = dig(&dns, "web.shop.svc.clusterset.local", "A")?;
+        if got == both_service_ips { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    let db_both: Vec<String> = want_db.iter().cloned().collect();
+    wait_for("db.shop.svc.clusterset.local: both clusters' endpoints", LONG, || {
+        let got = dig(&dns, "db.shop.svc.clusterset.local", "A")?;
+        if got == db_both { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    assert_eq!(dig(&dns, "db-0.member1.db.shop.svc.clusterset.local", "A").unwrap(), [DB_IP[0].1]);
+    assert_eq!(dig(&dns, "db-0.member2.db.shop.svc.clusterset.local", "A").unwrap(), [DB_IP[1].1]);
+    let srv = dig(&dns, "_pg._tcp.db.shop.svc.clusterset.local", "SRV").unwrap();
+    assert_eq!(srv, ["0 0 5432 db-0.member1.db.shop.svc.clusterset.local.", "0 0 5432 db-0.member2.db.shop.svc.clusterset.local."]);
+    assert_eq!(dig_status(&dns, "nothing.shop.svc.clusterset.local"), "NXDOMAIN");
+    assert_eq!(dig_status(&dns, "example.org"), "REFUSED");
+
+    // member2 stops: Karmada keeps its slices in the consumer; the DNS answers drop it.
+    env.lifecycle("stop", "member2");
+    wait_cluster_ready(&kc, "member2", "False");
+    wait_for("web answered by member1 alone", LONG, || {
+        let got = dig(&dns, "web.shop.svc.clusterset.local", "A")?;
+        if got == [service_ips[0].clone()] { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    assert_eq!(dig(&dns, "db.shop.svc.clusterset.local", "A").unwrap(), [DB_IP[0].1]);
+    assert_eq!(dig_status(&dns, "db-0.member2.db.shop.svc.clusterset.local"), "NXDOMAIN");
+    assert_eq!(addresses(&slices(&m3, ns, "derived-web").unwrap()), want_web, "the dispatched slices stay (Karmada's default)");
+
+    // Back: answered again.
+    env.lifecycle("start", "member2");
+    wait_cluster_ready(&kc, "member2", "True");
+    wait_for("web answered by both clusters again", LONG, || {
+        let got = dig(&dns, "web.shop.svc.clusterset.local", "A")?;
+        if got == both_service_ips { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    wait_for("db-0.member2 answered again", LONG, || {
+        let got = dig(&dns, "db-0.member2.db.shop.svc.clusterset.local", "A")?;
+        if got == [DB_IP[1].1] { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+
+    // An export withdrawn in member1: its report goes, and so do its slices in member3.
+    kubectl(&kubectl_bin(), &kc, &["patch", "propagationpolicy", "exports", "-n", ns, "--type=merge", "-p", r#"{"spec":{"placement":{"clusterAffinity":{"clusterNames":["member2"]}}}}"#]);
+    wait_for("member1's web endpoints gone from member3", LONG, || {
+        let got = addresses(&slices(&m3, ns, "derived-web")?);
+        if got == [WEB_IP[1].1.to_string()].into_iter().collect() { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+    wait_for("web answered by member2 alone", LONG, || {
+        let got = dig(&dns, "web.shop.svc.clusterset.local", "A")?;
+        if got == [service_ips[1].clone()] { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+}
