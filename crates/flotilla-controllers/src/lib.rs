@@ -23,6 +23,7 @@ pub mod execution;
 pub mod graceful_eviction;
 pub mod kinds;
 pub mod kubefed_cluster;
+pub mod kubefed_dns;
 pub mod kubefed_rsp;
 pub mod kubefed_sync;
 pub mod mcs;

@@ -164,6 +164,10 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add(flotilla_scheduler::runner::NAME, true, |cx: &Context| {
         Box::pin(flotilla_scheduler::runner::run(cx.client(flotilla_scheduler::runner::NAME), cx.runtime.clone(), cx.settings.scheduler()))
     });
+    // KubeFed v0.6.1's multi-cluster DNS: record statuses and their DNSEndpoints (ADR 0037).
+    s.add("kubefedDns", true, |cx: &Context| {
+        Box::pin(c::kubefed_dns::run(cx.client(c::kubefed_dns::NAME), cx.runtime.clone(), cx.settings.kubefed_dns(), cx.members.clone()))
+    });
     s.add("replicaSchedulingPreference", true, |cx: &Context| {
         Box::pin(c::kubefed_rsp::run(cx.client(c::kubefed_rsp::NAME), cx.runtime.clone(), Default::default()))
     });

@@ -60,6 +60,9 @@ pub struct FederationArgs {
     /// Timeout of each request applying a Work to a member.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub member_request_timeout: Duration,
+    /// How often KubeFed's DNS records read their members' load balancers again.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub kubefed_dns_resync: Duration,
     /// How long an unschedulable binding waits before the scheduler tries it again (sooner
     /// when clusters change).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -213,6 +216,7 @@ impl Default for FederationArgs {
             cluster_startup_grace_period: Duration::from_secs(60),
             cluster_monitor_period: Duration::from_secs(5),
             member_request_timeout: Duration::from_secs(30),
+            kubefed_dns_resync: Duration::from_secs(10),
             unschedulable_retry: Duration::from_secs(300),
             tombstone_sweep_interval: Duration::from_secs(300),
             gc_rediscover_interval: Duration::from_secs(30),
@@ -283,6 +287,14 @@ impl FederationArgs {
         flotilla_controllers::execution::Config {
             member_timeout: self.member_request_timeout,
             workers: self.concurrent_work_syncs.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn kubefed_dns(&self) -> flotilla_controllers::kubefed_dns::Config {
+        flotilla_controllers::kubefed_dns::Config {
+            resync: self.kubefed_dns_resync,
+            member_timeout: self.member_request_timeout.min(Duration::from_secs(10)),
             ..Default::default()
         }
     }

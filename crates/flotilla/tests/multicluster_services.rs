@@ -127,7 +127,11 @@ fn exported_services_reach_the_consumer_and_the_clusterset_dns() {
     for m in ["member1", "member2", "member3"] {
         let mk = env.member(m).kubeconfig.clone();
         kubectl(&kubectl_bin(), &mk, &["apply", "-f", crd_file.to_str().unwrap()]);
-        kubectl(&kubectl_bin(), &mk, &["wait", "--for=condition=Established", "crd/serviceexports.multicluster.x-k8s.io", "crd/serviceimports.multicluster.x-k8s.io", "--timeout=60s"]);
+        kubectl(
+            &kubectl_bin(),
+            &mk,
+            &["wait", "--for=condition=Established", "crd/serviceexports.multicluster.x-k8s.io", "crd/serviceimports.multicluster.x-k8s.io", "--timeout=60s"],
+        );
     }
 
     let mut args = vec!["--dns-listen", "127.0.0.1:0", "--dns-ttl", "1"];
@@ -216,8 +220,7 @@ spec:
     let want_db: BTreeSet<String> = DB_IP.iter().map(|(_, ip)| ip.to_string()).collect();
     wait_for("both clusters' db endpoints in member3", LONG, || {
         let s = slices(&m3, ns, "derived-db")?;
-        if addresses(&s) == want_db { Ok(()) } else {
-            Err(format!("{:?}\n{}", addresses(&s), state(&kc, &mk("member1"), ns))) }
+        if addresses(&s) == want_db { Ok(()) } else { Err(format!("{:?}\n{}", addresses(&s), state(&kc, &mk("member1"), ns))) }
     });
 
     // The ClusterSet names.
@@ -263,7 +266,20 @@ spec:
     });
 
     // An export withdrawn in member1: its report goes, and so do its slices in member3.
-    kubectl(&kubectl_bin(), &kc, &["patch", "propagationpolicy", "exports", "-n", ns, "--type=merge", "-p", r#"{"spec":{"placement":{"clusterAffinity":{"clusterNames":["member2"]}}}}"#]);
+    kubectl(
+        &kubectl_bin(),
+        &kc,
+        &[
+            "patch",
+            "propagationpolicy",
+            "exports",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"placement":{"clusterAffinity":{"clusterNames":["member2"]}}}}"#,
+        ],
+    );
     wait_for("member1's web endpoints gone from member3", LONG, || {
         let got = addresses(&slices(&m3, ns, "derived-web")?);
         if got == [WEB_IP[1].1.to_string()].into_iter().collect() { Ok(()) } else { Err(format!("{got:?}")) }
