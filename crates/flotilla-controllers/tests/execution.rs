@@ -58,7 +58,9 @@ async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_work
     })
     .await;
     assert_eq!((suspended.0.reason.as_str(), suspended.0.message.as_str()), ("SuspendDispatching", "Work dispatching is in a suspended state."));
-    assert!(suspended.1.finalizers().iter().any(|f| f == EXECUTION_FINALIZER));
+    // Nothing of it is in the member, so nothing holds it there (a multi-cluster service
+    // report is such a Work: its deletion must never touch the member's own slice).
+    assert!(!suspended.1.finalizers().iter().any(|f| f == EXECUTION_FINALIZER), "a never-dispatched Work has no execution finalizer");
     assert!(condition(&suspended.1, "Applied").is_none(), "a suspended Work is never applied");
     eventually("a WorkDispatching event", || async {
         events_for(&client, "karmada-es-ghost", "cm").await.contains(&"WorkDispatching".to_string()).then_some(())
@@ -72,6 +74,10 @@ async fn suspended_works_are_not_dispatched_and_a_gone_cluster_releases_its_work
     })
     .await;
     assert_eq!((dispatching.reason.as_str(), dispatching.message.as_str()), ("Dispatching", "Work is being dispatched to member clusters."));
+    eventually("the execution finalizer once dispatching", || async {
+        works.get("cm").await.ok()?.finalizers().iter().any(|f| f == EXECUTION_FINALIZER).then_some(())
+    })
+    .await;
 
     // The cluster goes (no cluster controller holds it here): the Work is released without
     // anyone contacting the member.

@@ -2,3 +2,6 @@
 //! ClusterSet names and KubeFed's DNSEndpoints.
 
 pub mod dns;
+
+/// The DNS message types (hickory's), for clients of the DNS server: tests and benchmarks.
+pub use hickory_server::proto;

@@ -1,7 +1,8 @@
 //! Multi-cluster services (issue 26), Karmada's MCS path on three real members (a private
 //! testenv, so that one member can be stopped): the Services `web` (ClusterSetIP) and `db`
-//! (headless) run in member1 and member2 and are exported there (their ServiceExports
-//! propagated by a PropagationPolicy); their ServiceImports are propagated to member3.
+//! (headless) run in member1 (a Pull member: its agent reports the exports) and member2 (Push)
+//! and are exported there (their ServiceExports propagated by a PropagationPolicy); their
+//! ServiceImports are propagated to member3.
 //!
 //! - member3 gets the derived Service `derived-web` and the EndpointSlices
 //!   `imported-<cluster>-<slice>` with both clusters' endpoints;
@@ -140,7 +141,12 @@ fn exported_services_reach_the_consumer_and_the_clusterset_dns() {
     let line = cp.wait_line("flotilla: serving DNS on ", Duration::from_secs(60));
     let dns = line.trim_start_matches("flotilla: serving DNS on ").split_whitespace().next().expect("the DNS address").to_string();
     let kc = cp.kubeconfig.clone();
-    let members = join_members(&env, &kc, &["member1", "member2", "member3"]);
+    // member1 is a Pull member: its agent reports its exports; member2 and member3 are Push.
+    let agent_kc = support::pull::register(&kc, cp.dir.path(), "member1");
+    let _agent = support::pull::agent("member1", &agent_kc, &env.member("member1").kubeconfig);
+    wait_cluster_ready(&kc, "member1", "True");
+    let mut members = join_members(&env, &kc, &["member2", "member3"]);
+    members.push(("member1", env.member("member1").kubeconfig.clone()));
     let mk = |name: &str| members.iter().find(|(n, _)| *n == name).unwrap().1.clone();
 
     // The namespace reaches every member from the control plane; the workloads are the members' own.
