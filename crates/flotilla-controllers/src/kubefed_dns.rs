@@ -160,6 +160,20 @@ async fn write_endpoint(
     Ok(())
 }
 
+/// Merge-patch a record's status.
+async fn write_status<K>(ctx: &Context, namespace: &str, name: &str, status: &impl serde::Serialize) -> Result<(), Error>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.map(|_| ()).map_err(|source| Error::Api {
+        namespace: namespace.into(),
+        name: name.into(),
+        step: "writing the status",
+        source,
+    })
+}
+
 async fn delete_endpoint(ctx: &Context, namespace: &str, kind: RecordKind, record: &str) -> Result<Next, Error> {
     let name = endpoint_object_name(kind, record);
     let api: Api<DNSEndpoint> = Api::namespaced(ctx.client.clone(), namespace);
@@ -213,13 +227,7 @@ async fn reconcile_service(ctx: &Context, namespace: &str, name: &str) -> Result
     }
     let status = ServiceDNSRecordStatus { domain: Some(domain.domain.clone()), dns: Some(dns) };
     if record.status.as_ref() != Some(&status) {
-        let api: Api<ServiceDNSRecord> = Api::namespaced(ctx.client.clone(), namespace);
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.map_err(|source| Error::Api {
-            namespace: namespace.into(),
-            name: name.into(),
-            step: "writing the status",
-            source,
-        })?;
+        write_status::<ServiceDNSRecord>(ctx, namespace, name, &status).await?;
     }
     let resolve = resolver(status.dns.iter().flatten().map(|c| &c.load_balancer)).await;
     let endpoints = service_endpoints(name, namespace, &record.spec, &status, &resolve).map_err(|source| Error::Resolve {
@@ -251,13 +259,7 @@ async fn reconcile_ingress(ctx: &Context, namespace: &str, name: &str) -> Result
     }
     let status = IngressDNSRecordStatus { dns: Some(dns) };
     if record.status.as_ref() != Some(&status) {
-        let api: Api<IngressDNSRecord> = Api::namespaced(ctx.client.clone(), namespace);
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.map_err(|source| Error::Api {
-            namespace: namespace.into(),
-            name: name.into(),
-            step: "writing the status",
-            source,
-        })?;
+        write_status::<IngressDNSRecord>(ctx, namespace, name, &status).await?;
     }
     let resolve = resolver(status.dns.iter().flatten().map(|c| &c.load_balancer)).await;
     let endpoints =

@@ -30,6 +30,7 @@ use flotilla_api::federation::mcs::{
     ENDPOINTSLICE_FINALIZER, MANAGED_BY_SERVICE_EXPORT, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SERVICE_NAME_LABEL, SERVICE_NAMESPACE_LABEL,
     SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation,
 };
+use flotilla_api::interpreter::{InterpretError, prune_for_work};
 use flotilla_member::access::Clients;
 use flotilla_runtime::CancellationToken;
 use flotilla_runtime::Next;
@@ -57,6 +58,8 @@ pub enum Error {
     Member { cluster: String, source: flotilla_member::MemberError },
     #[error("cluster {cluster}: reading Service {namespace}/{name}: {source}")]
     Service { cluster: String, namespace: String, name: String, source: kube::Error },
+    #[error("cluster {cluster}: {source}")]
+    Prune { cluster: String, source: InterpretError },
     #[error("{step} report Work {namespace}/{name}: {source}")]
     Work { step: &'static str, namespace: String, name: String, source: kube::Error },
 }
@@ -138,32 +141,16 @@ fn tokens(w: &Work) -> Vec<String> {
     w.labels().get(WORK_MANAGED_BY_LABEL).map(|v| v.split('.').filter(|t| !t.is_empty()).map(String::from).collect()).unwrap_or_default()
 }
 
-/// The report of a member slice: the slice as Karmada's `CreateOrUpdateWork` embeds it (server
-/// fields and status pruned, the Work's annotations and `karmada.io/managed` added), plus the
+/// The report of a member slice: the slice as Karmada's `CreateOrUpdateWork` embeds it (pruned
+/// as every Work manifest is, the Work's annotations and `karmada.io/managed` added), plus the
 /// Service's cluster IPs.
-pub fn report_manifest(slice: &DynamicObject, work_namespace: &str, work: &str, cluster_ips: &[String]) -> Value {
+pub fn report_manifest(slice: &DynamicObject, work_namespace: &str, work: &str, cluster_ips: &[String]) -> Result<Value, InterpretError> {
     let mut v = serde_json::to_value(slice).unwrap_or_default();
     v["apiVersion"] = json!("discovery.k8s.io/v1");
     v["kind"] = json!("EndpointSlice");
-    if let Some(o) = v.as_object_mut() {
-        o.remove("status");
-    }
+    let mut v = prune_for_work(&v)?;
     let uid = slice.metadata.uid.clone().unwrap_or_default();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for f in [
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "managedFields",
-            "resourceVersion",
-            "selfLink",
-            "uid",
-            "ownerReferences",
-            "finalizers",
-        ] {
-            meta.remove(f);
-        }
         let labels = meta.entry("labels").or_insert_with(|| json!({}));
         labels[MANAGED_LABEL] = json!("true");
         let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
@@ -174,7 +161,7 @@ pub fn report_manifest(slice: &DynamicObject, work_namespace: &str, work: &str, 
             annotations[SERVICE_CLUSTER_IPS_ANNOTATION] = json!(cluster_ips.join(","));
         }
     }
-    v
+    Ok(v)
 }
 
 fn report_work(cluster: &str, namespace: &str, service: &str, slice_name: &str, manifest: Value, tokens: &[String]) -> Value {
@@ -344,7 +331,7 @@ async fn reconcile_service(ctx: &Arc<Context>, cluster: &str, namespace: &str, s
         let ips = cluster_ips(ctx, cluster, namespace, service).await?;
         for slice in &slices {
             let name = work_name("EndpointSlice", &slice.name_any(), Some(namespace));
-            let manifest = report_manifest(slice, &es, &name, &ips);
+            let manifest = report_manifest(slice, &es, &name, &ips).map_err(|source| Error::Prune { cluster: cluster.to_string(), source })?;
             let mut toks = existing.get(&name).map(|w| tokens(w)).unwrap_or_default();
             if !toks.iter().any(|t| t == MANAGED_BY_SERVICE_EXPORT) {
                 toks.push(MANAGED_BY_SERVICE_EXPORT.into());
@@ -468,7 +455,7 @@ mod tests {
             "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
         }))
         .unwrap();
-        let m = report_manifest(&slice, "karmada-es-m1", "web-abc-123", &["10.96.0.10".into()]);
+        let m = report_manifest(&slice, "karmada-es-m1", "web-abc-123", &["10.96.0.10".into()]).unwrap();
         let meta = &m["metadata"];
         assert!(meta.get("uid").is_none() && meta.get("resourceVersion").is_none() && meta.get("ownerReferences").is_none());
         assert_eq!(meta["labels"][MANAGED_LABEL], "true");

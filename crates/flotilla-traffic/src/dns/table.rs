@@ -100,13 +100,12 @@ fn ip_data(ip: IpAddr) -> RData {
 
 /// One cluster's share of an imported Service.
 #[derive(Default)]
-struct ClusterPart<'a> {
+struct ClusterPart {
     cluster_ips: BTreeSet<IpAddr>,
     /// Ready endpoints: (name label, addresses).
     endpoints: Vec<(String, Vec<IpAddr>)>,
     /// Named ports: (name, protocol, port).
     ports: BTreeSet<(String, String, u16)>,
-    _slices: Vec<&'a EndpointSlice>,
 }
 
 /// Builds the table.
@@ -115,7 +114,7 @@ pub fn build(inputs: &Inputs<'_>, settings: &Settings) -> Table {
     let mut t = Table { zone: zone.clone(), records: BTreeMap::new() };
     let ttl = settings.ttl;
     // Imported slices by (namespace, derived Service), then by source cluster.
-    let mut by_service: BTreeMap<(String, String), BTreeMap<String, ClusterPart<'_>>> = BTreeMap::new();
+    let mut by_service: BTreeMap<(String, String), BTreeMap<String, ClusterPart>> = BTreeMap::new();
     for s in inputs.slices {
         let (Some(service), Some(cluster)) = (s.labels().get(SERVICE_NAME), s.annotations().get(SOURCE_CLUSTER_ANNOTATION)) else { continue };
         if settings.withdraw_unready && !(inputs.ready)(cluster) {
@@ -141,7 +140,6 @@ pub fn build(inputs: &Inputs<'_>, settings: &Settings) -> Table {
                 part.ports.insert((name.clone(), p.protocol.clone().unwrap_or_else(|| "TCP".into()), port as u16));
             }
         }
-        part._slices.push(s);
     }
     for import in inputs.imports {
         let (ns, name) = (import.namespace().unwrap_or_default(), import.name_any());
