@@ -207,10 +207,11 @@ bench_smoke() {
     # fails only on errors (a pod missing from the cache, a patch never seen), never on figures.
     "$CARGO_TARGET_DIR/debug/examples/global-view-bench" --smoke &&
     # Cross-cluster traffic (issue 26): the DNS server beside hickory's bare server, queried
-    # over loopback; then 3 simulated members exporting and importing a Service, endpoint
-    # changes timed to the consumer and to the DNS answer; fail only on wrong or missing
-    # answers, never on figures.
+    # over loopback; the gateway beside a direct connection to its backend; then 3 simulated
+    # members exporting and importing a Service, endpoint changes timed to the consumer and to
+    # the DNS answer; fail only on wrong or missing answers, never on figures.
     "$CARGO_TARGET_DIR/debug/examples/dns-bench" --smoke &&
+    "$CARGO_TARGET_DIR/debug/examples/gateway-bench" --smoke &&
     "$CARGO_TARGET_DIR/debug/examples/traffic-bench" --smoke &&
     # 20 simulated members in one process: /readyz over HTTPS, a watch each, Deployments and
     # pods to Ready; fails only on errors, never on memory or speed.

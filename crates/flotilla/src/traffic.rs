@@ -1,7 +1,8 @@
-//! `flotilla up`'s cross-cluster traffic listeners (ADR 0037): the DNS server
-//! (`--dns-listen`), on the controllers' shared informers.
+//! `flotilla up`'s cross-cluster traffic listeners: the DNS server (`--dns-listen`, ADR 0037)
+//! and the gateway (`--gateway-listen`, ADR 0038), on the controllers' shared informers.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use flotilla_traffic::dns::{Listener, Settings, Shared};
@@ -55,5 +56,96 @@ pub async fn start_dns(args: &DnsArgs, runtime: &flotilla_runtime::Runtime) -> a
     let shutdown = runtime.shutdown.clone();
     Ok(Some(tokio::spawn(async move {
         tokio::join!(flotilla_traffic::dns::watch::run(rt, settings, shared), listener.serve(shutdown));
+    })))
+}
+
+/// The gateway's flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct GatewayArgs {
+    /// Serve MultiClusterIngresses and FederatedIngresses on this address over TLS (HTTP/1.1
+    /// and HTTP/2; each host's certificate from the Secret its ingress names, others a
+    /// self-signed one). Off unless given; e.g. `0.0.0.0:8443`.
+    #[arg(long, env = "FLOTILLA_GATEWAY_LISTEN", value_name = "ADDR")]
+    pub gateway_listen: Option<SocketAddr>,
+    /// Also serve them in cleartext on this address (HTTP/1.1, and HTTP/2 with prior
+    /// knowledge). Off unless given.
+    #[arg(long, env = "FLOTILLA_GATEWAY_HTTP_LISTEN", value_name = "ADDR")]
+    pub gateway_http_listen: Option<SocketAddr>,
+    /// Further endpoints a request is tried on after one fails (idempotent requests, or any
+    /// whose endpoint could not be reached).
+    #[arg(long, default_value_t = 2)]
+    pub gateway_retries: u32,
+    /// Time allowed to connect to an endpoint.
+    #[arg(long, default_value = "2s", value_parser = crate::federation_args::parse_duration)]
+    pub gateway_connect_timeout: Duration,
+    /// Time allowed for an endpoint's response head.
+    #[arg(long, default_value = "30s", value_parser = crate::federation_args::parse_duration)]
+    pub gateway_response_timeout: Duration,
+    /// Consecutive failures that eject an endpoint from its pool.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub gateway_eject_after: u32,
+    /// How long an ejected endpoint is left out before it is tried again.
+    #[arg(long, default_value = "10s", value_parser = crate::federation_args::parse_duration)]
+    pub gateway_eject_for: Duration,
+    /// Leave the endpoints of a cluster that is not Ready out of the pools.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub gateway_withdraw_unready: bool,
+}
+
+impl Default for GatewayArgs {
+    fn default() -> Self {
+        let p = flotilla_traffic::gateway::proxy::Settings::default();
+        GatewayArgs {
+            gateway_listen: None,
+            gateway_http_listen: None,
+            gateway_retries: p.retries,
+            gateway_connect_timeout: p.connect_timeout,
+            gateway_response_timeout: p.response_timeout,
+            gateway_eject_after: p.eject_after,
+            gateway_eject_for: p.eject_for,
+            gateway_withdraw_unready: true,
+        }
+    }
+}
+
+impl GatewayArgs {
+    pub fn proxy_settings(&self) -> flotilla_traffic::gateway::proxy::Settings {
+        flotilla_traffic::gateway::proxy::Settings {
+            retries: self.gateway_retries,
+            connect_timeout: self.gateway_connect_timeout,
+            response_timeout: self.gateway_response_timeout,
+            eject_after: self.gateway_eject_after,
+            eject_for: self.gateway_eject_for,
+            ..Default::default()
+        }
+    }
+}
+
+/// Start the gateway when `--gateway-listen` or `--gateway-http-listen` asks for it; it stops
+/// with `runtime`'s shutdown.
+pub async fn start_gateway(args: &GatewayArgs, runtime: &flotilla_runtime::Runtime) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    use flotilla_traffic::gateway::{Gateway, Listener, Shared};
+    if args.gateway_listen.is_none() && args.gateway_http_listen.is_none() {
+        return Ok(None);
+    }
+    let shared = Shared::default();
+    let mut listeners = Vec::new();
+    if let Some(addr) = args.gateway_listen {
+        let l = Listener::bind_tls(addr, shared.clone()).await.map_err(|e| anyhow::anyhow!("binding the gateway's TLS listener on {addr}: {e}"))?;
+        println!("flotilla: serving the gateway on {} (https, h2 and http/1.1): MultiClusterIngresses and FederatedIngresses", l.addr);
+        listeners.push(l);
+    }
+    if let Some(addr) = args.gateway_http_listen {
+        let l = Listener::bind_plain(addr).await.map_err(|e| anyhow::anyhow!("binding the gateway's cleartext listener on {addr}: {e}"))?;
+        println!("flotilla: serving the gateway on {} (http, cleartext): MultiClusterIngresses and FederatedIngresses", l.addr);
+        listeners.push(l);
+    }
+    let gateway = std::sync::Arc::new(Gateway::new(shared.clone(), args.proxy_settings()));
+    let rt = runtime.clone();
+    let settings = flotilla_traffic::gateway::routes::Settings { withdraw_unready: args.gateway_withdraw_unready };
+    let shutdown = runtime.shutdown.clone();
+    Ok(Some(tokio::spawn(async move {
+        let serving = futures::future::join_all(listeners.into_iter().map(|l| l.serve(gateway.clone(), shutdown.clone())));
+        tokio::join!(flotilla_traffic::gateway::watch::run(rt, settings, shared), serving);
     })))
 }

@@ -99,6 +99,8 @@ pub struct UpArgs {
     #[command(flatten)]
     pub dns: flotilla::traffic::DnsArgs,
     #[command(flatten)]
+    pub gateway: flotilla::traffic::GatewayArgs,
+    #[command(flatten)]
     pub federation: flotilla::federation_args::FederationArgs,
 }
 
@@ -127,6 +129,7 @@ impl UpArgs {
             store_commit_window: flotilla_store::embedded::DEFAULT_COMMIT_WINDOW,
             demo: None,
             dns: Default::default(),
+            gateway: Default::default(),
             federation: Default::default(),
         }
     }
@@ -279,6 +282,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     flotilla::search_view::install(&api, controllers.search_cache.clone());
     println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
     let dns = flotilla::traffic::start_dns(&args.dns, &controllers.runtime).await?;
+    let gateway = flotilla::traffic::start_gateway(&args.gateway, &controllers.runtime).await?;
     let demo = match args.demo.filter(|n| *n > 0) {
         Some(n) => {
             let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
@@ -296,8 +300,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     }
     eprintln!("flotilla: shutting down");
     controllers.shutdown(std::time::Duration::from_secs(5)).await;
-    if let Some(dns) = dns {
-        let _ = dns.await;
+    for task in [dns, gateway].into_iter().flatten() {
+        let _ = task.await;
     }
     if let Some(fleet) = demo
         && let Err(e) = fleet.shutdown().await

@@ -358,70 +358,6 @@ impl Drop for Watch {
     }
 }
 
-/// A network namespace of the test's own with a veth pair to the host and an HTTP server in it:
-/// an address kube-apiserver's service proxy accepts (Kubernetes refuses loopback endpoints),
-/// reachable from the host. Removed with its server when dropped, even when the test fails.
-struct NetNs {
-    name: String,
-    host_if: String,
-    server: Option<std::process::Child>,
-    /// The server's address inside the namespace.
-    ip: String,
-}
-
-impl NetNs {
-    /// None (and a note) when this machine cannot make one: not root, or no `ip`.
-    fn with_server(body: &str) -> Option<NetNs> {
-        let root = std::process::Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-        let ip_tool = std::process::Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
-        if !root || !ip_tool {
-            assert!(std::env::var("FLOTILLA_REQUIRE_TESTENV").as_deref() != Ok("1"), "the service proxy test needs root and `ip` (iproute2)");
-            eprintln!("SKIPPED the service proxy through a network namespace: needs root and `ip`");
-            return None;
-        }
-        let tag = std::process::id() % 50_000;
-        let subnet = tag % 250 + 1;
-        // Made first, so whatever is set up below is removed if a step fails.
-        let mut ns = NetNs { name: format!("flt-gv-{tag}"), host_if: format!("fgv{tag}h"), server: None, ip: format!("10.213.{subnet}.2") };
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new("ip").args(args).output().expect("run ip");
-            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let peer = format!("fgv{tag}n");
-        run(&["netns", "add", &ns.name]);
-        run(&["link", "add", &ns.host_if, "type", "veth", "peer", "name", &peer]);
-        run(&["link", "set", &peer, "netns", &ns.name]);
-        run(&["addr", "add", &format!("10.213.{subnet}.1/30"), "dev", &ns.host_if]);
-        run(&["link", "set", &ns.host_if, "up"]);
-        run(&["netns", "exec", &ns.name, "ip", "addr", "add", &format!("{}/30", ns.ip), "dev", &peer]);
-        run(&["netns", "exec", &ns.name, "ip", "link", "set", &peer, "up"]);
-        run(&["netns", "exec", &ns.name, "ip", "link", "set", "lo", "up"]);
-        let dir = tempfile::tempdir().unwrap().keep();
-        std::fs::write(dir.join("index.html"), body).unwrap();
-        ns.server = Some(
-            std::process::Command::new("ip")
-                .args(["netns", "exec", &ns.name, "python3", "-m", "http.server", "8080", "--bind", &ns.ip, "--directory"])
-                .arg(&dir)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("start the HTTP server in the namespace"),
-        );
-        Some(ns)
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        if let Some(mut s) = self.server.take() {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.host_if]).output();
-    }
-}
-
 /// Reaching a member's application (issue 25, must-show 2): a real member's Service answered
 /// through the cluster proxy's service path and through `flotilla port-forward` by a server that
 /// is the pod's IP — in a network namespace of the test's own, since Kubernetes refuses loopback
@@ -430,7 +366,14 @@ impl Drop for NetNs {
 fn a_members_service_answers_through_the_cluster_proxy() {
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let token = unique("answer");
-    let Some(netns) = NetNs::with_server(&format!("<p>{token}</p>\n")) else { return };
+    if !support::netns::available("the service proxy test through a network namespace") {
+        return;
+    }
+    let mut netns = support::netns::NetNs::new("fgv", 213, 0);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), format!("<p>{token}</p>\n")).unwrap();
+    let ip = netns.ip.clone();
+    netns.spawn("python3", &["-m", "http.server", "8080", "--bind", &ip, "--directory", dir.path().to_str().unwrap()]);
     let cp = Flotilla::start_with(FAST_PROBES);
     let kc = cp.kubeconfig.clone();
     let joined = join_members(&env, &kc, &["member3"]);

@@ -118,22 +118,7 @@ fn state(kc: &Path, m1: &Path, ns: &str) -> String {
 #[test]
 fn exported_services_reach_the_consumer_and_the_clusterset_dns() {
     let mut env = flotilla_testenv::TestEnv::start_private(3, &["--with-workloads"]);
-    // The MCS API's CRDs in every member (Karmada's docs have them installed there), before
-    // the join, so Flotilla's identity in the member covers them.
-    let crds: Vec<Value> = flotilla_api::federation::crds().into_iter().filter(|c| c["spec"]["group"] == "multicluster.x-k8s.io").collect();
-    assert_eq!(crds.len(), 2);
-    let dir = tempfile::tempdir().unwrap();
-    let crd_file = dir.path().join("mcs-crds.json");
-    std::fs::write(&crd_file, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string()).unwrap();
-    for m in ["member1", "member2", "member3"] {
-        let mk = env.member(m).kubeconfig.clone();
-        kubectl(&kubectl_bin(), &mk, &["apply", "-f", crd_file.to_str().unwrap()]);
-        kubectl(
-            &kubectl_bin(),
-            &mk,
-            &["wait", "--for=condition=Established", "crd/serviceexports.multicluster.x-k8s.io", "crd/serviceimports.multicluster.x-k8s.io", "--timeout=60s"],
-        );
-    }
+    support::install_mcs_crds(&env, &["member1", "member2", "member3"]);
 
     let mut args = vec!["--dns-listen", "127.0.0.1:0", "--dns-ttl", "1"];
     args.extend_from_slice(FAST_PROBES);

@@ -3,7 +3,6 @@
 //! that arrive together are taken in one rebuild).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
 use flotilla_api::federation::kubefed::dns::DNSEndpoint;
@@ -39,13 +38,7 @@ pub async fn run(rt: flotilla_runtime::Runtime, settings: Settings, shared: Shar
         }
     });
     let shutdown = rt.shutdown.clone();
-    loop {
-        tokio::select! {
-            _ = changed.notified() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        // Let a burst of changes land before rebuilding once.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while crate::next_change(&changed, &shutdown).await {
         let imported: Vec<Arc<EndpointSlice>> =
             slices.state().into_iter().filter(|s| s.labels().get(SLICE_MANAGED_BY).map(String::as_str) == Some(IMPORTED_MANAGED_BY)).collect();
         let ready = |name: &str| clusters.get(&ObjectRef::new(name)).is_some_and(|c| is_cluster_ready(&c));

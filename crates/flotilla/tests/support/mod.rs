@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod platform;
 pub mod pull;
 
@@ -434,4 +435,24 @@ pub fn join_members(env: &flotilla_testenv::TestEnv, kubeconfig: &Path, names: &
         wait_cluster_ready(kubeconfig, name, "True");
     }
     members
+}
+
+/// The MCS API's CRDs (ServiceExport, ServiceImport) installed and Established in each of
+/// `members` of a testenv, as Karmada's docs have them there; before the join, so that
+/// Flotilla's identity in the member covers them.
+pub fn install_mcs_crds(env: &flotilla_testenv::TestEnv, members: &[&str]) {
+    let crds: Vec<serde_json::Value> = flotilla_api::federation::crds().into_iter().filter(|c| c["spec"]["group"] == "multicluster.x-k8s.io").collect();
+    assert_eq!(crds.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcs-crds.json");
+    std::fs::write(&file, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string()).unwrap();
+    for m in members {
+        let mk = env.member(m).kubeconfig.clone();
+        kubectl(&kubectl_bin(), &mk, &["apply", "-f", file.to_str().unwrap()]);
+        kubectl(
+            &kubectl_bin(),
+            &mk,
+            &["wait", "--for=condition=Established", "crd/serviceexports.multicluster.x-k8s.io", "crd/serviceimports.multicluster.x-k8s.io", "--timeout=60s"],
+        );
+    }
 }
