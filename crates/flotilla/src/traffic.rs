@@ -4,6 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, OnceLock};
+
 use anyhow::Context as _;
 use flotilla_traffic::dns::{Listener, Settings, Shared};
 
@@ -43,6 +46,8 @@ pub async fn start_dns(args: &DnsArgs, runtime: &flotilla_runtime::Runtime) -> a
     let Some(addr) = args.dns_listen else { return Ok(None) };
     let shared = Shared::default();
     let listener = Listener::bind(addr, shared.clone()).await.with_context(|| format!("binding the DNS listener on {addr}"))?;
+    let _ = DNS_COUNTERS.set(shared.counters.clone());
+    flotilla_apiserver::metrics::add_source(render_dns_metrics);
     println!(
         "flotilla: serving DNS on {} (udp and tcp): ClusterSet names in {} and DNSEndpoints; try:\n  dig @{} -p {} web.default.svc.{}",
         listener.addr,
@@ -140,7 +145,9 @@ pub async fn start_gateway(args: &GatewayArgs, runtime: &flotilla_runtime::Runti
         println!("flotilla: serving the gateway on {} (http, cleartext): MultiClusterIngresses and FederatedIngresses", l.addr);
         listeners.push(l);
     }
-    let gateway = std::sync::Arc::new(Gateway::new(shared.clone(), args.proxy_settings()));
+    let gateway = Arc::new(Gateway::new(shared.clone(), args.proxy_settings()));
+    let _ = GATEWAY_COUNTERS.set(shared.counters.clone());
+    flotilla_apiserver::metrics::add_source(render_gateway_metrics);
     let rt = runtime.clone();
     let settings = flotilla_traffic::gateway::routes::Settings { withdraw_unready: args.gateway_withdraw_unready };
     let shutdown = runtime.shutdown.clone();
@@ -148,4 +155,48 @@ pub async fn start_gateway(args: &GatewayArgs, runtime: &flotilla_runtime::Runti
         let serving = futures::future::join_all(listeners.into_iter().map(|l| l.serve(gateway.clone(), shutdown.clone())));
         tokio::join!(flotilla_traffic::gateway::watch::run(rt, settings, shared), serving);
     })))
+}
+
+static DNS_COUNTERS: OnceLock<Arc<flotilla_traffic::dns::server::Counters>> = OnceLock::new();
+static GATEWAY_COUNTERS: OnceLock<Arc<flotilla_traffic::gateway::Counters>> = OnceLock::new();
+
+/// One counter family in OpenMetrics text, with its `outcome` (or no) label per value.
+fn counter_family(name: &str, help: &str, values: &[(&str, u64)]) -> String {
+    let mut out = format!("# HELP {name} {help}\n# TYPE {name} counter\n");
+    for (outcome, v) in values {
+        if outcome.is_empty() {
+            out.push_str(&format!("{name}_total {v}\n"));
+        } else {
+            out.push_str(&format!("{name}_total{{outcome=\"{outcome}\"}} {v}\n"));
+        }
+    }
+    out
+}
+
+/// `flotilla_dns_queries_total{outcome}` on `/metrics`.
+fn render_dns_metrics() -> String {
+    let Some(c) = DNS_COUNTERS.get() else { return String::new() };
+    counter_family(
+        "flotilla_dns_queries",
+        "DNS queries answered by the built-in DNS server, by outcome.",
+        &[
+            ("answered", c.answered.load(Relaxed)),
+            ("nxdomain", c.nxdomain.load(Relaxed)),
+            ("refused", c.refused.load(Relaxed)),
+            ("failed", c.failed.load(Relaxed)),
+        ],
+    )
+}
+
+/// The gateway's requests (by outcome), retries and ejections on `/metrics`.
+fn render_gateway_metrics() -> String {
+    let Some(c) = GATEWAY_COUNTERS.get() else { return String::new() };
+    let mut out = counter_family(
+        "flotilla_gateway_requests",
+        "Requests the gateway took: forwarded (an endpoint answered), unrouted (404), failed (502, 503).",
+        &[("forwarded", c.forwarded.load(Relaxed)), ("unrouted", c.unrouted.load(Relaxed)), ("failed", c.failed.load(Relaxed))],
+    );
+    out.push_str(&counter_family("flotilla_gateway_retries", "Attempts sent to another endpoint after one failed.", &[("", c.retries.load(Relaxed))]));
+    out.push_str(&counter_family("flotilla_gateway_ejections", "Endpoints ejected after consecutive failures.", &[("", c.ejections.load(Relaxed))]));
+    out
 }

@@ -315,5 +315,19 @@ spec:
     assert!(tb.failures.is_empty(), "requests lost through the FederatedIngress: {:?}", tb.failures);
     assert_eq!(ta.versions.keys().collect::<Vec<_>>(), ["2"], "HTTP/2 over TLS");
     assert_eq!(tb.versions.keys().collect::<Vec<_>>(), ["1.1"]);
+    // The retries and ejections that kept every request answered, on /metrics.
+    let metrics = support::kubectl(&support::kubectl_bin(), &kc, &["get", "--raw", "/metrics"]);
+    let counter = |series: &str| -> u64 {
+        metrics.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("{series} on /metrics"))
+    };
+    eprintln!(
+        "gateway: forwarded {}, retries {}, ejections {}",
+        counter("flotilla_gateway_requests_total{outcome=\"forwarded\"} "),
+        counter("flotilla_gateway_retries_total "),
+        counter("flotilla_gateway_ejections_total ")
+    );
+    assert!(counter("flotilla_gateway_retries_total ") > 0, "the killed backends' requests were retried");
+    assert!(counter("flotilla_gateway_ejections_total ") > 0, "the killed backends were ejected");
+    assert!(counter("flotilla_gateway_requests_total{outcome=\"unrouted\"} ") >= 1, "the 404 above");
     drop(cp);
 }

@@ -232,6 +232,12 @@ spec:
     assert_eq!(srv, ["0 0 5432 db-0.member1.db.shop.svc.clusterset.local.", "0 0 5432 db-0.member2.db.shop.svc.clusterset.local."]);
     assert_eq!(dig_status(&dns, "nothing.shop.svc.clusterset.local"), "NXDOMAIN");
     assert_eq!(dig_status(&dns, "example.org"), "REFUSED");
+    let metrics = kubectl(&kubectl_bin(), &kc, &["get", "--raw", "/metrics"]);
+    for outcome in ["answered", "nxdomain", "refused"] {
+        let series = format!("flotilla_dns_queries_total{{outcome=\"{outcome}\"}} ");
+        let n: u64 = metrics.lines().find_map(|l| l.strip_prefix(series.as_str())).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        assert!(n > 0, "{series}on /metrics counts the queries above");
+    }
 
     // member2 stops: Karmada keeps its slices in the consumer; the DNS answers drop it.
     env.lifecycle("stop", "member2");
