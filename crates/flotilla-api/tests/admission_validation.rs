@@ -470,3 +470,43 @@ fn edge_sync_annotations_are_checked_on_policies_and_clusters() {
     assert_eq!(causes(&errors).len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "metadata.annotations[edge.flotilla.io/edge-wins-fields]");
 }
+
+fn mcs(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterService", "metadata": {"name": name, "namespace": "shop"}, "spec": spec})
+}
+
+#[test]
+fn multi_cluster_services_get_a_permanent_id_and_karmadas_validation() {
+    let gvk = GroupVersionKind::gvk("networking.karmada.io", "v1alpha1", "MultiClusterService");
+    let mut obj = mcs("web", json!({"types": ["CrossCluster"]}));
+    default(&gvk, &mut obj, Operation::Create).unwrap();
+    assert_eq!(obj["metadata"]["labels"]["multiclusterservice.karmada.io/permanent-id"], "uuid-1");
+    let kept = obj.clone();
+    default(&gvk, &mut obj, Operation::Update).unwrap();
+    assert_eq!(obj, kept, "an existing id stays");
+    let check = |o: &Value, old: Option<&Value>| causes(&admission::validate(&gvk, o, old, &Default::default()));
+    assert_eq!(check(&obj, None), vec![]);
+    let bad = mcs(
+        "Web",
+        json!({"types": ["CrossCluster", "NodePort"], "ports": [{"name": "http", "port": 80}, {"name": "http", "port": 70000}],
+            "providerClusters": [{"name": "member_1"}], "consumerClusters": [{"name": ""}]}),
+    );
+    let got = check(&bad, None);
+    let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "metadata.name",
+            "spec.ports[1].name",
+            "spec.ports[1].port",
+            "spec.types[1]",
+            "spec.types",
+            "spec.providerClusters[0].name",
+            "spec.consumerClusters[0].name"
+        ],
+        "{got:?}"
+    );
+    assert!(got.iter().any(|(_, m)| m == "MultiClusterService types should not contain more than one type"));
+    let changed = mcs("web", json!({"types": ["LoadBalancer"]}));
+    assert_eq!(check(&changed, Some(&obj)), [("spec.types".to_string(), "MultiClusterService types are immutable".to_string())]);
+}

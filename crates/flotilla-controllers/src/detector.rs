@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use flotilla_api::admission::karmada::{default_propagation_spec, validate_propagation_spec};
 use flotilla_api::federation::karmada::names::binding_name;
+use flotilla_api::federation::karmada::networking::CLAIMED_BY_LABEL;
 use flotilla_api::federation::karmada::policy::{
     ActivationPreference, CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_NAME_ANNOTATION, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL,
     ClusterPropagationPolicy, ConflictResolution, DEFAULT_SCHEDULER_NAME, OverridePolicy, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_NAME_ANNOTATION,
@@ -549,6 +550,11 @@ async fn reconcile(key: TemplateKey, ctx: Arc<Context>) -> Result<Next, Error> {
         return Ok(Next::Done);
     };
     if obj.metadata.deletion_timestamp.is_some() || key.namespace.as_deref().is_some_and(is_reserved_namespace) {
+        return Ok(Next::Done);
+    }
+    if obj.labels().get(CLAIMED_BY_LABEL).is_some_and(|v| !v.is_empty()) {
+        // Another subsystem (a MultiClusterService) took it over: no policy claims it.
+        ctx.user_change_done(&key, user_change);
         return Ok(Next::Done);
     }
     let template = crate::kinds::template_json(&obj, &watched.resource).map_err(|e| Error::Template(e.to_string()))?;

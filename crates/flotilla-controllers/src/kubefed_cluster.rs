@@ -169,13 +169,20 @@ pub fn kubefed_conditions(ready: Option<&Condition>) -> Vec<ClusterCondition> {
     }
 }
 
-/// The KubeFedCluster status for a Cluster.
+/// The KubeFedCluster status for a Cluster: its conditions, version, and its region and zones
+/// from the Cluster's `spec.region` and `spec.zones` (or the older single `spec.zone`), where
+/// KubeFed read them from the member's Nodes' topology labels.
 pub fn kubefed_status(cluster: &Cluster) -> KubeFedClusterStatus {
     let ready = condition_status(cluster.status.as_ref().and_then(|s| s.conditions.as_deref()), "Ready");
+    let mut zones: Vec<String> = cluster.spec.zones.clone().unwrap_or_default();
+    if zones.is_empty() {
+        zones.extend(cluster.spec.zone.clone());
+    }
+    zones.retain(|z| !z.is_empty());
     KubeFedClusterStatus {
         conditions: kubefed_conditions(ready),
-        zones: None,
-        region: None,
+        zones: (!zones.is_empty()).then_some(zones),
+        region: cluster.spec.region.clone().filter(|r| !r.is_empty()),
         kubernetes_version: cluster.status.as_ref().and_then(|s| s.kubernetes_version.clone()),
     }
 }
@@ -506,6 +513,18 @@ mod tests {
         assert!(render(None).is_empty());
         let ok = kubefed_conditions(Some(&ready("True", "ClusterReady")));
         assert_eq!(ok[0].message.as_deref(), Some("/healthz responded with ok"));
+    }
+
+    #[test]
+    fn region_and_zones_come_from_the_cluster() {
+        let mut c = cluster("a", &[]);
+        assert_eq!((kubefed_status(&c).region, kubefed_status(&c).zones), (None, None));
+        c.spec.region = Some("us-west1".into());
+        c.spec.zone = Some("us-west1-a".into());
+        assert_eq!(kubefed_status(&c).region.as_deref(), Some("us-west1"));
+        assert_eq!(kubefed_status(&c).zones, Some(vec!["us-west1-a".to_string()]), "the single zone when zones is unset");
+        c.spec.zones = Some(vec!["us-west1-b".into(), "us-west1-c".into()]);
+        assert_eq!(kubefed_status(&c).zones, Some(vec!["us-west1-b".to_string(), "us-west1-c".to_string()]));
     }
 
     #[test]

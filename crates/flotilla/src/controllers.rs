@@ -140,6 +140,15 @@ pub fn set(settings: &FederationArgs, scope: Scope) -> ControllerSet<Context> {
     s.add("serviceImport", true, |cx: &Context| {
         Box::pin(c::mcs::import::run_service_imports(cx.client(c::mcs::import::SERVICE_IMPORT_NAME), cx.runtime.clone()))
     });
+    // MultiClusterService's CrossCluster path (Karmada gates it Alpha, off; Flotilla: on). Its
+    // collection is the serviceExport controller's (Karmada's endpointsliceCollect), which
+    // reports a provider's slices once this puts the marker in its execution space.
+    s.add("multiclusterservice", settings.feature_gates.multi_cluster_service, |cx: &Context| {
+        Box::pin(c::mcs::cross_cluster::run_services(cx.client(c::mcs::cross_cluster::SERVICE_NAME_CONTROLLER), cx.runtime.clone()))
+    });
+    s.add("endpointsliceDispatch", settings.feature_gates.multi_cluster_service, |cx: &Context| {
+        Box::pin(c::mcs::cross_cluster::run_dispatch(cx.client(c::mcs::cross_cluster::DISPATCH_NAME), cx.runtime.clone()))
+    });
     s.add("namespace", true, |cx: &Context| Box::pin(c::namespace_sync::run(cx.client(c::namespace_sync::NAME), cx.runtime.clone(), Default::default())));
     s.add("policyReport", true, |cx: &Context| {
         Box::pin(c::policy_report::run(cx.client(c::policy_report::NAME), cx.runtime.clone(), cx.settings.policy_report()))

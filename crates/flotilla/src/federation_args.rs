@@ -167,6 +167,9 @@ pub struct FeatureGates {
     /// A policy's `placement.workloadAffinity` groups workloads by a template label, and the
     /// scheduler co-locates or separates each group (alpha).
     pub workload_affinity: bool,
+    /// MultiClusterService's `CrossCluster` controllers (`multiclusterservice`,
+    /// `endpointsliceDispatch`). Karmada: Alpha, off; Flotilla: on (issue 26).
+    pub multi_cluster_service: bool,
 }
 
 impl Default for FeatureGates {
@@ -178,6 +181,7 @@ impl Default for FeatureGates {
             stateful_failover_injection: false,
             priority_based_scheduling: false,
             workload_affinity: false,
+            multi_cluster_service: true,
         }
     }
 }
@@ -195,9 +199,10 @@ pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
             "StatefulFailoverInjection" => gates.stateful_failover_injection = value,
             "PriorityBasedScheduling" => gates.priority_based_scheduling = value,
             "WorkloadAffinity" => gates.workload_affinity = value,
+            "MultiClusterService" => gates.multi_cluster_service = value,
             other => {
                 return Err(format!(
-                    "unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection, PriorityBasedScheduling, WorkloadAffinity)"
+                    "unknown feature gate {other:?} (known: PropagateDeps, GracefulEviction, Failover, StatefulFailoverInjection, PriorityBasedScheduling, WorkloadAffinity, MultiClusterService)"
                 ));
             }
         }
@@ -395,9 +400,11 @@ mod tests {
                 stateful_failover_injection: false,
                 priority_based_scheduling: false,
                 workload_affinity: false,
+                multi_cluster_service: true,
             }
         );
         assert!(parse_feature_gates("StatefulFailoverInjection=true").unwrap().stateful_failover_injection);
+        assert!(!parse_feature_gates("MultiClusterService=false").unwrap().multi_cluster_service, "on by default, may be turned off");
         assert!(parse_feature_gates("Nope=true").unwrap_err().contains("unknown feature gate"));
         assert!(parse_feature_gates("Failover").is_err());
     }

@@ -286,3 +286,151 @@ spec:
         if got == [service_ips[1].clone()] { Ok(()) } else { Err(format!("{got:?}")) }
     });
 }
+
+/// The names of `slices` in `kubeconfig`'s namespace that the dispatch controller wrote for
+/// `service`, with their addresses.
+fn dispatched(kubeconfig: &Path, ns: &str, service: &str) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+    let s = slices(kubeconfig, ns, service)?;
+    let mine: Vec<Value> =
+        s.into_iter().filter(|s| s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == "endpointslice-dispatch-controller.karmada.io").collect();
+    let names = mine.iter().map(|s| s["metadata"]["name"].as_str().unwrap_or_default().to_string()).collect();
+    Ok((names, addresses(&mine)))
+}
+
+/// Karmada's MultiClusterService `CrossCluster` path on the shared testenv: the Service `web`
+/// runs (a Deployment propagated by a policy) in member1 and member2, the providers; member3
+/// consumes. member3 gets the Service (through the binding `web-service`) and each provider's
+/// slices as `<provider>-<slice>` labelled with the Service's own name; a provider that becomes
+/// a consumer too gets the others' slices, not its own; deleting the MultiClusterService takes
+/// the copies away and releases the Service, whose binding stays.
+#[test]
+fn a_cross_cluster_multi_cluster_service_dispatches_provider_slices_to_consumers() {
+    let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
+    let cp = Flotilla::start_with(FAST_PROBES);
+    let kc = cp.kubeconfig.clone();
+    let members = join_members(&env, &kc, &["member1", "member2", "member3"]);
+    let mk = |name: &str| members.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+    let ns = support::unique("mcsx");
+    apply_yaml(
+        &kc,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: web, image: nginx, ports: [{{containerPort: 8080}}]}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: 8080}}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]
+  placement: {{clusterAffinity: {{clusterNames: [member1, member2]}}}}
+---
+apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterService
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  types: [CrossCluster]
+  providerClusters: [{{name: member1}}, {{name: member2}}]
+  consumerClusters: [{{name: member3}}]
+"#
+        ),
+    );
+    let m3 = mk("member3");
+    let provider_addresses = |m: &str| -> Result<BTreeSet<String>, String> {
+        let own: Vec<Value> = slices(&mk(m), &ns, "web")?
+            .into_iter()
+            .filter(|s| s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == "endpointslice-controller.k8s.io")
+            .collect();
+        let a = addresses(&own);
+        if a.len() == 2 { Ok(a) } else { Err(format!("{m}: {a:?}")) }
+    };
+    let a1 = wait_for("member1's own web endpoints", LONG, || provider_addresses("member1"));
+    let a2 = wait_for("member2's own web endpoints", LONG, || provider_addresses("member2"));
+    let both: BTreeSet<String> = a1.union(&a2).cloned().collect();
+    let (names, _) = wait_for("both providers' slices in member3", LONG, || {
+        let (names, got) = dispatched(&m3, &ns, "web")?;
+        if got == both {
+            Ok((names, got))
+        } else {
+            Err(format!("{names:?} {got:?}\n{}", support::kubectl_try(&kc, &["get", "works", "-A", "--show-labels"]).1))
+        }
+    });
+    assert!(names.iter().any(|n| n.starts_with("member1-web-")) && names.iter().any(|n| n.starts_with("member2-web-")), "{names:?}");
+    wait_for("the Service in member3", LONG, || get_json(&m3, &["get", "service", "web", "-n", &ns]));
+    assert!(dispatched(&mk("member1"), &ns, "web").unwrap().0.is_empty(), "a provider that is no consumer gets nothing");
+
+    // The control plane: the Service claimed, its binding to providers and consumers, the conditions.
+    let svc = get_json(&kc, &["get", "service", "web", "-n", &ns]).unwrap();
+    assert_eq!(svc["metadata"]["labels"]["resourcetemplate.karmada.io/claimed-by"], "MultiClusterService");
+    let rb = get_json(&kc, &["get", "resourcebinding", "web-service", "-n", &ns]).unwrap();
+    assert_eq!(rb["metadata"]["labels"]["binding.karmada.io/managed-by"], "MultiClusterService");
+    assert_eq!(rb["spec"]["placement"]["clusterAffinity"]["clusterNames"], serde_json::json!(["member1", "member2", "member3"]));
+    assert_eq!(rb["spec"]["conflictResolution"], "Overwrite");
+    let mcs = wait_for("both conditions True", LONG, || {
+        let m = get_json(&kc, &["get", "multiclusterservice", "web", "-n", &ns])?;
+        let status = |t: &str| m["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == t).map(|c| c["status"].clone());
+        if status("ServiceApplied") == Some("True".into()) && status("EndpointSliceDispatched") == Some("True".into()) {
+            Ok(m)
+        } else {
+            Err(m["status"].to_string())
+        }
+    });
+    assert_eq!(mcs["metadata"]["finalizers"], serde_json::json!(["karmada.io/multiclusterservice-controller"]));
+    assert!(!mcs["metadata"]["labels"]["multiclusterservice.karmada.io/permanent-id"].as_str().unwrap_or_default().is_empty());
+    wait_for("SyncServiceSucceed and DispatchEndpointSliceSucceed Events", LONG, || {
+        let (_, out) = support::kubectl_try(
+            &kc,
+            &["get", "events", "-n", &ns, "--field-selector", "involvedObject.kind=MultiClusterService", "-o", "jsonpath={.items[*].reason}"],
+        );
+        if out.contains("SyncServiceSucceed") && out.contains("DispatchEndpointSliceSucceed") { Ok(()) } else { Err(out) }
+    });
+
+    // Scaled, the providers' new endpoints reach the consumer.
+    kubectl(&kubectl_bin(), &kc, &["scale", "deployment", "web", "-n", &ns, "--replicas=3"]);
+    wait_for("six endpoints in member3", LONG, || {
+        let (_, got) = dispatched(&m3, &ns, "web")?;
+        if got.len() == 6 { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+
+    // member2 consumes too: member1's slices reach it, its own do not come back.
+    kubectl(
+        &kubectl_bin(),
+        &kc,
+        &["patch", "multiclusterservice", "web", "-n", &ns, "--type=merge", "-p", r#"{"spec":{"consumerClusters":[{"name":"member2"},{"name":"member3"}]}}"#],
+    );
+    wait_for("member1's slices in member2", LONG, || {
+        let (names, _) = dispatched(&mk("member2"), &ns, "web")?;
+        if !names.is_empty() && names.iter().all(|n| n.starts_with("member1-")) { Ok(()) } else { Err(format!("{names:?}")) }
+    });
+
+    // Deleted: the copies go, the Service is released, its binding stays (unmarked).
+    kubectl(&kubectl_bin(), &kc, &["delete", "multiclusterservice", "web", "-n", &ns, "--wait=true", "--timeout=120s"]);
+    for m in ["member2", "member3"] {
+        wait_for(&format!("no dispatched slices left in {m}"), LONG, || {
+            let (names, _) = dispatched(&mk(m), &ns, "web")?;
+            if names.is_empty() { Ok(()) } else { Err(format!("{names:?}")) }
+        });
+    }
+    let svc = get_json(&kc, &["get", "service", "web", "-n", &ns]).unwrap();
+    assert!(svc["metadata"]["labels"].get("resourcetemplate.karmada.io/claimed-by").is_none(), "{}", svc["metadata"]);
+    let rb = get_json(&kc, &["get", "resourcebinding", "web-service", "-n", &ns]).unwrap();
+    assert!(rb["metadata"]["labels"].get("binding.karmada.io/managed-by").is_none(), "{}", rb["metadata"]);
+    assert!(get_json(&m3, &["get", "service", "web", "-n", &ns]).is_ok(), "the member Service stays with the binding");
+}

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::defaults::quantity::Quantity as ParsedQuantity;
 use crate::federation::karmada::cluster::{Cluster, ClusterSpec, ResourceModel, ResourceModelRange};
+use crate::federation::karmada::networking::{CROSS_CLUSTER, LOAD_BALANCER, MCS_PERMANENT_ID_LABEL, MultiClusterService};
 use crate::federation::karmada::policy::{
     CLUSTER_PROPAGATION_POLICY_FINALIZER, CLUSTER_PROPAGATION_POLICY_PERMANENT_ID_LABEL, ClusterAffinity, ClusterOverridePolicy, ClusterPropagationPolicy,
     FailoverBehavior, OverridePolicy, OverrideSpec, OverriderOperator, PROPAGATION_POLICY_FINALIZER, PROPAGATION_POLICY_PERMANENT_ID_LABEL, PatchOperation,
@@ -47,6 +48,7 @@ enum Kind {
     ResourceBinding,
     ClusterResourceBinding,
     Work,
+    MultiClusterService,
 }
 
 fn kind(gvk: &GroupVersionKind) -> Option<Kind> {
@@ -60,6 +62,7 @@ fn kind(gvk: &GroupVersionKind) -> Option<Kind> {
         ("work.karmada.io", "v1alpha2", "ResourceBinding") => Kind::ResourceBinding,
         ("work.karmada.io", "v1alpha2", "ClusterResourceBinding") => Kind::ClusterResourceBinding,
         ("work.karmada.io", "v1alpha1", "Work") => Kind::Work,
+        ("networking.karmada.io", "v1alpha1", "MultiClusterService") => Kind::MultiClusterService,
         _ => return None,
     })
 }
@@ -126,6 +129,11 @@ pub fn default(gvk: &GroupVersionKind, obj: &mut Value, ctx: &mut Defaulting<'_>
             }
             encode(&work, obj);
         }
+        Some(Kind::MultiClusterService) => {
+            let mut mcs: MultiClusterService = decode(obj)?;
+            ensure_permanent_id(&mut mcs.metadata, MCS_PERMANENT_ID_LABEL, ctx);
+            encode(&mcs, obj);
+        }
         None => {}
     }
     Ok(())
@@ -157,6 +165,10 @@ pub fn validate(gvk: &GroupVersionKind, obj: &Value, old: Option<&Value>, settin
         Some(Kind::OverridePolicy) => decode::<OverridePolicy>(obj).map(|p| validate_override_spec(&p.spec)),
         Some(Kind::ClusterOverridePolicy) => decode::<ClusterOverridePolicy>(obj).map(|p| validate_override_spec(&p.spec.0)),
         Some(Kind::ClusterTaintPolicy) => decode::<ClusterTaintPolicy>(obj).map(|p| validate_taint_policy(&p.spec, settings)),
+        Some(Kind::MultiClusterService) => decode::<MultiClusterService>(obj).and_then(|m| {
+            let old = old.map(decode::<MultiClusterService>).transpose()?;
+            Ok(validate_multi_cluster_service(&m, old.as_ref()))
+        }),
         Some(Kind::ResourceBinding | Kind::ClusterResourceBinding | Kind::Work) | None => Ok(Vec::new()),
     };
     result.unwrap_or_else(|errors| errors)
@@ -701,6 +713,57 @@ fn validate_patch_operations(operations: &[PatchOperation], at: &FieldPath) -> V
             OverriderOperator::Remove if has_value => errs.push(FieldError::invalid(here.child("value"), "value is not allowed for remove operation")),
             _ => {}
         }
+    }
+    errs
+}
+
+/// karmada-webhook's MultiClusterService validation: the name a DNS-1035 label; each port's name
+/// a unique DNS-1123 label and its number valid; one exposure type, `CrossCluster` or
+/// `LoadBalancer`, never changed; each provider and consumer a valid Cluster name.
+fn validate_multi_cluster_service(mcs: &MultiClusterService, old: Option<&MultiClusterService>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for message in crate::validation::names::dns1035_label(mcs.metadata.name.as_deref().unwrap_or("")) {
+        errs.push(FieldError::invalid("metadata.name", message));
+    }
+    let spec = &mcs.spec;
+    let mut names = BTreeSet::new();
+    for (i, port) in spec.ports.iter().flatten().enumerate() {
+        let here = path("spec").child("ports").index(i);
+        if let Some(name) = port.name.as_deref().filter(|n| !n.is_empty()) {
+            for message in dns1123_label_errors(name) {
+                errs.push(FieldError::invalid(here.child("name"), message));
+            }
+            if !names.insert(name) {
+                errs.push(FieldError::new(here.child("name"), Reason::Duplicate, format!("{name:?}")));
+            }
+        }
+        if !(1..=65535).contains(&port.port) {
+            errs.push(FieldError::invalid(here.child("port"), "must be between 1 and 65535, inclusive"));
+        }
+    }
+    for (i, t) in spec.types.iter().enumerate() {
+        if t != CROSS_CLUSTER && t != LOAD_BALANCER {
+            errs.push(FieldError::new(
+                path("spec").child("types").index(i),
+                Reason::NotSupported,
+                format!("ExposureType Error: supported values: {CROSS_CLUSTER:?}, {LOAD_BALANCER:?}"),
+            ));
+        }
+    }
+    if spec.types.iter().collect::<BTreeSet<_>>().len() > 1 {
+        errs.push(FieldError::invalid("spec.types", "MultiClusterService types should not contain more than one type"));
+    }
+    for (field, clusters) in [("providerClusters", &spec.provider_clusters), ("consumerClusters", &spec.consumer_clusters)] {
+        for (i, c) in clusters.iter().flatten().enumerate() {
+            for message in cluster_name_errors(&c.name) {
+                errs.push(FieldError::invalid(path("spec").child(field).index(i).child("name"), message));
+            }
+        }
+    }
+    if let Some(old) = old
+        && old.spec.types != spec.types
+    {
+        errs.push(FieldError::forbidden("spec.types", "MultiClusterService types are immutable"));
     }
     errs
 }

@@ -1,18 +1,25 @@
-//! The service-export controller (Karmada's `serviceExport`, `pkg/controllers/mcs`): in each
-//! member it serves — every Push cluster on the control plane, its own cluster in a pull agent
-//! — the EndpointSlices of the Services a ServiceExport offers are reported to the control
-//! plane, one Work per slice in the cluster's execution space, never dispatched.
+//! The service-export controller (Karmada's `serviceExport`, `pkg/controllers/mcs`, and the
+//! `endpointsliceCollect` of the MultiClusterService path): in each member it serves — every
+//! Push cluster on the control plane, its own cluster in a pull agent — the EndpointSlices of a
+//! Service are reported to the control plane, one Work per slice in the cluster's execution
+//! space, never dispatched, when a ServiceExport in the member offers the Service or a
+//! MultiClusterService names the cluster a provider (its marker Work in the execution space).
+//!
+//! One Work serves both paths, as in Karmada: its `endpointslice.karmada.io/managed-by` label is
+//! the dot-joined set of the paths that want it (`MultiClusterService.ServiceExport`), each
+//! path adds its labels (`endpointslice.karmada.io/{namespace,name}` for the export path,
+//! `multiclusterservice.karmada.io/{namespace,name}` for the other) and its finalizer, which its
+//! consumer (`endpointSlice`, `endpointsliceDispatch`) removes once it has cleaned up after a
+//! path that left. A report no path wants is deleted.
 //!
 //! A member is watched (its ServiceExports and its EndpointSlices labelled with a Service) from
-//! the first Work of its execution space that carries a ServiceExport or a report, until its
-//! Cluster goes. Each change queues the (cluster, namespace, Service) it concerns; the
-//! reconcile compares the member's slices of an exported Service with the reports in the
-//! execution space and writes the difference: a report is created or updated (server-side
-//! apply), and one whose slice or export is gone is deleted (or, when the MultiClusterService
-//! path reports the same slice, only unmarked). Slices Karmada's or Flotilla's controllers
-//! wrote are never reported, which would loop. A cluster out of reach keeps its reports —
-//! Karmada keeps a NotReady cluster's endpoints to avoid an outage; the DNS server and the
-//! gateway are what withdraw them.
+//! the first Work of its execution space that carries a ServiceExport, a MultiClusterService or
+//! a report, until its Cluster goes. Each change queues the (cluster, namespace, Service) it
+//! concerns; the reconcile compares the member's slices with the reports and writes the
+//! difference (server-side apply). Slices Karmada's or Flotilla's controllers wrote are never
+//! reported, which would loop. A cluster out of reach keeps its reports — Karmada keeps a
+//! NotReady cluster's endpoints to avoid an outage; the DNS server and the gateway are what
+//! withdraw them.
 //!
 //! Beyond Karmada: the report's slice carries the exported Service's cluster IPs in that member
 //! (`multicluster.flotilla.io/service-cluster-ips`), which the DNS server answers for a
@@ -25,10 +32,11 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
+use flotilla_api::federation::karmada::networking::{DISPATCH_FINALIZER, MCS_NAME_LABEL, MCS_NAMESPACE_LABEL, PROVISION_CLUSTER_ANNOTATION};
 use flotilla_api::federation::karmada::work::{MANAGED_LABEL, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, Work};
 use flotilla_api::federation::mcs::{
-    ENDPOINTSLICE_FINALIZER, MANAGED_BY_SERVICE_EXPORT, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SERVICE_NAME_LABEL, SERVICE_NAMESPACE_LABEL,
-    SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation,
+    ENDPOINTSLICE_FINALIZER, MANAGED_BY_MULTI_CLUSTER_SERVICE, MANAGED_BY_SERVICE_EXPORT, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SERVICE_NAME_LABEL,
+    SERVICE_NAMESPACE_LABEL, SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation,
 };
 use flotilla_api::interpreter::{InterpretError, prune_for_work};
 use flotilla_member::access::Clients;
@@ -101,11 +109,25 @@ pub fn endpoint_slice_resource() -> ApiResource {
     }
 }
 
-/// One member's watches: dropped, they stop.
-struct MemberWatch {
-    exports: Store<DynamicObject>,
-    slices: Store<DynamicObject>,
+/// A member watch's cache, marked once its first list is in and every Service it names queued.
+struct Watched {
+    store: Store<DynamicObject>,
     synced: Arc<AtomicBool>,
+}
+
+impl Watched {
+    fn ready(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+}
+
+/// One member's watches: dropped, they stop. Its ServiceExports are watched only once the
+/// export path is used there (a member with MultiClusterService providers alone needs neither
+/// the MCS CRDs nor the right to read them).
+struct MemberWatch {
+    client: Client,
+    slices: Watched,
+    exports: Option<Watched>,
     stop: CancellationToken,
 }
 
@@ -128,17 +150,47 @@ pub struct Context {
 
 /// Whether a Work reports slices (any path's).
 pub fn is_report(w: &Work) -> bool {
-    w.labels().contains_key(WORK_MANAGED_BY_LABEL)
+    w.labels().contains_key(WORK_MANAGED_BY_LABEL) && !w.annotations().contains_key(PROVISION_CLUSTER_ANNOTATION)
+}
+
+fn carries_kind(w: &Work, kind: &str) -> bool {
+    w.spec.workload.iter().flat_map(|t| t.manifests.iter().flatten()).any(|m| m.get("kind").and_then(Value::as_str) == Some(kind))
 }
 
 /// Whether a Work puts a ServiceExport in its member.
 fn carries_export(w: &Work) -> bool {
-    w.spec.workload.iter().flat_map(|t| t.manifests.iter().flatten()).any(|m| m.get("kind").and_then(Value::as_str) == Some("ServiceExport"))
+    carries_kind(w, "ServiceExport")
 }
 
-/// The managed-by tokens of a report Work (`ServiceExport.MultiClusterService`).
-fn tokens(w: &Work) -> Vec<String> {
-    w.labels().get(WORK_MANAGED_BY_LABEL).map(|v| v.split('.').filter(|t| !t.is_empty()).map(String::from).collect()).unwrap_or_default()
+/// Whether a Work is a MultiClusterService's marker in a provider's execution space.
+pub fn is_mcs_marker(w: &Work) -> bool {
+    w.labels().contains_key(MCS_NAME_LABEL) && carries_kind(w, "MultiClusterService")
+}
+
+/// Which paths want a Service's slices reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Paths {
+    /// A ServiceExport in the member offers it.
+    pub export: bool,
+    /// A MultiClusterService names the member a provider.
+    pub mcs: bool,
+}
+
+impl Paths {
+    fn any(self) -> bool {
+        self.export || self.mcs
+    }
+
+    fn tokens(self) -> String {
+        let mut t = Vec::new();
+        if self.mcs {
+            t.push(MANAGED_BY_MULTI_CLUSTER_SERVICE);
+        }
+        if self.export {
+            t.push(MANAGED_BY_SERVICE_EXPORT);
+        }
+        t.join(".")
+    }
 }
 
 /// The report of a member slice: the slice as Karmada's `CreateOrUpdateWork` embeds it (pruned
@@ -164,40 +216,95 @@ pub fn report_manifest(slice: &DynamicObject, work_namespace: &str, work: &str, 
     Ok(v)
 }
 
-fn report_work(cluster: &str, namespace: &str, service: &str, slice_name: &str, manifest: Value, tokens: &[String]) -> Value {
+/// The report Work of one slice for `paths`; `kept` are finalizers of paths that left, which
+/// their consumers remove once they have cleaned up.
+fn report_work(cluster: &str, namespace: &str, service: &str, slice_name: &str, manifest: Value, paths: Paths, kept: &[String]) -> Value {
     let es = execution_space(cluster);
+    let mut labels = serde_json::Map::new();
+    labels.insert(WORK_MANAGED_BY_LABEL.into(), json!(paths.tokens()));
+    let mut finalizers: Vec<String> = kept.to_vec();
+    if paths.export {
+        labels.insert(SERVICE_NAMESPACE_LABEL.into(), json!(namespace));
+        labels.insert(SERVICE_NAME_LABEL.into(), json!(service));
+        finalizers.push(ENDPOINTSLICE_FINALIZER.into());
+    }
+    if paths.mcs {
+        labels.insert(MCS_NAMESPACE_LABEL.into(), json!(namespace));
+        labels.insert(MCS_NAME_LABEL.into(), json!(service));
+        finalizers.push(DISPATCH_FINALIZER.into());
+    }
+    finalizers.sort();
+    finalizers.dedup();
     json!({
         "apiVersion": "work.karmada.io/v1alpha1",
         "kind": "Work",
         "metadata": {
             "name": work_name("EndpointSlice", slice_name, Some(namespace)),
             "namespace": es,
-            "labels": {
-                SERVICE_NAMESPACE_LABEL: namespace,
-                SERVICE_NAME_LABEL: service,
-                WORK_MANAGED_BY_LABEL: tokens.join("."),
-            },
-            "finalizers": [ENDPOINTSLICE_FINALIZER],
+            "labels": labels,
+            "finalizers": finalizers,
         },
         "spec": {"suspendDispatching": true, "workload": {"manifests": [manifest]}},
     })
 }
 
+/// Whether `w` (a report) already is what [`report_work`] would write.
+fn report_is_current(w: &Work, manifest: &Value, paths: Paths, namespace: &str, service: &str) -> bool {
+    let l = w.labels();
+    let label_is = |k: &str, want: bool| {
+        if want { l.get(k).map(String::as_str) == Some(if k.ends_with("namespace") { namespace } else { service }) } else { !l.contains_key(k) }
+    };
+    let has = |f: &str| w.finalizers().iter().any(|x| x == f);
+    w.spec.workload.as_ref().and_then(|t| t.manifests.as_ref()?.first()) == Some(manifest)
+        && l.get(WORK_MANAGED_BY_LABEL).map(String::as_str) == Some(paths.tokens().as_str())
+        && label_is(SERVICE_NAMESPACE_LABEL, paths.export)
+        && label_is(SERVICE_NAME_LABEL, paths.export)
+        && label_is(MCS_NAMESPACE_LABEL, paths.mcs)
+        && label_is(MCS_NAME_LABEL, paths.mcs)
+        && (!paths.export || has(ENDPOINTSLICE_FINALIZER))
+        && (!paths.mcs || has(DISPATCH_FINALIZER))
+}
+
 impl Context {
-    /// The reports of `namespace/service` in `cluster`'s execution space, by Work name.
+    /// The reports of `namespace/service` in `cluster`'s execution space (either path's), by
+    /// Work name.
     fn reports(&self, cluster: &str, namespace: &str, service: &str) -> BTreeMap<String, Arc<Work>> {
         let es = execution_space(cluster);
+        let names = |w: &Work, ns_label: &str, name_label: &str| {
+            w.labels().get(ns_label).map(String::as_str) == Some(namespace) && w.labels().get(name_label).map(String::as_str) == Some(service)
+        };
         self.works
             .state()
             .into_iter()
             .filter(|w| {
                 w.namespace().as_deref() == Some(es.as_str())
-                    && w.labels().get(SERVICE_NAMESPACE_LABEL).map(String::as_str) == Some(namespace)
-                    && w.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(service)
-                    && tokens(w).iter().any(|t| t == MANAGED_BY_SERVICE_EXPORT)
+                    && is_report(w)
+                    && (names(w, SERVICE_NAMESPACE_LABEL, SERVICE_NAME_LABEL) || names(w, MCS_NAMESPACE_LABEL, MCS_NAME_LABEL))
             })
             .map(|w| (w.name_any(), w))
             .collect()
+    }
+
+    /// Whether the export path is used in `cluster`: a ServiceExport propagated there, or a
+    /// report of that path.
+    fn wants_exports(&self, cluster: &str) -> bool {
+        let es = execution_space(cluster);
+        self.works
+            .state()
+            .iter()
+            .any(|w| w.namespace().as_deref() == Some(es.as_str()) && (carries_export(w) || (is_report(w) && w.labels().contains_key(SERVICE_NAME_LABEL))))
+    }
+
+    /// Whether a MultiClusterService names `cluster` a provider of `namespace/service`.
+    fn mcs_wants(&self, cluster: &str, namespace: &str, service: &str) -> bool {
+        let es = execution_space(cluster);
+        self.works.state().iter().any(|w| {
+            w.namespace().as_deref() == Some(es.as_str())
+                && w.metadata.deletion_timestamp.is_none()
+                && is_mcs_marker(w)
+                && w.labels().get(MCS_NAMESPACE_LABEL).map(String::as_str) == Some(namespace)
+                && w.labels().get(MCS_NAME_LABEL).map(String::as_str) == Some(service)
+        })
     }
 
     /// Whether `cluster`'s members should be watched: served here, not going, and its execution
@@ -208,7 +315,7 @@ impl Context {
             return false;
         }
         let es = execution_space(cluster);
-        self.works.state().iter().any(|w| w.namespace().as_deref() == Some(es.as_str()) && (is_report(w) || carries_export(w)))
+        self.works.state().iter().any(|w| w.namespace().as_deref() == Some(es.as_str()) && (is_report(w) || carries_export(w) || is_mcs_marker(w)))
     }
 }
 
@@ -219,50 +326,37 @@ async fn reconcile_cluster(ctx: &Arc<Context>, cluster: &str) -> Result<Next, Er
         }
         return Ok(Next::Done);
     }
-    if ctx.members.lock().contains_key(cluster) {
-        return Ok(Next::Done);
+    let wants_exports = ctx.wants_exports(cluster);
+    {
+        let mut members = ctx.members.lock();
+        if let Some(m) = members.get_mut(cluster) {
+            if wants_exports && m.exports.is_none() {
+                m.exports = Some(watch_exports(ctx, cluster, &m.client, m.stop.clone()));
+                tracing::info!(controller = NAME, cluster, "watching the member's ServiceExports");
+            }
+            return Ok(Next::Done);
+        }
     }
     let c = ctx.clusters.get(&reflector::ObjectRef::new(cluster)).expect("wants_watch saw it");
     let member_err = |source| Error::Member { cluster: cluster.to_string(), source };
     let access = ctx.clients.access(&ctx.client, &c).await.map_err(member_err)?;
     let conn = ctx.watch_clients.connection(&access, ctx.config.watch_timeout).map_err(member_err)?;
     let stop = CancellationToken::new();
-    let synced = Arc::new(AtomicBool::new(false));
-    let exports =
-        spawn_watch(ctx, cluster, &conn.client, service_export_resource(), watcher::Config::default(), stop.clone(), |o| Some((o.namespace()?, o.name_any())));
     let slices = spawn_watch(ctx, cluster, &conn.client, endpoint_slice_resource(), watcher::Config::default().labels(SERVICE_NAME), stop.clone(), |o| {
         Some((o.namespace()?, o.labels().get(SERVICE_NAME)?.clone()))
     });
-    // Once both have listed, every Service they or the reports name is looked at (orphans too).
-    {
-        let (ctx2, cluster2, synced2, stop2) = (ctx.clone(), cluster.to_string(), synced.clone(), stop.clone());
-        let (e, s) = (exports.clone(), slices.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = stop2.cancelled() => return,
-                _ = async { let _ = e.wait_until_ready().await; let _ = s.wait_until_ready().await; } => {}
-            }
-            synced2.store(true, Ordering::SeqCst);
-            let mut keys: Vec<(String, String)> = e.state().iter().filter_map(|o| Some((o.namespace()?, o.name_any()))).collect();
-            let es = execution_space(&cluster2);
-            keys.extend(
-                ctx2.works
-                    .state()
-                    .iter()
-                    .filter(|w| w.namespace().as_deref() == Some(es.as_str()))
-                    .filter_map(|w| Some((w.labels().get(SERVICE_NAMESPACE_LABEL)?.clone(), w.labels().get(SERVICE_NAME_LABEL)?.clone()))),
-            );
-            for (namespace, name) in keys {
-                ctx2.queue.add(Key::Service { cluster: cluster2.to_string(), namespace, name });
-            }
-        });
-    }
-    tracing::info!(controller = NAME, cluster, "watching the member's ServiceExports and EndpointSlices");
-    ctx.members.lock().insert(cluster.to_string(), MemberWatch { exports, slices, synced, stop });
+    let exports = wants_exports.then(|| watch_exports(ctx, cluster, &conn.client, stop.clone()));
+    tracing::info!(controller = NAME, cluster, exports = wants_exports, "watching the member's EndpointSlices");
+    ctx.members.lock().insert(cluster.to_string(), MemberWatch { client: conn.client.clone(), slices, exports, stop });
     Ok(Next::Done)
 }
 
-/// A member watch whose events queue the Service `key` names; ends with `stop`.
+fn watch_exports(ctx: &Arc<Context>, cluster: &str, member: &Client, stop: CancellationToken) -> Watched {
+    spawn_watch(ctx, cluster, member, service_export_resource(), watcher::Config::default(), stop, |o| Some((o.namespace()?, o.name_any())))
+}
+
+/// A member watch whose events queue the Service `key` names; ends with `stop`. Once its first
+/// list is in, every Service its objects or the cluster's reports name is queued (orphans too).
 fn spawn_watch(
     ctx: &Arc<Context>,
     cluster: &str,
@@ -270,11 +364,29 @@ fn spawn_watch(
     resource: ApiResource,
     config: watcher::Config,
     stop: CancellationToken,
-    key: impl Fn(&DynamicObject) -> Option<(String, String)> + Send + 'static,
-) -> Store<DynamicObject> {
+    key: impl Fn(&DynamicObject) -> Option<(String, String)> + Send + Sync + 'static,
+) -> Watched {
     let api: Api<DynamicObject> = Api::all_with(member.clone(), &resource);
     let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
     let store = writer.as_reader();
+    let synced = Arc::new(AtomicBool::new(false));
+    let key = Arc::new(key);
+    {
+        let (ctx, cluster, synced, stop, store, key) = (ctx.clone(), cluster.to_string(), synced.clone(), stop.clone(), store.clone(), key.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = store.wait_until_ready() => {}
+            }
+            synced.store(true, Ordering::SeqCst);
+            let es = execution_space(&cluster);
+            let mut keys: Vec<(String, String)> = store.state().iter().filter_map(|o| key(o)).collect();
+            keys.extend(ctx.works.state().iter().filter(|w| w.namespace().as_deref() == Some(es.as_str())).filter_map(|w| service_of(w)));
+            for (namespace, name) in keys {
+                ctx.queue.add(Key::Service { cluster: cluster.clone(), namespace, name });
+            }
+        });
+    }
     let (queue, cluster) = (ctx.queue.clone(), cluster.to_string());
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     tokio::spawn(async move {
@@ -293,7 +405,7 @@ fn spawn_watch(
                         queue.add(Key::Service { cluster: cluster.clone(), namespace, name });
                     }
                 }
-                Some(Ok(_)) => failing = false,
+                Some(Ok(_)) => {}
                 Some(Err(e)) => {
                     if !failing {
                         tracing::warn!(controller = NAME, cluster = %cluster, kind = %resource.kind, error = %e, "member watch failing; retrying");
@@ -303,16 +415,29 @@ fn spawn_watch(
             }
         }
     });
-    store
+    Watched { store, synced }
+}
+
+/// The (namespace, Service) a Work of either path concerns.
+fn service_of(w: &Work) -> Option<(String, String)> {
+    let l = w.labels();
+    let pair = |ns: &str, name: &str| Some((l.get(ns)?.clone(), l.get(name)?.clone()));
+    pair(SERVICE_NAMESPACE_LABEL, SERVICE_NAME_LABEL).or_else(|| pair(MCS_NAMESPACE_LABEL, MCS_NAME_LABEL))
 }
 
 async fn reconcile_service(ctx: &Arc<Context>, cluster: &str, namespace: &str, service: &str) -> Result<Next, Error> {
     let (exported, slices) = {
         let members = ctx.members.lock();
-        let Some(m) = members.get(cluster).filter(|m| m.synced.load(Ordering::SeqCst)) else { return Ok(Next::Done) };
-        let exported = m.exports.get(&reflector::ObjectRef::new_with(service, service_export_resource()).within(namespace)).is_some();
+        let Some(m) = members.get(cluster).filter(|m| m.slices.ready()) else { return Ok(Next::Done) };
+        let exported = match &m.exports {
+            // Its first list decides; the reconcile comes again once it is in.
+            Some(e) if !e.ready() => return Ok(Next::Done),
+            Some(e) => e.store.get(&reflector::ObjectRef::new_with(service, service_export_resource()).within(namespace)).is_some(),
+            None => false,
+        };
         let slices: Vec<Arc<DynamicObject>> = m
             .slices
+            .store
             .state()
             .into_iter()
             .filter(|s| {
@@ -323,49 +448,41 @@ async fn reconcile_service(ctx: &Arc<Context>, cluster: &str, namespace: &str, s
             .collect();
         (exported, slices)
     };
+    let paths = Paths { export: exported, mcs: ctx.mcs_wants(cluster, namespace, service) };
     let es = execution_space(cluster);
     let existing = ctx.reports(cluster, namespace, service);
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &es);
     let mut wanted = BTreeMap::new();
-    if exported && !slices.is_empty() {
-        let ips = cluster_ips(ctx, cluster, namespace, service).await?;
+    if paths.any() && !slices.is_empty() {
+        let ips = if paths.export { cluster_ips(ctx, cluster, namespace, service).await? } else { Vec::new() };
         for slice in &slices {
             let name = work_name("EndpointSlice", &slice.name_any(), Some(namespace));
             let manifest = report_manifest(slice, &es, &name, &ips).map_err(|source| Error::Prune { cluster: cluster.to_string(), source })?;
-            let mut toks = existing.get(&name).map(|w| tokens(w)).unwrap_or_default();
-            if !toks.iter().any(|t| t == MANAGED_BY_SERVICE_EXPORT) {
-                toks.push(MANAGED_BY_SERVICE_EXPORT.into());
-                toks.sort();
-            }
-            let current = existing.get(&name).and_then(|w| w.spec.workload.as_ref()?.manifests.as_ref()?.first().cloned());
             wanted.insert(name.clone(), ());
-            if current.as_ref() == Some(&manifest) && existing.get(&name).is_some_and(|w| w.finalizers().iter().any(|f| f == ENDPOINTSLICE_FINALIZER)) {
+            let current = existing.get(&name);
+            if current.is_some_and(|w| report_is_current(w, &manifest, paths, namespace, service)) {
                 continue;
             }
-            let work = report_work(cluster, namespace, service, &slice.name_any(), manifest, &toks);
+            // A path that left keeps its finalizer until its consumer has cleaned up after it.
+            let kept: Vec<String> = current
+                .map(|w| w.finalizers().iter().filter(|f| *f == ENDPOINTSLICE_FINALIZER || *f == DISPATCH_FINALIZER).cloned().collect())
+                .unwrap_or_default();
+            let work = report_work(cluster, namespace, service, &slice.name_any(), manifest, paths, &kept);
             api.patch(&name, &PatchParams::apply(NAME).force(), &Patch::Apply(&work)).await.map_err(|source| Error::Work {
                 step: "writing",
                 namespace: es.clone(),
                 name: name.clone(),
                 source,
             })?;
-            tracing::debug!(controller = NAME, cluster, work = %name, "slice reported");
+            tracing::debug!(controller = NAME, cluster, work = %name, paths = %paths.tokens(), "slice reported");
         }
     }
     for (name, work) in existing {
         if wanted.contains_key(&name) || work.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let others: Vec<String> = tokens(&work).into_iter().filter(|t| t != MANAGED_BY_SERVICE_EXPORT).collect();
-        let result = if others.is_empty() {
-            api.delete(&name, &DeleteParams::default()).await.map(|_| ())
-        } else {
-            // The MultiClusterService path still reports the slice: only this path's marks go.
-            let patch = json!({"metadata": {"labels": {WORK_MANAGED_BY_LABEL: others.join("."), SERVICE_NAME_LABEL: null, SERVICE_NAMESPACE_LABEL: null}}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
-        };
-        match result {
-            Ok(()) => tracing::debug!(controller = NAME, cluster, work = %name, "report withdrawn"),
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::debug!(controller = NAME, cluster, work = %name, "report withdrawn"),
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(source) => return Err(Error::Work { step: "withdrawing", namespace: es.clone(), name, source }),
         }
@@ -405,11 +522,11 @@ pub async fn run(client: Client, rt: flotilla_runtime::Runtime, config: Config, 
             let cluster = w.namespace().as_deref().and_then(cluster_of_execution_space).map(String::from);
             let mut keys = Vec::new();
             if let Some(cluster) = cluster {
-                if is_report(w) || carries_export(w) {
+                if is_report(w) || carries_export(w) || is_mcs_marker(w) {
                     keys.push(Key::Cluster(cluster.clone()));
                 }
-                if let (Some(ns), Some(name)) = (w.labels().get(SERVICE_NAMESPACE_LABEL), w.labels().get(SERVICE_NAME_LABEL)) {
-                    keys.push(Key::Service { cluster, namespace: ns.clone(), name: name.clone() });
+                if let Some((namespace, name)) = service_of(w) {
+                    keys.push(Key::Service { cluster, namespace, name });
                 }
             }
             keys
@@ -463,10 +580,23 @@ mod tests {
         assert_eq!(meta["annotations"][TEMPLATE_UID_ANNOTATION], "u1");
         assert_eq!(meta["annotations"][SERVICE_CLUSTER_IPS_ANNOTATION], "10.96.0.10");
         assert_eq!(m["endpoints"][0]["addresses"][0], "10.1.0.5");
-        let w = report_work("m1", "shop", "web", "web-abc", m, &[MANAGED_BY_SERVICE_EXPORT.into()]);
+        let w = report_work("m1", "shop", "web", "web-abc", m.clone(), Paths { export: true, mcs: false }, &[]);
         assert_eq!(w["metadata"]["namespace"], "karmada-es-m1");
         assert_eq!(w["metadata"]["name"], work_name("EndpointSlice", "web-abc", Some("shop")));
         assert_eq!(w["metadata"]["labels"][WORK_MANAGED_BY_LABEL], "ServiceExport");
         assert_eq!(w["spec"]["suspendDispatching"], true);
+        assert_eq!(w["metadata"]["finalizers"], json!([ENDPOINTSLICE_FINALIZER]));
+        // Both paths: one Work, both marks; a path that left keeps its finalizer for its consumer.
+        let both = report_work("m1", "shop", "web", "web-abc", m.clone(), Paths { export: true, mcs: true }, &[]);
+        assert_eq!(both["metadata"]["labels"][WORK_MANAGED_BY_LABEL], "MultiClusterService.ServiceExport");
+        assert_eq!(both["metadata"]["labels"][MCS_NAME_LABEL], "web");
+        assert_eq!(both["metadata"]["labels"][SERVICE_NAME_LABEL], "web");
+        let mcs_only = report_work("m1", "shop", "web", "web-abc", m.clone(), Paths { export: false, mcs: true }, &[ENDPOINTSLICE_FINALIZER.into()]);
+        assert_eq!(mcs_only["metadata"]["labels"][WORK_MANAGED_BY_LABEL], "MultiClusterService");
+        assert!(mcs_only["metadata"]["labels"].get(SERVICE_NAME_LABEL).is_none());
+        assert_eq!(mcs_only["metadata"]["finalizers"], json!([ENDPOINTSLICE_FINALIZER, DISPATCH_FINALIZER]));
+        let work: Work = serde_json::from_value(mcs_only).unwrap();
+        assert!(report_is_current(&work, &m, Paths { export: false, mcs: true }, "shop", "web"));
+        assert!(!report_is_current(&work, &m, Paths { export: true, mcs: true }, "shop", "web"));
     }
 }

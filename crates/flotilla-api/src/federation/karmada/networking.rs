@@ -27,6 +27,19 @@ pub const MCS_NAMESPACE_LABEL: &str = "multiclusterservice.karmada.io/namespace"
 pub const MCS_NAME_LABEL: &str = "multiclusterservice.karmada.io/name";
 /// The annotation of a dispatched slice and its Work: the cluster it came from.
 pub const PROVISION_CLUSTER_ANNOTATION: &str = "endpointslice.karmada.io/provision-cluster";
+/// The MultiClusterService's permanent id (admission gives it), on the Service it claims, its
+/// binding and its marker Works.
+pub const MCS_PERMANENT_ID_LABEL: &str = "multiclusterservice.karmada.io/permanent-id";
+/// Finalizer of the multiclusterservice controller on a MultiClusterService.
+pub const MCS_FINALIZER: &str = "karmada.io/multiclusterservice-controller";
+/// Finalizer of the dispatch controller on a collected slice's Work.
+pub const DISPATCH_FINALIZER: &str = "karmada.io/mcs-endpointslice-dispatch-controller";
+/// Label of a resource template another subsystem took over (no policy may claim it).
+pub const CLAIMED_BY_LABEL: &str = "resourcetemplate.karmada.io/claimed-by";
+/// Label of a binding a subsystem made, not the detector.
+pub const BINDING_MANAGED_BY_LABEL: &str = "binding.karmada.io/managed-by";
+/// The value of both: the MultiClusterService path.
+pub const MULTI_CLUSTER_SERVICE: &str = "MultiClusterService";
 
 /// How a Service is exposed across clusters.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
