@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use flotilla_api::federation::mcs::{IMPORTED_MANAGED_BY, SERVICE_NAME, SLICE_MANAGED_BY, SOURCE_CLUSTER_ANNOTATION, derived_service_name};
+use flotilla_api::federation::mcs::SERVICE_NAME;
 use flotilla_traffic::gateway::routes::{Ingress, Inputs, Settings, build};
 use flotilla_traffic::gateway::{Gateway, Listener, Shared};
 use http_body_util::{BodyExt as _, Empty, Full};
@@ -79,16 +79,18 @@ fn routes(backend: SocketAddr) -> flotilla_traffic::gateway::Routes {
         {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"name": "http"}}}}]}}]}))
     .unwrap();
     let slice: EndpointSlice = serde_json::from_value(json!({
-        "metadata": {"name": "imported-member1-web", "namespace": "bench",
-            "labels": {SERVICE_NAME: derived_service_name("web"), SLICE_MANAGED_BY: IMPORTED_MANAGED_BY},
-            "annotations": {SOURCE_CLUSTER_ANNOTATION: "member1"}},
+        "metadata": {"name": "web-abcde", "namespace": "bench", "labels": {SERVICE_NAME: "web"}},
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": backend.port(), "protocol": "TCP"}],
         "endpoints": [{"addresses": [backend.ip().to_string()], "conditions": {"ready": true}}],
     }))
     .unwrap();
     let ingresses = [Ingress { kind: "MultiClusterIngress", namespace: "bench", name: "web", spec: &spec }];
-    build(&Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[Arc::new(slice)], ready: &|_| true }, &Settings::default())
+    build(
+        &Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[("member1".to_string(), Arc::new(slice))], ready: &|_| true },
+        &Settings::default(),
+        None,
+    )
 }
 
 struct Run {

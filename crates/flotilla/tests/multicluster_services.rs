@@ -298,8 +298,8 @@ fn dispatched(kubeconfig: &Path, ns: &str, service: &str) -> Result<(BTreeSet<St
 }
 
 /// Karmada's MultiClusterService `CrossCluster` path on the shared testenv: the Service `web`
-/// runs (a Deployment propagated by a policy) in member1 and member2, the providers; member3
-/// consumes. member3 gets the Service (through the binding `web-service`) and each provider's
+/// runs (a Deployment propagated by a policy) in member1 (a Pull member, its agent reporting)
+/// and member2, the providers; member3 consumes. member3 gets the Service (through the binding `web-service`) and each provider's
 /// slices as `<provider>-<slice>` labelled with the Service's own name; a provider that becomes
 /// a consumer too gets the others' slices, not its own; deleting the MultiClusterService takes
 /// the copies away and releases the Service, whose binding stays.
@@ -308,7 +308,12 @@ fn a_cross_cluster_multi_cluster_service_dispatches_provider_slices_to_consumers
     let Some(env) = flotilla_testenv::TestEnv::connect() else { return };
     let cp = Flotilla::start_with(FAST_PROBES);
     let kc = cp.kubeconfig.clone();
-    let members = join_members(&env, &kc, &["member1", "member2", "member3"]);
+    // member1, a provider, is a Pull member: its agent reports its slices.
+    let agent_kc = support::pull::register(&kc, cp.dir.path(), "member1");
+    let _agent = support::pull::agent("member1", &agent_kc, &env.member("member1").kubeconfig);
+    wait_cluster_ready(&kc, "member1", "True");
+    let mut members = join_members(&env, &kc, &["member2", "member3"]);
+    members.push(("member1", env.member("member1").kubeconfig.clone()));
     let mk = |name: &str| members.iter().find(|(n, _)| *n == name).unwrap().1.clone();
     let ns = support::unique("mcsx");
     apply_yaml(

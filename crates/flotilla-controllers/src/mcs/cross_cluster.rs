@@ -46,7 +46,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::export::{is_mcs_marker, is_report};
+use super::export::{is_mcs_marker, is_report, manifest_is_current};
 
 pub const SERVICE_NAME_CONTROLLER: &str = "multiclusterservice-controller";
 pub const DISPATCH_NAME: &str = "endpointslice-dispatch-controller";
@@ -568,6 +568,12 @@ async fn reconcile_dispatch(ctx: &DispatchContext, work: Arc<Work>) -> Result<Ne
         }
         let copy = dispatched_work(&work, &provider, consumer, &ns, &service, &slice);
         let es = execution_space(consumer);
+        let current = ctx.works.get(&ObjectRef::new(&name).within(&es));
+        if current.is_some_and(|c| {
+            manifest_is_current(&c, &copy["spec"]["workload"]["manifests"][0]) && c.annotations().get(PROVISION_CLUSTER_ANNOTATION) == Some(&provider)
+        }) {
+            continue;
+        }
         let api: Api<Work> = Api::namespaced(ctx.client.clone(), &es);
         if let Err(e) = api.patch(&name, &PatchParams::apply(DISPATCH_NAME).force(), &Patch::Apply(&copy)).await {
             failure = Some(api_err("writing", "dispatched Work", &es, &name)(e));

@@ -33,7 +33,9 @@ use std::time::Duration;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
 use flotilla_api::federation::karmada::networking::{DISPATCH_FINALIZER, MCS_NAME_LABEL, MCS_NAMESPACE_LABEL, PROVISION_CLUSTER_ANNOTATION};
-use flotilla_api::federation::karmada::work::{MANAGED_LABEL, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, Work};
+use flotilla_api::federation::karmada::work::{
+    MANAGED_LABEL, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work,
+};
 use flotilla_api::federation::mcs::{
     ENDPOINTSLICE_FINALIZER, MANAGED_BY_MULTI_CLUSTER_SERVICE, MANAGED_BY_SERVICE_EXPORT, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SERVICE_NAME_LABEL,
     SERVICE_NAMESPACE_LABEL, SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation,
@@ -248,6 +250,19 @@ fn report_work(cluster: &str, namespace: &str, service: &str, slice_name: &str, 
     })
 }
 
+/// Whether `w`'s one manifest is `manifest` as admission stores it (pruned, the Work's
+/// permanent id and the managed keys recorded): comparing the raw manifest would find every
+/// report changed and write it again, which would wake this controller again.
+pub fn manifest_is_current(w: &Work, manifest: &Value) -> bool {
+    let Some(stored) = w.spec.workload.as_ref().and_then(|t| t.manifests.as_ref()?.first()) else { return false };
+    if stored == manifest || !manifest.is_object() {
+        return stored == manifest;
+    }
+    let mut prepared = manifest.clone();
+    flotilla_api::admission::karmada::prepare_work_manifest(&mut prepared, w.labels().get(WORK_PERMANENT_ID_LABEL).map(String::as_str));
+    *stored == prepared
+}
+
 /// Whether `w` (a report) already is what [`report_work`] would write.
 fn report_is_current(w: &Work, manifest: &Value, paths: Paths, namespace: &str, service: &str) -> bool {
     let l = w.labels();
@@ -255,7 +270,7 @@ fn report_is_current(w: &Work, manifest: &Value, paths: Paths, namespace: &str, 
         if want { l.get(k).map(String::as_str) == Some(if k.ends_with("namespace") { namespace } else { service }) } else { !l.contains_key(k) }
     };
     let has = |f: &str| w.finalizers().iter().any(|x| x == f);
-    w.spec.workload.as_ref().and_then(|t| t.manifests.as_ref()?.first()) == Some(manifest)
+    manifest_is_current(w, manifest)
         && l.get(WORK_MANAGED_BY_LABEL).map(String::as_str) == Some(paths.tokens().as_str())
         && label_is(SERVICE_NAMESPACE_LABEL, paths.export)
         && label_is(SERVICE_NAME_LABEL, paths.export)
@@ -595,8 +610,15 @@ mod tests {
         assert_eq!(mcs_only["metadata"]["labels"][WORK_MANAGED_BY_LABEL], "MultiClusterService");
         assert!(mcs_only["metadata"]["labels"].get(SERVICE_NAME_LABEL).is_none());
         assert_eq!(mcs_only["metadata"]["finalizers"], json!([ENDPOINTSLICE_FINALIZER, DISPATCH_FINALIZER]));
-        let work: Work = serde_json::from_value(mcs_only).unwrap();
+        let mut work: Work = serde_json::from_value(mcs_only).unwrap();
         assert!(report_is_current(&work, &m, Paths { export: false, mcs: true }, "shop", "web"));
+        // As admission stores it: the Work's permanent id and the managed keys in the manifest.
+        work.metadata.labels.get_or_insert_default().insert(WORK_PERMANENT_ID_LABEL.into(), "id-1".into());
+        let mut stored = m.clone();
+        flotilla_api::admission::karmada::prepare_work_manifest(&mut stored, Some("id-1"));
+        assert_ne!(stored, m);
+        work.spec.workload.as_mut().unwrap().manifests = Some(vec![stored]);
+        assert!(report_is_current(&work, &m, Paths { export: false, mcs: true }, "shop", "web"), "what admission added is not a change");
         assert!(!report_is_current(&work, &m, Paths { export: true, mcs: true }, "shop", "web"));
     }
 }

@@ -338,10 +338,9 @@ fn prepare_headers(headers: &mut HeaderMap, host: &str, remote: SocketAddr, sche
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
 
     fn pool(addrs: &[&str]) -> Pool {
-        Pool { endpoints: addrs.iter().map(|a| Endpoint { cluster: "c".into(), addr: a.parse().unwrap() }).collect(), next: AtomicUsize::new(0) }
+        Pool { endpoints: addrs.iter().map(|a| Endpoint { cluster: "c".into(), addr: a.parse().unwrap() }).collect(), next: Default::default() }
     }
 
     #[test]

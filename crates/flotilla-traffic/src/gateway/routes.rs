@@ -13,8 +13,9 @@
 //!   path, the first (by kind, namespace and name) wins.
 //!
 //! A backend Service is reached at the ready endpoints that Flotilla collects from the clusters
-//! that export it (the imported EndpointSlices of the MCS path, ADR 0037), in the Service's
-//! namespace. The backend port is mapped to the endpoints' port by name: the port's own name,
+//! that offer it — the member slices reported by either multi-cluster service path, a
+//! ServiceExport in the member or a MultiClusterService naming it a provider (ADR 0037) — in
+//! the Service's namespace. The backend port is mapped to the endpoints' port by name: the port's own name,
 //! or the name the control plane's Service (or ServiceImport) gives that port number; a slice
 //! with a single port needs no mapping. A cluster that is not Ready is left out unless
 //! withdrawal is off.
@@ -24,7 +25,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use flotilla_api::federation::mcs::{IMPORTED_MANAGED_BY, SERVICE_NAME, SLICE_MANAGED_BY, SOURCE_CLUSTER_ANNOTATION, ServiceImport, derived_service_name};
+use flotilla_api::federation::mcs::{SERVICE_NAME, ServiceImport};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{IngressBackend, IngressSpec};
@@ -45,8 +46,9 @@ pub struct Inputs<'a> {
     /// The control plane's Services (the templates), for their port names.
     pub services: &'a [Arc<Service>],
     pub imports: &'a [Arc<ServiceImport>],
-    /// The control plane's EndpointSlices (only the imported ones are used).
-    pub slices: &'a [Arc<EndpointSlice>],
+    /// The members' own EndpointSlices as their clusters report them (the report Works of
+    /// either MCS path: ServiceExport or MultiClusterService), with the cluster of each.
+    pub slices: &'a [(String, Arc<EndpointSlice>)],
     /// Whether a cluster is Ready.
     pub ready: &'a dyn Fn(&str) -> bool,
 }
@@ -95,11 +97,12 @@ pub struct Endpoint {
     pub addr: SocketAddr,
 }
 
-/// The endpoints of one Service port, with the round-robin position shared by its requests.
+/// The endpoints of one Service port, with the round-robin position shared by its requests
+/// (and kept across rebuilds of the table, which may come more often than requests).
 #[derive(Debug, Default)]
 pub struct Pool {
     pub endpoints: Vec<Endpoint>,
-    pub next: AtomicUsize,
+    pub next: Arc<AtomicUsize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,8 +209,8 @@ fn service_key(namespace: &str, backend: &IngressBackend) -> Option<ServiceKey> 
     Some(ServiceKey { namespace: namespace.to_string(), name: s.name.clone(), port })
 }
 
-/// Builds the table.
-pub fn build(inputs: &Inputs<'_>, settings: &Settings) -> Routes {
+/// Builds the table; the pools of `previous` hand their round-robin positions on.
+pub fn build(inputs: &Inputs<'_>, settings: &Settings, previous: Option<&Routes>) -> Routes {
     let mut ingresses: Vec<&Ingress<'_>> = inputs.ingresses.iter().collect();
     ingresses.sort_by_key(|i| (i.kind, i.namespace, i.name));
     let mut t = Routes::default();
@@ -256,7 +259,8 @@ pub fn build(inputs: &Inputs<'_>, settings: &Settings) -> Routes {
     for key in keys {
         if let std::collections::hash_map::Entry::Vacant(slot) = t.pools.entry(key) {
             let endpoints = endpoints(inputs, settings, slot.key());
-            slot.insert(Arc::new(Pool { endpoints, next: AtomicUsize::new(0) }));
+            let next = previous.and_then(|p| p.pools.get(slot.key())).map(|p| p.next.clone()).unwrap_or_default();
+            slot.insert(Arc::new(Pool { endpoints, next }));
         }
     }
     t
@@ -281,20 +285,15 @@ fn port_name(inputs: &Inputs<'_>, namespace: &str, name: &str, number: u16) -> O
 }
 
 fn endpoints(inputs: &Inputs<'_>, settings: &Settings, key: &ServiceKey) -> Vec<Endpoint> {
-    let label = derived_service_name(&key.name);
     let wanted_name = match &key.port {
         PortRef::Name(n) => Some(n.clone()),
         PortRef::Number(n) => port_name(inputs, &key.namespace, &key.name, *n),
     };
     let mut out = Vec::new();
-    for s in inputs.slices {
-        if s.namespace().as_deref() != Some(key.namespace.as_str())
-            || s.labels().get(SERVICE_NAME) != Some(&label)
-            || s.labels().get(SLICE_MANAGED_BY).map(String::as_str) != Some(IMPORTED_MANAGED_BY)
-        {
+    for (cluster, s) in inputs.slices {
+        if s.namespace().as_deref() != Some(key.namespace.as_str()) || s.labels().get(SERVICE_NAME) != Some(&key.name) {
             continue;
         }
-        let Some(cluster) = s.annotations().get(SOURCE_CLUSTER_ANNOTATION) else { continue };
         if settings.withdraw_unready && !(inputs.ready)(cluster) {
             continue;
         }
@@ -332,18 +331,15 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn slice(ns: &str, svc: &str, cluster: &str, port_name: &str, port: i32, ips: &[(&str, bool)]) -> Arc<EndpointSlice> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "metadata": {"name": format!("imported-{cluster}-{svc}"), "namespace": ns,
-                    "labels": {SERVICE_NAME: derived_service_name(svc), SLICE_MANAGED_BY: IMPORTED_MANAGED_BY},
-                    "annotations": {SOURCE_CLUSTER_ANNOTATION: cluster}},
-                "addressType": "IPv4",
-                "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
-                "endpoints": ips.iter().map(|(ip, ready)| json!({"addresses": [ip], "conditions": {"ready": ready}})).collect::<Vec<_>>(),
-            }))
-            .unwrap(),
-        )
+    fn slice(ns: &str, svc: &str, cluster: &str, port_name: &str, port: i32, ips: &[(&str, bool)]) -> (String, Arc<EndpointSlice>) {
+        let slice = serde_json::from_value(json!({
+            "metadata": {"name": format!("{svc}-{cluster}"), "namespace": ns, "labels": {SERVICE_NAME: svc}},
+            "addressType": "IPv4",
+            "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+            "endpoints": ips.iter().map(|(ip, ready)| json!({"addresses": [ip], "conditions": {"ready": ready}})).collect::<Vec<_>>(),
+        }))
+        .unwrap();
+        (cluster.to_string(), Arc::new(slice))
     }
 
     fn service(ns: &str, name: &str, ports: serde_json::Value) -> Arc<Service> {
@@ -366,7 +362,7 @@ mod tests {
             ]
         }));
         let ingresses = [Ingress { kind: "MultiClusterIngress", namespace: "shop", name: "a", spec: &a }];
-        let t = build(&Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[], ready: &|_| true }, &Settings::default());
+        let t = build(&Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[], ready: &|_| true }, &Settings::default(), None);
         let to = |host: &str, path: &str| t.route(host, path).map(|r| r.service.name);
         assert_eq!(to("shop.example.com", "/").as_deref(), Some("web"));
         assert_eq!(to("SHOP.example.com:443", "/cart").as_deref(), Some("web"));
@@ -394,7 +390,7 @@ mod tests {
             slice("other", "web", "member1", "http", 8080, &[("10.9.9.9", true)]),
         ];
         let build_with = |ready: &dyn Fn(&str) -> bool, withdraw_unready: bool| {
-            let t = build(&Inputs { ingresses: &ingresses, services: &services, imports: &[], slices: &slices, ready }, &Settings { withdraw_unready });
+            let t = build(&Inputs { ingresses: &ingresses, services: &services, imports: &[], slices: &slices, ready }, &Settings { withdraw_unready }, None);
             let pool = t.route("web.example.com", "/").unwrap().pool;
             pool.endpoints.iter().map(|e| format!("{}={}", e.cluster, e.addr)).collect::<Vec<_>>()
         };
@@ -404,10 +400,22 @@ mod tests {
     }
 
     #[test]
+    fn a_rebuilt_table_keeps_each_pools_round_robin_position() {
+        let spec = ingress_spec(json!({"defaultBackend": {"service": {"name": "web", "port": {"name": "http"}}}}));
+        let ingresses = [Ingress { kind: "MultiClusterIngress", namespace: "shop", name: "web", spec: &spec }];
+        let slices = [slice("shop", "web", "member1", "http", 80, &[("10.0.0.1", true), ("10.0.0.2", true)])];
+        let inputs = Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &slices, ready: &|_| true };
+        let first = build(&inputs, &Settings::default(), None);
+        first.route("x", "/").unwrap().pool.next.fetch_add(5, std::sync::atomic::Ordering::Relaxed);
+        let second = build(&inputs, &Settings::default(), Some(&first));
+        assert_eq!(second.route("x", "/").unwrap().pool.next.load(std::sync::atomic::Ordering::Relaxed), 5);
+    }
+
+    #[test]
     fn tls_secrets_are_found_by_server_name() {
         let spec = ingress_spec(json!({"tls": [{"hosts": ["web.example.com", "*.shop.example.com"], "secretName": "web-tls"}]}));
         let ingresses = [Ingress { kind: "MultiClusterIngress", namespace: "shop", name: "web", spec: &spec }];
-        let t = build(&Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[], ready: &|_| true }, &Settings::default());
+        let t = build(&Inputs { ingresses: &ingresses, services: &[], imports: &[], slices: &[], ready: &|_| true }, &Settings::default(), None);
         assert_eq!(t.tls_secret("web.example.com"), Some(&("shop".to_string(), "web-tls".to_string())));
         assert_eq!(t.tls_secret("a.shop.example.com").map(|s| s.1.as_str()), Some("web-tls"));
         assert_eq!(t.tls_secret("other.example.com"), None);

@@ -1,15 +1,20 @@
 //! Keeps the gateway's routing table and certificates current from the control plane: its
 //! MultiClusterIngresses, the FederatedIngresses of the FederatedTypeConfig whose target is
-//! Ingress, the Services and ServiceImports (for port names), the imported EndpointSlices, the
-//! ingresses' TLS Secrets and the Clusters' readiness. Changes that arrive together are taken
+//! Ingress, the Services and ServiceImports (for port names), the member slices the report
+//! Works of either multi-cluster service path carry, the ingresses' TLS Secrets and the
+//! Clusters' readiness. Changes that arrive together are taken
 //! in one rebuild.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
+use flotilla_api::federation::karmada::names::cluster_of_execution_space;
 use flotilla_api::federation::karmada::networking::MultiClusterIngress;
+use flotilla_api::federation::karmada::networking::PROVISION_CLUSTER_ANNOTATION;
+use flotilla_api::federation::karmada::work::Work;
 use flotilla_api::federation::kubefed::core::FederatedTypeConfig;
-use flotilla_api::federation::mcs::{IMPORTED_MANAGED_BY, SLICE_MANAGED_BY, ServiceImport};
+use flotilla_api::federation::mcs::{ServiceImport, WORK_MANAGED_BY_LABEL};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressSpec;
@@ -20,6 +25,11 @@ use parking_lot::Mutex;
 
 use super::Shared;
 use super::routes::{Ingress, Inputs, Settings, build};
+
+/// Whether a Work reports a member's slice (either path's, not a dispatched copy).
+fn is_report(w: &Work) -> bool {
+    w.labels().contains_key(WORK_MANAGED_BY_LABEL) && !w.annotations().contains_key(PROVISION_CLUSTER_ANNOTATION)
+}
 
 /// The Federated<Kind> resource of a FederatedTypeConfig whose target is an Ingress.
 fn federated_ingress(ftc: &FederatedTypeConfig) -> Option<ApiResource> {
@@ -54,8 +64,9 @@ pub async fn run(rt: flotilla_runtime::Runtime, settings: Settings, shared: Shar
         }
     });
     let n = notify(&changed);
-    rt.informers.subscribe::<EndpointSlice>(move |s: &EndpointSlice, _| {
-        if s.labels().get(SLICE_MANAGED_BY).map(String::as_str) == Some(IMPORTED_MANAGED_BY) {
+    rt.informers.subscribe_changes::<Work>(move |old: Option<&Work>, w: &Work, deleted| {
+        // A report's slice or labels, not its status.
+        if is_report(w) && (deleted || old.is_none_or(|o| o.spec != w.spec || o.labels() != w.labels())) {
             n()
         }
     });
@@ -85,7 +96,9 @@ pub async fn run(rt: flotilla_runtime::Runtime, settings: Settings, shared: Shar
     let mcis = rt.informers.store::<MultiClusterIngress>();
     let services = rt.informers.store::<Service>();
     let imports = rt.informers.store::<ServiceImport>();
-    let slices = rt.informers.store::<EndpointSlice>();
+    let works = rt.informers.store::<Work>();
+    // Each report's slice, parsed once per version of its Work.
+    let mut parsed: HashMap<(String, String), (String, Arc<EndpointSlice>)> = HashMap::new();
     let secrets = rt.informers.store::<Secret>();
     let clusters = rt.informers.store::<Cluster>();
     let mut reported: Vec<String> = Vec::new();
@@ -106,11 +119,32 @@ pub async fn run(rt: flotilla_runtime::Runtime, settings: Settings, shared: Shar
             }
         }
         let ingresses: Vec<Ingress<'_>> = specs.iter().map(|(kind, ns, name, spec)| Ingress { kind, namespace: ns, name, spec }).collect();
-        let imported: Vec<Arc<EndpointSlice>> =
-            slices.state().into_iter().filter(|s| s.labels().get(SLICE_MANAGED_BY).map(String::as_str) == Some(IMPORTED_MANAGED_BY)).collect();
+        let mut member_slices: Vec<(String, Arc<EndpointSlice>)> = Vec::new();
+        let mut seen = HashMap::new();
+        for w in works.state().iter().filter(|w| is_report(w)) {
+            let Some(cluster) = w.namespace().as_deref().and_then(cluster_of_execution_space).map(String::from) else { continue };
+            let key = (w.namespace().unwrap_or_default(), w.name_any());
+            let version = w.resource_version().unwrap_or_default();
+            let slice = match parsed.get(&key) {
+                Some((v, s)) if *v == version => Some(s.clone()),
+                _ => w
+                    .spec
+                    .workload
+                    .as_ref()
+                    .and_then(|t| t.manifests.as_ref()?.first().cloned())
+                    .and_then(|m| serde_json::from_value::<EndpointSlice>(m).ok())
+                    .map(Arc::new),
+            };
+            if let Some(slice) = slice {
+                seen.insert(key, (version, slice.clone()));
+                member_slices.push((cluster, slice));
+            }
+        }
+        parsed = seen;
+
         let ready = |name: &str| clusters.get(&ObjectRef::new(name)).is_some_and(|c| is_cluster_ready(&c));
-        let routes =
-            build(&Inputs { ingresses: &ingresses, services: &services.state(), imports: &imports.state(), slices: &imported, ready: &ready }, &settings);
+        let inputs = Inputs { ingresses: &ingresses, services: &services.state(), imports: &imports.state(), slices: &member_slices, ready: &ready };
+        let routes = build(&inputs, &settings, Some(&shared.routes()));
         let (certs, problems) = super::tls::load(&routes.tls, &|ns, name| secrets.get(&ObjectRef::new(name).within(ns)));
         if problems != reported {
             for p in &problems {
@@ -118,7 +152,7 @@ pub async fn run(rt: flotilla_runtime::Runtime, settings: Settings, shared: Shar
             }
             reported = problems;
         }
-        tracing::debug!(hosts = routes.hosts().len(), certificates = certs.len(), "gateway routes rebuilt");
+        tracing::debug!(hosts = routes.hosts().len(), certificates = certs.len(), reported_slices = member_slices.len(), "gateway routes rebuilt");
         shared.set_routes(routes);
         shared.set_certs(certs);
     }

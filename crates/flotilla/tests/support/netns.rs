@@ -37,7 +37,13 @@ impl NetNs {
     pub fn new(prefix: &str, octet: u8, index: u32) -> NetNs {
         assert!(index < 5 && prefix.len() == 3);
         let tag = std::process::id() % 10_000;
-        let subnet = (std::process::id() % 50) * 5 + index + 1;
+        // A subnet no interface on the host has (one left behind by a killed run would take the
+        // traffic and answer nothing).
+        let taken = String::from_utf8_lossy(&Command::new("ip").args(["-o", "-4", "addr", "show"]).output().expect("run ip").stdout).to_string();
+        let subnet = (0..250)
+            .map(|k| ((std::process::id() % 50) * 5 + index + k * 5) % 250 + 1)
+            .find(|n| !taken.contains(&format!(" 10.{octet}.{n}.")))
+            .expect("a free subnet");
         // Made first, so whatever is set up below is removed if a step fails.
         let ns = NetNs {
             name: format!("flt-{prefix}-{tag}-{index}"),
