@@ -2,6 +2,7 @@
 //! component from its typed config, run it until a signal arrives.
 
 mod certs_cmd;
+mod cluster_cmd;
 mod controllers_cmd;
 mod edge_cmd;
 mod enable_cmd;
@@ -119,6 +120,15 @@ enum Command {
     /// Connect local ports to a member pod or Service through the cluster proxy, as `kubectl
     /// port-forward`: `flotilla port-forward --cluster member1 -n shop svc/web 8080:80`.
     PortForward(member_pod_cmd::PortForwardArgs),
+    /// Mark a cluster unschedulable, as `karmadactl cordon`: adds the taint
+    /// `cluster.karmada.io/unschedulable:NoSchedule`; nothing new is placed there, what runs stays.
+    Cordon(cluster_cmd::CordonArgs),
+    /// Make a cordoned cluster schedulable again, as `karmadactl uncordon`.
+    Uncordon(cluster_cmd::CordonArgs),
+    /// Add, change or remove a cluster's taints, as `karmadactl taint`:
+    /// `flotilla taint clusters member1 dedicated=gpu:NoSchedule`, `dedicated:NoSchedule-`,
+    /// `dedicated-`; `--overwrite` replaces a value.
+    Taint(cluster_cmd::TaintArgs),
     /// Kubeconfigs derived from the control plane's: `global-view` points stock kubectl at
     /// karmada-search's proxy, where every member's cached objects are listed and watched.
     #[command(subcommand)]
@@ -169,6 +179,9 @@ fn main() -> std::process::ExitCode {
             Command::Disable(args) => enable_cmd::disable(args).await,
             Command::Federate(args) => enable_cmd::federate(args).await,
             Command::Explain(args) => explain_cmd::explain(args).await,
+            Command::Cordon(args) => cluster_cmd::cordon(args).await,
+            Command::Uncordon(args) => cluster_cmd::uncordon(args).await,
+            Command::Taint(args) => cluster_cmd::taint_clusters(args).await,
             Command::Edge(cmd) => edge_cmd::run(cmd).await,
             Command::Promote(args) => promote_cmd::promote(args).await,
             Command::Kubeconfig(cmd) => kubeconfig_cmd::run(cmd),
