@@ -12,9 +12,10 @@
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use common::{Run, print_ratio, print_table, run_clients};
 use flotilla_api::federation::mcs::{
     CLUSTER_SET_IP, HEADLESS, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SOURCE_CLUSTER_ANNOTATION, ServiceImport, ServiceImportSpec, ServicePort,
 };
@@ -28,6 +29,8 @@ use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
 use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+mod common;
 
 struct Args {
     services: usize,
@@ -122,21 +125,11 @@ async fn ceiling(table: &Table) -> (SocketAddr, Server<Catalog>) {
     (addr, server)
 }
 
-struct Run {
-    queries: u64,
-    errors: u64,
-    latencies: Vec<Duration>,
-    wall: Duration,
-}
-
 /// `clients` tasks querying `names` round-robin (A records) for `seconds`.
 async fn load(addr: SocketAddr, names: Arc<Vec<(String, usize)>>, clients: usize, seconds: f64) -> Run {
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        let (names, stop) = (names.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
+    run_clients(clients, seconds, move |c, stop| {
+        let names = names.clone();
+        async move {
             let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             sock.connect(addr).await.unwrap();
             let mut buf = vec![0u8; 4096];
@@ -166,27 +159,9 @@ async fn load(addr: SocketAddr, names: Arc<Vec<(String, usize)>>, clients: usize
                 }
             }
             (queries, errors, latencies)
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut run = Run { queries: 0, errors: 0, latencies: Vec::new(), wall: Duration::ZERO };
-    for t in tasks {
-        let (q, e, l) = t.await.unwrap();
-        run.queries += q;
-        run.errors += e;
-        run.latencies.extend(l);
-    }
-    run.wall = start.elapsed();
-    run.latencies.sort();
-    run
-}
-
-fn pct(l: &[Duration], p: f64) -> Duration {
-    if l.is_empty() {
-        return Duration::ZERO;
-    }
-    l[((l.len() - 1) as f64 * p).round() as usize]
+        }
+    })
+    .await
 }
 
 #[tokio::main]
@@ -231,25 +206,8 @@ async fn main() {
             results.push((label, round, r));
         }
     }
-    println!("| server | round | queries/s | p50 | p99 | errors |");
-    println!("|---|---|---|---|---|---|");
-    let mut errors = 0;
-    let mut best = std::collections::BTreeMap::new();
-    for (label, round, r) in &results {
-        let qps = r.queries as f64 / r.wall.as_secs_f64();
-        println!(
-            "| {label} | {round} | {qps:.0} | {:.0} µs | {:.0} µs | {} |",
-            pct(&r.latencies, 0.5).as_secs_f64() * 1e6,
-            pct(&r.latencies, 0.99).as_secs_f64() * 1e6,
-            r.errors
-        );
-        errors += r.errors;
-        let e = best.entry(*label).or_insert((0.0f64, Duration::MAX));
-        e.0 = e.0.max(qps);
-        e.1 = e.1.min(pct(&r.latencies, 0.99));
-    }
-    let (f, h) = (best["flotilla"], best["hickory bare"]);
-    println!("ratio (flotilla / bare, best round): queries/s {:.2}x, p99 {:.2}x", f.0 / h.0, f.1.as_secs_f64() / h.1.as_secs_f64());
+    let (errors, best) = print_table("server", "queries/s", &results);
+    print_ratio(&best, "flotilla", "hickory bare", "flotilla / bare", "queries/s");
     stop.cancel();
     let _ = serving.await;
     let _ = ceiling_server.shutdown_gracefully().await;

@@ -14,10 +14,11 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use bytes::Bytes;
+use common::{Run, print_ratio, print_table, run_clients};
 use flotilla_api::federation::mcs::SERVICE_NAME;
 use flotilla_traffic::gateway::routes::{Ingress, Inputs, Settings, build};
 use flotilla_traffic::gateway::{Gateway, Listener, Shared};
@@ -27,6 +28,8 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressSpec;
 use serde_json::json;
+
+mod common;
 
 const BODY: &[u8; 64] = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
 
@@ -93,59 +96,31 @@ fn routes(backend: SocketAddr) -> flotilla_traffic::gateway::Routes {
     )
 }
 
-struct Run {
-    requests: u64,
-    errors: u64,
-    latencies: Vec<Duration>,
-    wall: Duration,
-}
-
 /// `clients` connections to `addr`, each sending GETs one at a time for `seconds`.
 async fn load(addr: SocketAddr, clients: usize, seconds: f64) -> Run {
-    let stop = Arc::new(AtomicBool::new(false));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            let (mut requests, mut errors, mut latencies) = (0u64, 0u64, Vec::new());
-            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-            stream.set_nodelay(true).unwrap();
-            let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await.unwrap();
-            tokio::spawn(conn);
-            while !stop.load(Ordering::Relaxed) {
-                let req = Request::get("/").header("host", "bench.local").body(Empty::new()).unwrap();
-                let t = Instant::now();
-                let ok = match sender.send_request(req).await {
-                    Ok(resp) => resp.status() == 200 && resp.into_body().collect().await.is_ok_and(|b| b.to_bytes().as_ref() == BODY),
-                    Err(_) => false,
-                };
-                latencies.push(t.elapsed());
-                requests += 1;
-                if !ok {
-                    errors += 1;
-                    break;
-                }
+    run_clients(clients, seconds, move |_, stop| async move {
+        let (mut requests, mut errors, mut latencies) = (0u64, 0u64, Vec::new());
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(conn);
+        while !stop.load(Ordering::Relaxed) {
+            let req = Request::get("/").header("host", "bench.local").body(Empty::new()).unwrap();
+            let t = Instant::now();
+            let ok = match sender.send_request(req).await {
+                Ok(resp) => resp.status() == 200 && resp.into_body().collect().await.is_ok_and(|b| b.to_bytes().as_ref() == BODY),
+                Err(_) => false,
+            };
+            latencies.push(t.elapsed());
+            requests += 1;
+            if !ok {
+                errors += 1;
+                break;
             }
-            (requests, errors, latencies)
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut run = Run { requests: 0, errors: 0, latencies: Vec::new(), wall: Duration::ZERO };
-    for t in tasks {
-        let (r, e, l) = t.await.unwrap();
-        run.requests += r;
-        run.errors += e;
-        run.latencies.extend(l);
-    }
-    run.wall = start.elapsed();
-    run.latencies.sort();
-    run
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted.get(((sorted.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or_default()
+        }
+        (requests, errors, latencies)
+    })
+    .await
 }
 
 #[tokio::main]
@@ -170,24 +145,10 @@ async fn main() {
             results.push((label, round, load(addr, a.clients, a.seconds).await));
         }
     }
-    println!("| path | round | requests/s | p50 | p99 | errors |");
-    println!("|---|---|---|---|---|---|");
-    let mut errors = 0;
-    let mut best = std::collections::BTreeMap::new();
-    for (label, round, r) in &results {
-        let rps = r.requests as f64 / r.wall.as_secs_f64();
-        let (p50, p99) = (percentile(&r.latencies, 0.5), percentile(&r.latencies, 0.99));
-        println!("| {label} | {round} | {rps:.0} | {:.0} µs | {:.0} µs | {} |", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6, r.errors);
-        errors += r.errors;
-        if r.requests == 0 {
-            errors += 1;
-        }
-        let e = best.entry(*label).or_insert((0.0f64, Duration::MAX));
-        e.0 = e.0.max(rps);
-        e.1 = e.1.min(p99);
-    }
-    let (g, d) = (best["gateway"], best["direct"]);
-    println!("ratio (gateway / direct, best round): requests/s {:.2}x, p99 {:.2}x", g.0 / d.0, g.1.as_secs_f64() / d.1.as_secs_f64());
+    let (mut errors, best) = print_table("path", "requests/s", &results);
+    // A run that answered nothing is an error too.
+    errors += results.iter().filter(|(_, _, r)| r.count == 0).count() as u64;
+    print_ratio(&best, "gateway", "direct", "gateway / direct", "requests/s");
     let c = shared.counters.as_ref();
     println!(
         "gateway counters: forwarded {}, retries {}, failed {}",

@@ -59,6 +59,14 @@ pub fn imported_slice_name(cluster: &str, slice: &str) -> String {
 
 /// Whether an EndpointSlice is one Karmada's or Flotilla's controllers wrote (never reported
 /// back, which would loop).
+/// Whether a Work reports a member's EndpointSlice to the control plane (either path's: the
+/// ServiceExport's or a MultiClusterService's), as opposed to a dispatched copy, which carries
+/// the provision-cluster annotation.
+pub fn is_report(w: &crate::federation::karmada::work::Work) -> bool {
+    let has = |map: &Option<std::collections::BTreeMap<String, String>>, key: &str| map.as_ref().is_some_and(|m| m.contains_key(key));
+    has(&w.metadata.labels, WORK_MANAGED_BY_LABEL) && !has(&w.metadata.annotations, crate::federation::karmada::networking::PROVISION_CLUSTER_ANNOTATION)
+}
+
 pub fn is_managed_by_federation(managed_by: Option<&str>) -> bool {
     matches!(managed_by, Some(IMPORTED_MANAGED_BY | DISPATCHED_MANAGED_BY))
 }

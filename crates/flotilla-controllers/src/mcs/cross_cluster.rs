@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
+use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready, serves_kind};
 use flotilla_api::federation::karmada::names::{binding_name, cluster_of_execution_space, execution_space, work_name};
 use flotilla_api::federation::karmada::networking::{
     BINDING_MANAGED_BY_LABEL, CLAIMED_BY_LABEL, DISPATCH_FINALIZER, ENDPOINT_SLICE_DISPATCHED, MCS_FINALIZER, MCS_NAME_LABEL, MCS_NAMESPACE_LABEL,
@@ -38,7 +38,7 @@ use flotilla_api::federation::karmada::policy::{
     PROPAGATION_POLICY_NAMESPACE_ANNOTATION, PROPAGATION_POLICY_PERMANENT_ID_LABEL,
 };
 use flotilla_api::federation::karmada::work::{BINDING_FINALIZER, ResourceBinding, Work};
-use flotilla_api::federation::mcs::{DISPATCHED_MANAGED_BY, SERVICE_NAME, SLICE_MANAGED_BY};
+use flotilla_api::federation::mcs::{DISPATCHED_MANAGED_BY, SERVICE_NAME, SLICE_MANAGED_BY, is_report};
 use flotilla_runtime::{Events, Next};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -46,7 +46,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::export::{is_mcs_marker, is_report, manifest_is_current};
+use super::export::{is_mcs_marker, manifest_is_current};
 
 pub const SERVICE_NAME_CONTROLLER: &str = "multiclusterservice-controller";
 pub const DISPATCH_NAME: &str = "endpointslice-dispatch-controller";
@@ -89,14 +89,9 @@ fn named_or_all(named: Option<&[flotilla_api::federation::karmada::networking::C
 /// list is complete (`CompleteAPIEnablements` True) and lacks `discovery.k8s.io/v1`
 /// EndpointSlice is known not to serve them.
 fn lacks_endpoint_slices(c: &Cluster) -> bool {
-    let Some(status) = c.status.as_ref() else { return false };
-    let complete = flotilla_runtime::condition_status(status.conditions.as_deref(), "CompleteAPIEnablements").is_some_and(|c| c.status == "True");
-    complete
-        && !status
-            .api_enablements
-            .iter()
-            .flatten()
-            .any(|e| e.group_version == "discovery.k8s.io/v1" && e.resources.iter().flatten().any(|r| r.kind == "EndpointSlice"))
+    let conditions = c.status.as_ref().and_then(|s| s.conditions.as_deref());
+    let complete = flotilla_runtime::condition_status(conditions, "CompleteAPIEnablements").is_some_and(|c| c.status == "True");
+    complete && !serves_kind(c, "discovery.k8s.io/v1", "EndpointSlice")
 }
 
 fn providers(mcs: &MultiClusterService, clusters: &Store<Cluster>) -> BTreeSet<String> {

@@ -32,13 +32,13 @@ use std::time::Duration;
 
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_api::federation::karmada::names::{cluster_of_execution_space, execution_space, work_name};
-use flotilla_api::federation::karmada::networking::{DISPATCH_FINALIZER, MCS_NAME_LABEL, MCS_NAMESPACE_LABEL, PROVISION_CLUSTER_ANNOTATION};
+use flotilla_api::federation::karmada::networking::{DISPATCH_FINALIZER, MCS_NAME_LABEL, MCS_NAMESPACE_LABEL};
 use flotilla_api::federation::karmada::work::{
     MANAGED_LABEL, TEMPLATE_UID_ANNOTATION, WORK_NAME_ANNOTATION, WORK_NAMESPACE_ANNOTATION, WORK_PERMANENT_ID_LABEL, Work,
 };
 use flotilla_api::federation::mcs::{
     ENDPOINTSLICE_FINALIZER, MANAGED_BY_MULTI_CLUSTER_SERVICE, MANAGED_BY_SERVICE_EXPORT, SERVICE_CLUSTER_IPS_ANNOTATION, SERVICE_NAME, SERVICE_NAME_LABEL,
-    SERVICE_NAMESPACE_LABEL, SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation,
+    SERVICE_NAMESPACE_LABEL, SLICE_MANAGED_BY, WORK_MANAGED_BY_LABEL, is_managed_by_federation, is_report,
 };
 use flotilla_api::interpreter::{InterpretError, prune_for_work};
 use flotilla_member::access::Clients;
@@ -148,11 +148,6 @@ pub struct Context {
     clusters: Store<Cluster>,
     queue: Arc<flotilla_runtime::WorkQueue<Key>>,
     members: Mutex<HashMap<String, MemberWatch>>,
-}
-
-/// Whether a Work reports slices (any path's).
-pub fn is_report(w: &Work) -> bool {
-    w.labels().contains_key(WORK_MANAGED_BY_LABEL) && !w.annotations().contains_key(PROVISION_CLUSTER_ANNOTATION)
 }
 
 fn carries_kind(w: &Work, kind: &str) -> bool {
@@ -266,82 +261,77 @@ pub fn manifest_is_current(w: &Work, manifest: &Value) -> bool {
 /// Whether `w` (a report) already is what [`report_work`] would write.
 fn report_is_current(w: &Work, manifest: &Value, paths: Paths, namespace: &str, service: &str) -> bool {
     let l = w.labels();
-    let label_is = |k: &str, want: bool| {
-        if want { l.get(k).map(String::as_str) == Some(if k.ends_with("namespace") { namespace } else { service }) } else { !l.contains_key(k) }
-    };
+    // The label is `value` when its path wants the slice, absent when not.
+    let label_is = |key: &str, value: &str, wanted: bool| l.get(key).map(String::as_str) == wanted.then_some(value);
     let has = |f: &str| w.finalizers().iter().any(|x| x == f);
     manifest_is_current(w, manifest)
         && l.get(WORK_MANAGED_BY_LABEL).map(String::as_str) == Some(paths.tokens().as_str())
-        && label_is(SERVICE_NAMESPACE_LABEL, paths.export)
-        && label_is(SERVICE_NAME_LABEL, paths.export)
-        && label_is(MCS_NAMESPACE_LABEL, paths.mcs)
-        && label_is(MCS_NAME_LABEL, paths.mcs)
+        && label_is(SERVICE_NAMESPACE_LABEL, namespace, paths.export)
+        && label_is(SERVICE_NAME_LABEL, service, paths.export)
+        && label_is(MCS_NAMESPACE_LABEL, namespace, paths.mcs)
+        && label_is(MCS_NAME_LABEL, service, paths.mcs)
         && (!paths.export || has(ENDPOINTSLICE_FINALIZER))
         && (!paths.mcs || has(DISPATCH_FINALIZER))
 }
 
-impl Context {
-    /// The reports of `namespace/service` in `cluster`'s execution space (either path's), by
-    /// Work name.
-    fn reports(&self, cluster: &str, namespace: &str, service: &str) -> BTreeMap<String, Arc<Work>> {
-        let es = execution_space(cluster);
-        let names = |w: &Work, ns_label: &str, name_label: &str| {
-            w.labels().get(ns_label).map(String::as_str) == Some(namespace) && w.labels().get(name_label).map(String::as_str) == Some(service)
-        };
-        self.works
-            .state()
-            .into_iter()
-            .filter(|w| {
-                w.namespace().as_deref() == Some(es.as_str())
-                    && is_report(w)
-                    && (names(w, SERVICE_NAMESPACE_LABEL, SERVICE_NAME_LABEL) || names(w, MCS_NAMESPACE_LABEL, MCS_NAME_LABEL))
-            })
-            .map(|w| (w.name_any(), w))
-            .collect()
-    }
+/// Whether `w` names `namespace/service` with the labels `ns_label` and `name_label`.
+fn names(w: &Work, ns_label: &str, name_label: &str, namespace: &str, service: &str) -> bool {
+    w.labels().get(ns_label).map(String::as_str) == Some(namespace) && w.labels().get(name_label).map(String::as_str) == Some(service)
+}
 
-    /// Whether the export path is used in `cluster`: a ServiceExport propagated there, or a
-    /// report of that path.
-    fn wants_exports(&self, cluster: &str) -> bool {
-        let es = execution_space(cluster);
-        self.works
-            .state()
-            .iter()
-            .any(|w| w.namespace().as_deref() == Some(es.as_str()) && (carries_export(w) || (is_report(w) && w.labels().contains_key(SERVICE_NAME_LABEL))))
-    }
-
-    /// Whether a MultiClusterService names `cluster` a provider of `namespace/service`.
-    fn mcs_wants(&self, cluster: &str, namespace: &str, service: &str) -> bool {
-        let es = execution_space(cluster);
-        self.works.state().iter().any(|w| {
-            w.namespace().as_deref() == Some(es.as_str())
-                && w.metadata.deletion_timestamp.is_none()
-                && is_mcs_marker(w)
-                && w.labels().get(MCS_NAMESPACE_LABEL).map(String::as_str) == Some(namespace)
-                && w.labels().get(MCS_NAME_LABEL).map(String::as_str) == Some(service)
+/// The reports of `namespace/service` among an execution space's Works (either path's), by
+/// Work name.
+fn reports(space: &[Arc<Work>], namespace: &str, service: &str) -> BTreeMap<String, Arc<Work>> {
+    space
+        .iter()
+        .filter(|w| {
+            is_report(w)
+                && (names(w, SERVICE_NAMESPACE_LABEL, SERVICE_NAME_LABEL, namespace, service)
+                    || names(w, MCS_NAMESPACE_LABEL, MCS_NAME_LABEL, namespace, service))
         })
+        .map(|w| (w.name_any(), w.clone()))
+        .collect()
+}
+
+/// Whether an execution space's Works hold a MultiClusterService marker naming its cluster a
+/// provider of `namespace/service`.
+fn mcs_wants(space: &[Arc<Work>], namespace: &str, service: &str) -> bool {
+    space.iter().any(|w| w.metadata.deletion_timestamp.is_none() && is_mcs_marker(w) && names(w, MCS_NAMESPACE_LABEL, MCS_NAME_LABEL, namespace, service))
+}
+
+/// Whether the export path is used in an execution space: a ServiceExport propagated there, or
+/// a report of that path.
+fn wants_exports(space: &[Arc<Work>]) -> bool {
+    space.iter().any(|w| carries_export(w) || (is_report(w) && w.labels().contains_key(SERVICE_NAME_LABEL)))
+}
+
+impl Context {
+    /// The Works of `cluster`'s execution space (one pass over the cache).
+    fn space(&self, cluster: &str) -> Vec<Arc<Work>> {
+        let es = execution_space(cluster);
+        self.works.state().into_iter().filter(|w| w.namespace().as_deref() == Some(es.as_str())).collect()
     }
 
     /// Whether `cluster`'s members should be watched: served here, not going, and its execution
-    /// space holds a ServiceExport or a report.
-    fn wants_watch(&self, cluster: &str) -> bool {
+    /// space holds a ServiceExport, a MultiClusterService marker or a report.
+    fn wants_watch(&self, cluster: &str, space: &[Arc<Work>]) -> bool {
         let Some(c) = self.clusters.get(&reflector::ObjectRef::new(cluster)) else { return false };
         if !self.clients.reaches(&c) || c.metadata.deletion_timestamp.is_some() {
             return false;
         }
-        let es = execution_space(cluster);
-        self.works.state().iter().any(|w| w.namespace().as_deref() == Some(es.as_str()) && (is_report(w) || carries_export(w) || is_mcs_marker(w)))
+        space.iter().any(|w| is_report(w) || carries_export(w) || is_mcs_marker(w))
     }
 }
 
 async fn reconcile_cluster(ctx: &Arc<Context>, cluster: &str) -> Result<Next, Error> {
-    if !ctx.wants_watch(cluster) {
+    let space = ctx.space(cluster);
+    if !ctx.wants_watch(cluster, &space) {
         if ctx.clusters.get(&reflector::ObjectRef::new(cluster)).is_none() && ctx.members.lock().remove(cluster).is_some() {
             tracing::info!(controller = NAME, cluster, "stopped watching the member's exports");
         }
         return Ok(Next::Done);
     }
-    let wants_exports = ctx.wants_exports(cluster);
+    let wants_exports = wants_exports(&space);
     {
         let mut members = ctx.members.lock();
         if let Some(m) = members.get_mut(cluster) {
@@ -463,9 +453,10 @@ async fn reconcile_service(ctx: &Arc<Context>, cluster: &str, namespace: &str, s
             .collect();
         (exported, slices)
     };
-    let paths = Paths { export: exported, mcs: ctx.mcs_wants(cluster, namespace, service) };
+    let space = ctx.space(cluster);
+    let paths = Paths { export: exported, mcs: mcs_wants(&space, namespace, service) };
     let es = execution_space(cluster);
-    let existing = ctx.reports(cluster, namespace, service);
+    let existing = reports(&space, namespace, service);
     let api: Api<Work> = Api::namespaced(ctx.client.clone(), &es);
     let mut wanted = BTreeMap::new();
     if paths.any() && !slices.is_empty() {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use flotilla_api::federation::karmada::cluster::Cluster;
+use flotilla_api::federation::karmada::cluster::{Cluster, serves_kind};
 use flotilla_api::federation::kubefed::types::DEFAULT_FEDERATED_GROUP;
 
 use super::{FilterContext, FilterPlugin, Verdict};
@@ -35,16 +35,11 @@ impl FilterPlugin for ApiEnablement {
         if resource.api_version.split_once('/').is_some_and(|(group, _)| group == DEFAULT_FEDERATED_GROUP) {
             return Verdict::Pass;
         }
-        let enabled = cluster
-            .status
-            .as_ref()
-            .and_then(|s| s.api_enablements.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|e| e.group_version == resource.api_version)
-            .flat_map(|e| e.resources.iter().flatten())
-            .any(|r| r.kind == resource.kind);
-        if enabled { Verdict::Pass } else { Verdict::Fail("cluster(s) did not have the API resource".into()) }
+        if serves_kind(cluster, &resource.api_version, &resource.kind) {
+            Verdict::Pass
+        } else {
+            Verdict::Fail("cluster(s) did not have the API resource".into())
+        }
     }
 }
 

@@ -11,10 +11,9 @@ use std::sync::Arc;
 use flotilla_api::federation::karmada::cluster::{Cluster, is_cluster_ready};
 use flotilla_api::federation::karmada::names::cluster_of_execution_space;
 use flotilla_api::federation::karmada::networking::MultiClusterIngress;
-use flotilla_api::federation::karmada::networking::PROVISION_CLUSTER_ANNOTATION;
 use flotilla_api::federation::karmada::work::Work;
 use flotilla_api::federation::kubefed::core::FederatedTypeConfig;
-use flotilla_api::federation::mcs::{ServiceImport, WORK_MANAGED_BY_LABEL};
+use flotilla_api::federation::mcs::{ServiceImport, is_report};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressSpec;
@@ -25,11 +24,6 @@ use parking_lot::Mutex;
 
 use super::Shared;
 use super::routes::{Ingress, Inputs, Settings, build};
-
-/// Whether a Work reports a member's slice (either path's, not a dispatched copy).
-fn is_report(w: &Work) -> bool {
-    w.labels().contains_key(WORK_MANAGED_BY_LABEL) && !w.annotations().contains_key(PROVISION_CLUSTER_ANNOTATION)
-}
 
 /// The Federated<Kind> resource of a FederatedTypeConfig whose target is an Ingress.
 fn federated_ingress(ftc: &FederatedTypeConfig) -> Option<ApiResource> {

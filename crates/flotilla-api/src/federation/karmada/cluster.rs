@@ -228,6 +228,19 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 }
 
 /// Whether the cluster's `Ready` condition is `True`.
+/// Whether the cluster's `status.apiEnablements` lists `kind` under `group_version`.
+pub fn serves_kind(cluster: &Cluster, group_version: &str, kind: &str) -> bool {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.api_enablements.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|e| e.group_version == group_version)
+        .flat_map(|e| e.resources.iter().flatten())
+        .any(|r| r.kind == kind)
+}
+
 pub fn is_cluster_ready(cluster: &Cluster) -> bool {
     cluster.status.as_ref().and_then(|s| s.conditions.as_deref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True")
 }
