@@ -74,15 +74,28 @@ clients() {
     apt-get install -y -q bind9-dnsutils >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bind9-dnsutils >/dev/null; }
   fi
   dig -v 2>&1 | head -1
+  # Headless Chromium and its WebDriver (Debian's chromium, chromium-driver) for the dashboard's
+  # browser tests; Selenium comes with the venv below.
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
+  fi
+  chromedriver --version
   local want; want="$(sha256sum tests/python/requirements.txt | cut -c1-16)"
   if [[ ! -x "$venv/bin/python" || "$(cat "$venv/.requirements" 2>/dev/null)" != "$want" ]]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q -r tests/python/requirements.txt
     echo "$want" > "$venv/.requirements"
   fi
-  "$venv/bin/python" -c 'import kubernetes; print("python kubernetes client", kubernetes.__version__)'
+  "$venv/bin/python" -c 'import kubernetes, selenium; print("python kubernetes client", kubernetes.__version__, "selenium", selenium.__version__)'
 }
 python_tests() { FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" -m pytest -q tests/python; }
+# The dashboard in headless Chromium against `flotilla up --demo 3` (tests/browser), then the
+# overview at smoke size (3 members, 20 workloads; the full 100 x 1,000 is in
+# docs/benchmarks/dashboard.md): figures printed, never gated on.
+browser_tests() {
+  FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" -m pytest -q tests/browser &&
+    FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" tests/browser/overview_bench.py --members 3 --workloads 20
+}
 testenv_build() { testenv/build.sh; }
 # One shared testenv (three real members with workloads) for the whole run; tests attach with
 # flotilla_testenv::TestEnv::connect(). Torn down on exit, and with this shell if it is killed.
@@ -123,7 +136,8 @@ lint() {
     chmod +x "$fake/protoc" &&
     PROTOC=/nonexistent PATH="$fake:$PATH" CARGO_TARGET_DIR="$cache/no-protoc/target" \
       cargo clippy --workspace --all-targets --locked -- -D warnings &&
-    PROTOC=/nonexistent PATH="$fake:$PATH" scripts/regen-etcd-proto.sh --check
+    PROTOC=/nonexistent PATH="$fake:$PATH" scripts/regen-etcd-proto.sh --check &&
+    scripts/check-dashboard.sh
 }
 # Phase functions run inside `if`, where bash ignores `set -e`: every step is chained with &&
 # so that a failing step fails its phase.
@@ -234,6 +248,7 @@ phase testenv-up testenv_up
 start_fuzz_build
 phase rust-tests rust_tests
 phase python-client-tests python_tests
+phase browser-tests browser_tests
 phase testenv-tests testenv_tests
 phase karmada-smoke karmada_smoke
 phase fuzz-replay fuzz_replay

@@ -69,6 +69,7 @@ mod scope;
 pub mod serve;
 pub mod server;
 mod service_account_jwt;
+pub mod site;
 mod state;
 mod storage;
 mod strategy;

@@ -7,7 +7,9 @@
 //! Karmada's installers create them; `flotilla-api/data/karmada-rbac.json`) and what pull
 //! registration needs of Karmada's bootstrap-token configuration (the bootstrap token's
 //! `system:node-bootstrapper` binding and the agent CSR auto-approval roles;
-//! `flotilla-api/data/karmada-bootstrap-rbac.json`).
+//! `flotilla-api/data/karmada-bootstrap-rbac.json`), and Flotilla's own `flotilla-view` and
+//! `flotilla-edit` (aggregated into `view` and `edit`: the bindings' `explain` subresource,
+//! edge reports and records; `flotilla-api/data/flotilla-rbac.json`).
 //!
 //! Each object is created when missing. One that exists is left alone when its
 //! `rbac.authorization.kubernetes.io/autoupdate` annotation is `false`; otherwise what the
@@ -26,6 +28,7 @@ use crate::state::ApiState;
 const KUBERNETES: &str = include_str!("../../flotilla-api/data/bootstrap-rbac.json");
 const KARMADA: &str = include_str!("../../flotilla-api/data/karmada-rbac.json");
 const KARMADA_BOOTSTRAP: &str = include_str!("../../flotilla-api/data/karmada-bootstrap-rbac.json");
+const FLOTILLA: &str = include_str!("../../flotilla-api/data/flotilla-rbac.json");
 const GROUP: &str = "rbac.authorization.k8s.io";
 const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 
@@ -37,6 +40,7 @@ pub(crate) fn policy() -> Vec<Value> {
     let mut all = items(KUBERNETES);
     all.extend(items(KARMADA));
     all.extend(items(KARMADA_BOOTSTRAP));
+    all.extend(items(FLOTILLA));
     all
 }
 
@@ -151,7 +155,18 @@ mod tests {
     fn the_policy_holds_kubernetes_and_karmadas_roles() {
         let p = policy();
         let named = |kind: &str, name: &str| p.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name);
-        for role in ["cluster-admin", "admin", "edit", "view", "system:discovery", "system:basic-user", "karmada-view", "karmada-edit"] {
+        for role in [
+            "cluster-admin",
+            "admin",
+            "edit",
+            "view",
+            "system:discovery",
+            "system:basic-user",
+            "karmada-view",
+            "karmada-edit",
+            "flotilla-view",
+            "flotilla-edit",
+        ] {
             assert!(named("ClusterRole", role), "{role}");
         }
         assert!(named("ClusterRoleBinding", "cluster-admin") && named("ClusterRoleBinding", "system:discovery"));

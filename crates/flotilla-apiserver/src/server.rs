@@ -114,6 +114,14 @@ impl ApiServer {
         self.inner.registry.install_connect(c);
     }
 
+    /// Serve a static site (the dashboard's files) under its prefix, to anyone: see
+    /// [`crate::site`]. Replaces a site installed before under the same prefix.
+    pub fn install_site(&self, site: crate::site::StaticSite) {
+        let mut sites = self.inner.sites.write();
+        sites.retain(|s| s.prefix() != site.prefix());
+        sites.push(Arc::new(site));
+    }
+
     /// The router, holding the server only weakly: for clients that the server itself ends up
     /// holding (a connect handler's in-process client), so they do not keep it alive. Once the
     /// server is dropped it answers 503.
@@ -168,7 +176,10 @@ async fn endpoint(inner: Arc<ApiState>, mut req: Request<Body>) -> Result<Respon
 async fn route_request(inner: Arc<ApiState>, identity: Identity, route: Route, query: Query, req: Request<Body>) -> Response {
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(String::from);
     let result = match route {
-        Route::NonResource(path) => non_resource(&inner, &path, &req.headers().clone()).await,
+        Route::NonResource(path) => match inner.site_of(&path) {
+            Some(site) => Ok(site.serve(req.method(), &path, req.headers())),
+            None => non_resource(&inner, &path, &req.headers().clone()).await,
+        },
         Route::CoreVersions => discovery_root(&inner, true, accept.as_deref()),
         Route::Groups => discovery_root(&inner, false, accept.as_deref()),
         Route::Group(g) => {

@@ -36,6 +36,8 @@ pub(crate) struct ApiState {
     /// per core, run on the blocking pool.
     heavy: Arc<Semaphore>,
     pub(crate) ready: AtomicBool,
+    /// Static sites installed by the binary (the dashboard), served before authorization.
+    pub(crate) sites: parking_lot::RwLock<Vec<Arc<crate::site::StaticSite>>>,
 }
 
 impl ApiState {
@@ -61,7 +63,13 @@ impl ApiState {
             in_flight,
             heavy: Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))),
             ready: AtomicBool::new(false),
+            sites: parking_lot::RwLock::new(Vec::new()),
         }
+    }
+
+    /// The static site that owns `path`, if any.
+    pub(crate) fn site_of(&self, path: &str) -> Option<Arc<crate::site::StaticSite>> {
+        self.sites.read().iter().find(|s| s.owns(path)).cloned()
     }
 
     /// Runs `work` on the blocking pool once one of [`ApiState::heavy`]'s permits is free.

@@ -1,7 +1,10 @@
 //! `flotilla explain <kind>/<name>`: a scheduling pass rendered as a table — per cluster, each
-//! filter plugin's verdict, the score, the room, the weight and the replicas it got.
+//! filter plugin's verdict, the score, the room, the weight and the replicas it got; and the
+//! same as JSON ([`explain_json`]) for the bindings' `explain` subresource the dashboard reads.
 
 use std::fmt::Write as _;
+
+use serde_json::{Value, json};
 
 use crate::binding::BindingView;
 use crate::plugins::Verdict;
@@ -46,6 +49,77 @@ pub fn explain_text(binding: &BindingView<'_>, outcome: &Result<ScheduleResult, 
         render_attempt(&mut out, attempt);
     }
     out
+}
+
+/// The outcome of [`crate::schedule()`] for `binding` as a `BindingExplanation` document: the
+/// result, the strategy, and per pass and cluster each filter's verdict and the outcome, with
+/// the text [`explain_text`] prints.
+pub fn explain_json(binding: &BindingView<'_>, outcome: &Result<ScheduleResult, ScheduleError>) -> Value {
+    let explanation: &Explanation = match outcome {
+        Ok(result) => &result.explanation,
+        Err(error) => &error.explanation,
+    };
+    let result = match outcome {
+        Ok(result) => json!({
+            "scheduled": true,
+            "affinityName": result.affinity_name,
+            "clusters": result.clusters.iter().map(|t| json!({"name": t.name, "replicas": t.replicas})).collect::<Vec<_>>(),
+        }),
+        Err(error) => json!({"scheduled": false, "reason": error.failure.reason().as_str(), "message": error.failure.to_string()}),
+    };
+    let attempts: Vec<Value> = explanation
+        .attempts
+        .iter()
+        .map(|a| {
+            let clusters: Vec<Value> = a
+                .clusters
+                .iter()
+                .map(|c| {
+                    let filters: Vec<Value> = c
+                        .filters
+                        .iter()
+                        .map(|v| match &v.verdict {
+                            Verdict::Pass => json!({"plugin": v.plugin, "passed": true}),
+                            Verdict::Fail(why) => json!({"plugin": v.plugin, "passed": false, "reason": why}),
+                        })
+                        .collect();
+                    json!({
+                        "name": c.name,
+                        "filters": filters,
+                        "score": c.score,
+                        "availableReplicas": c.available_replicas.filter(|a| *a < i64::from(i32::MAX)),
+                        "weight": c.weight,
+                        "replicas": c.replicas,
+                        "outcome": outcome_text(&c.outcome),
+                    })
+                })
+                .collect();
+            json!({"affinityName": a.affinity_name, "error": a.error, "clusters": clusters})
+        })
+        .collect();
+    let resource = &binding.spec.resource;
+    json!({
+        "kind": "BindingExplanation",
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "binding": binding.to_string(),
+        "resource": {"apiVersion": resource.api_version, "kind": resource.kind, "namespace": resource.namespace, "name": resource.name},
+        "strategy": explanation.strategy.map(|s| s.as_str()),
+        "replicas": explanation.replicas,
+        "mode": explanation.mode.map(|m| format!("{m:?}")),
+        "result": result,
+        "attempts": attempts,
+        "text": explain_text(binding, outcome),
+    })
+}
+
+fn outcome_text(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Deleting => "skipped: cluster is being deleted".to_string(),
+        Outcome::Filtered { plugin, reason } => format!("dropped by {plugin}: {reason}"),
+        Outcome::NotSelected(why) => format!("kept, not selected: {why}"),
+        Outcome::Selected => "selected".to_string(),
+        Outcome::Undecided => "kept".to_string(),
+    }
 }
 
 fn render_attempt(out: &mut String, attempt: &Attempt) {
@@ -94,12 +168,6 @@ fn row(cluster: &ClusterExplanation, plugins: &[&'static str]) -> Vec<String> {
     cells.push(opt(cluster.available_replicas.filter(|a| *a < i64::from(i32::MAX))));
     cells.push(opt(cluster.weight));
     cells.push(opt(cluster.replicas.map(i64::from)));
-    cells.push(match &cluster.outcome {
-        Outcome::Deleting => "skipped: cluster is being deleted".to_string(),
-        Outcome::Filtered { plugin, reason } => format!("dropped by {plugin}: {reason}"),
-        Outcome::NotSelected(why) => format!("kept, not selected: {why}"),
-        Outcome::Selected => "selected".to_string(),
-        Outcome::Undecided => "kept".to_string(),
-    });
+    cells.push(outcome_text(&cluster.outcome));
     cells
 }

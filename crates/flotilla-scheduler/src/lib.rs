@@ -36,7 +36,7 @@ pub mod snapshot;
 pub mod webster;
 
 pub use binding::{BindingKind, BindingView};
-pub use explain::explain_text;
+pub use explain::{explain_json, explain_text};
 pub use schedule::{
     Attempt, ClusterExplanation, ConditionReason, Explanation, Failure, FitError, Outcome, PluginVerdict, ScheduleError, ScheduleOptions, ScheduleResult,
     schedule,

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod cluster_proxy;
 pub mod control_plane;
 pub mod controllers;
+pub mod dashboard;
 pub mod demo;
 pub mod federation_args;
 pub mod kubefed;

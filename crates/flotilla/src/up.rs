@@ -96,6 +96,10 @@ pub struct UpArgs {
     /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
+    /// Serve the web dashboard at https://<listen>/dashboard/ (log in with a bearer token:
+    /// `kubectl create token`, or one of `--token-auth-file`). `--dashboard=false` turns it off.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub dashboard: bool,
     #[command(flatten)]
     pub dns: flotilla::traffic::DnsArgs,
     #[command(flatten)]
@@ -128,6 +132,7 @@ impl UpArgs {
             allow_no_execute_taint_policy: false,
             store_commit_window: flotilla_store::embedded::DEFAULT_COMMIT_WINDOW,
             demo: None,
+            dashboard: true,
             dns: Default::default(),
             gateway: Default::default(),
             federation: Default::default(),
@@ -254,6 +259,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         probe_timeout: args.tunnel_probe_timeout,
     };
     flotilla::cluster_proxy::install(&api, proxy, tunnel);
+    if args.dashboard {
+        flotilla::dashboard::install(&api);
+    }
     let mut serve_cfg = ServeConfig::new(args.listen, bundle.serving.cert_pem.clone(), bundle.serving.key_pem.clone());
     serve_cfg.client_ca_pem = Some(bundle.ca.cert_pem.clone());
     serve_cfg.header_read_timeout = args.header_read_timeout;
@@ -273,6 +281,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: serving the Kubernetes API on {server_url} (store {} at revision {rev})", path.display());
     println!("flotilla: admin kubeconfig: {}", kubeconfig_path.display());
     println!("  kubectl --kubeconfig {} get namespaces", kubeconfig_path.display());
+    if args.dashboard {
+        println!("flotilla: dashboard: {server_url}/dashboard/ (log in with a token: `kubectl --kubeconfig {} create token NAME`)", kubeconfig_path.display());
+    }
     let signing = flotilla_kube_controllers::csr_signing::SigningCa {
         cert_pem: bundle.ca.cert_pem.clone(),
         key_pem: bundle.ca.key_pem(),

@@ -18,6 +18,7 @@ use support::{Flotilla, flotilla_cmd, kubectl, unique, wait_for};
 
 const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
 const KARMADA_ROLES: &str = include_str!("../../flotilla-api/data/karmada-rbac.json");
+const FLOTILLA_ROLES: &str = include_str!("../../flotilla-api/data/flotilla-rbac.json");
 
 /// kubectl's answer: stdout when it succeeds, `error: <stderr>` when it fails.
 fn answer(out: std::process::Output) -> String {
@@ -79,18 +80,20 @@ fn scenario(kc: &Path, dir: &Path, ns: &str) -> Vec<String> {
     answers
 }
 
-/// The member as a Karmada control plane is: the federation CRDs and Karmada's view/edit roles,
-/// aggregated into `view`.
+/// The member as a Karmada control plane is: the federation CRDs and Karmada's (and Flotilla's)
+/// view/edit roles, aggregated into `view`.
 fn prepare_member(kc: &Path, dir: &Path) {
     let (ok, crds) = flotilla_cmd(&["crds"]);
     assert!(ok, "{crds}");
     let file = dir.join("federation-crds.yaml");
     std::fs::write(&file, crds).unwrap();
     kubectl(Path::new(KUBECTL), kc, &["apply", "--server-side", "--force-conflicts", "-f", file.to_str().unwrap()]);
-    let roles: serde_json::Value = serde_json::from_str(KARMADA_ROLES).unwrap();
-    let file = dir.join("karmada-roles.json");
-    std::fs::write(&file, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": roles["items"]}).to_string()).unwrap();
-    kubectl(Path::new(KUBECTL), kc, &["apply", "--server-side", "--force-conflicts", "-f", file.to_str().unwrap()]);
+    for (name, text) in [("karmada-roles.json", KARMADA_ROLES), ("flotilla-roles.json", FLOTILLA_ROLES)] {
+        let roles: serde_json::Value = serde_json::from_str(text).unwrap();
+        let file = dir.join(name);
+        std::fs::write(&file, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": roles["items"]}).to_string()).unwrap();
+        kubectl(Path::new(KUBECTL), kc, &["apply", "--server-side", "--force-conflicts", "-f", file.to_str().unwrap()]);
+    }
 }
 
 #[test]

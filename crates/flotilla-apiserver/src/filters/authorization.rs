@@ -1,7 +1,8 @@
 //! Authorization: anonymous callers reach only the health and version endpoints, and the
 //! authorizer decides their GET of `kube-public/cluster-info` (token discovery, as
 //! kube-apiserver's anonymous endpoint restriction is configured for kubeadm) — 401 elsewhere;
-//! everyone else is asked of the authorizer (403 with RBAC's words when denied).
+//! everyone else is asked of the authorizer (403 with RBAC's words when denied). A static
+//! site's files (the dashboard's, `crate::site`) are served to anyone: they hold no data.
 
 use std::sync::Arc;
 
@@ -24,6 +25,11 @@ const ANONYMOUS_OBJECT: &str = "/api/v1/namespaces/kube-public/configmaps/cluste
 pub(super) async fn authorize(State(inner): State<Arc<ApiState>>, req: Request<Body>, next: Next) -> Response {
     let (info, identity) = super::info_of(&req);
     let discovery = req.method() == axum::http::Method::GET && req.uri().path() == ANONYMOUS_OBJECT;
+    // A static site's files are public (crate::site): the data its pages show is asked for
+    // with the user's own credentials.
+    if matches!(&info.route, Route::NonResource(p) if inner.site_of(p).is_some()) {
+        return next.run(req).await;
+    }
     if identity.is_anonymous() && !discovery {
         let open =
             matches!(&info.route, Route::NonResource(p) if ANONYMOUS_PATHS.iter().any(|a| p.trim_end_matches('/') == *a || p.starts_with(&format!("{a}/"))));

@@ -1,0 +1,226 @@
+"""The dashboard in a real browser (headless Chromium, Selenium) against `flotilla up --demo 3`
+(issue 27): login; the overview's three Ready clusters; Karmada's nginx sample placed 1 and 1
+and Ready 2/2 without a reload; a simulated member failed through the sim's fault knob shown
+not-ready; cordon for the admin, absent for a user bound to `view` (and refused by the API);
+every page visited with no console error; a screenshot of each page.
+
+The tests run in order on one control plane and one browser (they share its state).
+"""
+
+import os
+import re
+import time
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from conftest import ADMIN_TOKEN, VIEW_TOKEN
+
+WAIT = 120  # generous: a loaded CI machine; never a statement about speed
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def wait(driver, what, predicate, timeout=WAIT):
+    last = [None]
+
+    def attempt(d):
+        try:
+            got = predicate(d)
+        except Exception as e:  # the page re-renders under our feet: try again
+            last[0] = repr(e)
+            return False
+        last[0] = got
+        return got
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(attempt)
+    except Exception:
+        raise AssertionError(f"timed out waiting for {what}; last: {last[0]}; page: {(text(driver, '#main') or '')[:2000]}")
+
+
+def console_errors(driver):
+    """Console entries at error level since the last call (Chrome reports failed requests
+    and uncaught exceptions there too)."""
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def assert_no_console_errors(driver, where):
+    errors = console_errors(driver)
+    assert not errors, f"console errors on {where}: {errors}"
+
+
+def login(driver, cp, token):
+    driver.get(cp.dashboard)
+    box = wait(driver, "the login form", lambda d: d.find_element(By.ID, "token"))
+    box.clear()
+    box.send_keys(token)
+    driver.find_element(By.ID, "login").click()
+    wait(driver, "the user's name", lambda d: d.find_element(By.ID, "username").text)
+
+
+# The pages re-render from their watches at any time, so elements are read and clicked in one
+# script each (an element found by one call may be gone by the next).
+def texts(driver, css):
+    return driver.execute_script("return [...document.querySelectorAll(arguments[0])].map(e => e.textContent)", css)
+
+
+def attrs(driver, css, name):
+    return driver.execute_script("return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]))", css, name)
+
+
+def text(driver, css):
+    got = texts(driver, css)
+    return got[0] if got else None
+
+
+def click(driver, css):
+    assert driver.execute_script("const e = document.querySelector(arguments[0]); if (e) e.click(); return !!e", css), f"nothing to click at {css}"
+
+
+def cluster_rows(driver):
+    return sorted(attrs(driver, "tr[data-cluster]", "data-cluster"))
+
+
+def ready_of(driver, name):
+    got = attrs(driver, f'tr[data-cluster="{name}"] [data-ready]', "data-ready")
+    return got[0] if got else None
+
+
+def shot(driver, screenshots, name):
+    driver.execute_script("window.scrollTo(0, 0)")
+    path = os.path.join(screenshots, f"{name}.png")
+    driver.save_screenshot(path)
+    assert os.path.getsize(path) > 0
+
+
+def test_login_shows_three_ready_clusters(control_plane, browser, screenshots):
+    browser.get(control_plane.dashboard)
+    wait(browser, "the login form", lambda d: d.find_element(By.ID, "token"))
+    shot(browser, screenshots, "login")
+    login(browser, control_plane, ADMIN_TOKEN)
+    assert browser.find_element(By.ID, "username").text == "dashboard-admin"
+    wait(browser, "3 Ready clusters", lambda d: len(cluster_rows(d)) == 3 and all(ready_of(d, n) == "True" for n in cluster_rows(d)))
+    assert cluster_rows(browser) == ["member1", "member2", "member3"]
+    tile = text(browser, '[data-tile="clusters-ready"] .value')
+    assert tile == "3/3", tile
+    assert_no_console_errors(browser, "the overview")
+
+
+def test_the_nginx_sample_appears_live(control_plane, browser, screenshots):
+    renders = browser.execute_script("return window.flotilla.renders")
+    control_plane.kubectl("apply", "-f", os.path.join(REPO, "examples/karmada/nginx.yaml"))
+    row = 'tr[data-binding="default/nginx-deployment"]'
+    wait(browser, "the nginx placement member1: 1, member2: 1",
+         lambda d: text(d, f"{row} td[data-placement]") == "member1: 1, member2: 1")
+    wait(browser, "nginx Ready 2/2", lambda d: attrs(d, f"{row} [data-readiness]", "data-readiness") == ["2/2"])
+    # No reload: the same document re-rendered from its watches.
+    assert browser.execute_script("return window.flotilla.renders") > renders
+    assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
+    shot(browser, screenshots, "overview")
+    assert_no_console_errors(browser, "the overview with nginx")
+
+
+def test_the_workload_page_explains_the_placement(control_plane, browser, screenshots):
+    click(browser, 'tr[data-binding="default/nginx-deployment"] a')
+    wait(browser, "the placement table", lambda d: sorted(attrs(d, "tr[data-placed]", "data-placed")) == ["member1", "member2"])
+    assert texts(browser, "tr[data-placed] td[data-replicas]") == ["1", "1"]
+    assert "PropagationPolicy default/nginx-propagation" in text(browser, "#main")
+    # The scheduler's explanation, from the binding's explain subresource.
+    wait(browser, "the explanation", lambda d: len(texts(d, '[data-table="explain"] tbody tr')) == 3)
+    explained = text(browser, '[data-table="explain"]')
+    assert "selected" in explained and "member3" in explained, explained
+    # The topology: template, binding, a Work and a member object per cluster, pods.
+    wait(browser, "the topology's works", lambda d: set(attrs(d, "[data-graph] g[data-node]", "data-node"))
+         >= {"template", "binding", "work-member1", "work-member2", "member-member1", "member-member2"})
+    wait(browser, "the pods", lambda d: len(attrs(d, '[data-graph] g[data-node^="pod-"]', "data-node")) == 2)
+    wait(browser, "the scale action", lambda d: texts(d, 'button[data-action="scale"]'))
+    shot(browser, screenshots, "workload")
+    assert_no_console_errors(browser, "the workload page")
+
+
+def test_every_page_renders_without_console_errors(control_plane, browser, screenshots):
+    for href, page in [("#/cluster/member1", "cluster"), ("#/policies", "policies"), ("#/kubefed", "kubefed"), ("#/edge", "edge")]:
+        browser.execute_script(f"window.location.hash = '{href}'")
+        wait(browser, f"the {page} page", lambda d: texts(d, f'[data-page="{page}"]') and d.execute_script("return window.flotilla.ready"))
+        if page == "policies":
+            wait(browser, "nginx-propagation binding nginx", lambda d: "Deployment default/nginx" in (text(d, 'tr[data-policy="default/nginx-propagation"]') or ""))
+        if page == "cluster":
+            wait(browser, "nginx placed in member1", lambda d: "Deployment default/nginx" in text(d, "#main"))
+        time.sleep(1)  # let the page's loads finish before looking at the console
+        shot(browser, screenshots, page)
+        assert_no_console_errors(browser, f"the {page} page")
+    browser.execute_script("window.location.hash = '#/'")
+    wait(browser, "the overview", lambda d: len(cluster_rows(d)) == 3)
+    # A page's collections close when it is left: the overview's, and no more.
+    wait(browser, "the overview's watches only", lambda d: d.execute_script("return window.flotilla.openWatches()") == 8)
+
+
+def test_a_failed_member_turns_not_ready_on_screen(control_plane, browser, screenshots):
+    control_plane.sim_faults("member3", {"blackhole": True})
+    try:
+        wait(browser, "member3 not ready", lambda d: ready_of(d, "member3") != "True")
+        assert ready_of(browser, "member1") == "True"
+        tile = text(browser, '[data-tile="clusters-ready"] .value')
+        assert tile == "2/3", tile
+        shot(browser, screenshots, "overview-member-down")
+    finally:
+        control_plane.sim_faults("member3", {"blackhole": False})
+    wait(browser, "member3 ready again", lambda d: ready_of(d, "member3") == "True")
+    assert_no_console_errors(browser, "the overview while a member failed")
+
+
+def taints_of(cp, name):
+    return [f"{t['key']}:{t['effect']}" for t in cp.get_json("cluster", name).get("spec", {}).get("taints") or []]
+
+
+def test_cordon_works_for_the_admin(control_plane, browser):
+    click(browser, 'tr[data-cluster="member2"] button[data-action="cordon"]')
+    wait(browser, "the cordon taint shown", lambda d: "cluster.karmada.io/unschedulable:NoSchedule" in text(d, 'tr[data-cluster="member2"]'))
+    assert "cluster.karmada.io/unschedulable:NoSchedule" in taints_of(control_plane, "member2")
+    wait(browser, "uncordon offered", lambda d: texts(d, 'tr[data-cluster="member2"] button[data-action="uncordon"]'))
+    click(browser, 'tr[data-cluster="member2"] button[data-action="uncordon"]')
+    wait(browser, "the cordon taint gone", lambda d: "unschedulable" not in text(d, 'tr[data-cluster="member2"]'))
+    assert "cluster.karmada.io/unschedulable:NoSchedule" not in taints_of(control_plane, "member2")
+    assert_no_console_errors(browser, "cordon and uncordon")
+
+
+def test_a_viewer_sees_no_actions_and_the_api_refuses_them(control_plane, browser, screenshots):
+    click(browser, "#logout")
+    wait(browser, "the login form", lambda d: d.find_element(By.ID, "token"))
+    login(browser, control_plane, VIEW_TOKEN)
+    assert browser.find_element(By.ID, "username").text == "dashboard-viewer"
+    wait(browser, "3 clusters for the viewer", lambda d: len(cluster_rows(d)) == 3 and d.execute_script("return window.flotilla.ready"))
+    time.sleep(1)  # the permission reviews have answered
+    assert not texts(browser, 'button[data-action="cordon"]')
+    assert not texts(browser, 'button[data-action="taint"]')
+    assert ready_of(browser, "member1") == "True"
+    browser.execute_script("window.location.hash = '#/workload/default/nginx-deployment'")
+    wait(browser, "the workload page for the viewer", lambda d: texts(d, "tr[data-placed]") and texts(d, '[data-table="explain"] tbody tr'))
+    time.sleep(1)
+    assert not texts(browser, 'button[data-action="scale"]')
+    shot(browser, screenshots, "workload-viewer")
+    assert_no_console_errors(browser, "the viewer's pages")
+    # What the page does not offer, the API refuses.
+    status, body = control_plane.request("GET", "/apis/cluster.karmada.io/v1alpha1/clusters/member2", VIEW_TOKEN)
+    assert status == 200
+    body["spec"]["taints"] = [{"key": "cluster.karmada.io/unschedulable", "effect": "NoSchedule"}]
+    status, refused = control_plane.request("PUT", "/apis/cluster.karmada.io/v1alpha1/clusters/member2", VIEW_TOKEN, body)
+    assert status == 403 and refused["reason"] == "Forbidden", (status, refused)
+    assert "cluster.karmada.io/unschedulable:NoSchedule" not in taints_of(control_plane, "member2")
+
+
+def test_the_dashboard_files_are_public_and_the_data_is_not(control_plane):
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(control_plane.dashboard, context=ctx) as r:
+        assert r.status == 200
+        assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+        assert re.search(r'src="app.js"', r.read().decode())
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(control_plane.server + "/apis/cluster.karmada.io/v1alpha1/clusters", context=ctx)
+    assert e.value.code == 401
