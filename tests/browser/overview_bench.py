@@ -5,7 +5,7 @@ Reported, never asserted (a benchmark, not a test):
 - how long the overview takes to render complete — every collection listed and drawn — from
   the page's start (`performance.now()`, so the scripts' load and the login check count) and
   from its navigation (the lists and the first render only);
-- beside it the physical floor in the same browser and run: the same eight lists fetched in
+- beside it the physical floor in the same browser and run: the same nine lists fetched in
   parallel and parsed, with no rendering;
 - the collections (watches) the page holds open, and the JS heap.
 
@@ -36,6 +36,7 @@ LISTS = [
     "/apis/policy.karmada.io/v1alpha1/overridepolicies",
     "/apis/policy.karmada.io/v1alpha1/clusteroverridepolicies",
     "/apis/edge.flotilla.io/v1alpha1/edgereports",
+    "/apis/coordination.k8s.io/v1/namespaces/karmada-cluster/leases",
 ]
 
 

@@ -140,11 +140,16 @@ def test_the_workload_page_explains_the_placement(control_plane, browser, screen
 
 
 def test_every_page_renders_without_console_errors(control_plane, browser, screenshots):
+    # KubeFed's documented FederatedDeployment, for the KubeFed page.
+    control_plane.kubectl("apply", "-f", os.path.join(REPO, "examples/kubefed/federateddeployment.yaml"))
     for href, page in [("#/cluster/member1", "cluster"), ("#/policies", "policies"), ("#/kubefed", "kubefed"), ("#/edge", "edge")]:
         browser.execute_script(f"window.location.hash = '{href}'")
         wait(browser, f"the {page} page", lambda d: texts(d, f'[data-page="{page}"]') and d.execute_script("return window.flotilla.ready"))
         if page == "policies":
             wait(browser, "nginx-propagation binding nginx", lambda d: "Deployment default/nginx" in (text(d, 'tr[data-policy="default/nginx-propagation"]') or ""))
+        if page == "kubefed":
+            wait(browser, "the FederatedDeployment and its overrides",
+                 lambda d: "test-deployment" in text(d, '[data-page="kubefed"]') and "/spec/replicas" in text(d, '[data-page="kubefed"]'))
         if page == "cluster":
             wait(browser, "nginx placed in member1", lambda d: "Deployment default/nginx" in text(d, "#main"))
         time.sleep(1)  # let the page's loads finish before looking at the console
@@ -152,8 +157,8 @@ def test_every_page_renders_without_console_errors(control_plane, browser, scree
         assert_no_console_errors(browser, f"the {page} page")
     browser.execute_script("window.location.hash = '#/'")
     wait(browser, "the overview", lambda d: len(cluster_rows(d)) == 3)
-    # A page's collections close when it is left: the overview's, and no more.
-    wait(browser, "the overview's watches only", lambda d: d.execute_script("return window.flotilla.openWatches()") == 8)
+    # A page's collections close when it is left: the overview's nine, and no more.
+    wait(browser, "the overview's watches only", lambda d: d.execute_script("return window.flotilla.openWatches()") == 9)
 
 
 def test_a_failed_member_turns_not_ready_on_screen(control_plane, browser, screenshots):
@@ -183,6 +188,23 @@ def test_cordon_works_for_the_admin(control_plane, browser):
     wait(browser, "the cordon taint gone", lambda d: "unschedulable" not in text(d, 'tr[data-cluster="member2"]'))
     assert "cluster.karmada.io/unschedulable:NoSchedule" not in taints_of(control_plane, "member2")
     assert_no_console_errors(browser, "cordon and uncordon")
+
+
+def test_scale_from_the_workload_page(control_plane, browser, screenshots):
+    browser.execute_script("window.location.hash = '#/workload/default/nginx-deployment'")
+    wait(browser, "the scale action", lambda d: texts(d, 'button[data-action="scale"]'))
+    click(browser, 'button[data-action="scale"]')
+    box = wait(browser, "the scale dialog", lambda d: d.find_element(By.CSS_SELECTOR, '#dialog input[name="replicas"]'))
+    box.clear()
+    box.send_keys("4")
+    shot(browser, screenshots, "scale-dialog")
+    click(browser, '#dialog button[data-action="Scale"]')
+    wait(browser, "4 replicas placed 2 and 2", lambda d: texts(d, "tr[data-placed] td[data-replicas]") == ["2", "2"])
+    wait(browser, "Ready 4/4", lambda d: attrs(d, "h1 [data-readiness]", "data-readiness") == ["4/4"])
+    assert control_plane.get_json("deployment", "nginx", "-n", "default")["spec"]["replicas"] == 4
+    browser.execute_script("window.location.hash = '#/'")
+    wait(browser, "the overview", lambda d: len(cluster_rows(d)) == 3)
+    assert_no_console_errors(browser, "scaling")
 
 
 def test_a_viewer_sees_no_actions_and_the_api_refuses_them(control_plane, browser, screenshots):

@@ -13,7 +13,8 @@
 //!
 //! 1. foundations: `error`, `meta`, `request` (paths, queries), `negotiate` (content types),
 //!    `response` (JSON responses), `config` (the server's settings), the decoders (`go_json`,
-//!    `duplicate_fields`, `protobuf`), `table`, `metrics`, `pki`, `serve`, …;
+//!    `duplicate_fields`, `protobuf`), `table`, `metrics`, `pki`, `serve`, `site` (static
+//!    files served under a prefix: the dashboard's), …;
 //! 2. the resource model: `auth` (identities, the authorizer contract), `structural` (schemas,
 //!    with their CEL rules and costs), `connect` (the seam's types), `resources` (the served
 //!    table), `discovery`, `storage` (keys, stored form, the CRDs as stored);

@@ -16,6 +16,8 @@ const W = {
   op: { name: 'op', path: '/apis/policy.karmada.io/v1alpha1/overridepolicies', perm: ['policy.karmada.io', 'overridepolicies'] },
   cop: { name: 'cop', path: '/apis/policy.karmada.io/v1alpha1/clusteroverridepolicies', perm: ['policy.karmada.io', 'clusteroverridepolicies'] },
   edge: { name: 'edge', path: '/apis/edge.flotilla.io/v1alpha1/edgereports', perm: ['edge.flotilla.io', 'edgereports'] },
+  // Pull agents' heartbeats (Karmada's cluster Leases); optional: left out for users without it.
+  leases: { name: 'leases', path: '/apis/coordination.k8s.io/v1/namespaces/karmada-cluster/leases', perm: ['coordination.k8s.io', 'leases', 'karmada-cluster'] },
 };
 
 const UNSCHEDULABLE = 'cluster.karmada.io/unschedulable';
@@ -50,13 +52,16 @@ const templateText = (b) => {
   return `${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
 };
 
-/// Ready replicas summed from the members, over the replicas wanted; for a non-workload, the
-/// clusters it applied in over the clusters it is placed in.
+/// Ready replicas summed from the members, over the replicas wanted (the template's, or what
+/// the members run when overrides give a cluster more); for a non-workload, the clusters it
+/// applied in over the clusters it is placed in.
 function readiness(b) {
   const agg = aggregated(b);
   if (b.spec.replicas) {
     const ready = agg.reduce((n, a) => n + ((a.status && a.status.readyReplicas) || 0), 0);
-    return { ready, want: b.spec.replicas, ok: ready >= b.spec.replicas };
+    const running = agg.reduce((n, a) => n + ((a.status && a.status.replicas) || 0), 0);
+    const want = Math.max(b.spec.replicas, running);
+    return { ready, want, ok: ready >= want };
   }
   const applied = agg.filter((a) => a.applied).length;
   return { ready: applied, want: placed(b).length, ok: applied >= placed(b).length };
@@ -178,7 +183,7 @@ function denied(ctx, name, what) {
 
 const overview = {
   title: 'Overview',
-  watches: () => [W.clusters, W.rbs, W.crbs, W.pp, W.cpp, W.op, W.cop, W.edge],
+  watches: () => [W.clusters, W.rbs, W.crbs, W.pp, W.cpp, W.op, W.cop, W.edge, W.leases],
   load: async () => ({
     canUpdateClusters: await api.can('update', 'cluster.karmada.io', 'clusters'),
   }),
@@ -210,6 +215,13 @@ const overview = {
       tile('Bindings', String(bindings.length), `${bindings.filter((b) => !readiness(b).ok).length} not ready`),
       tile('Failing Works', String(failingWorks), failingWorks ? 'not applied in a member' : 'none', failingWorks ? 'bad' : '', { 'data-tile': 'failing-works' }),
       tile('Edge changes', `${pending} pending`, `${conflicts} open conflict${conflicts === 1 ? '' : 's'}`, conflicts ? 'warn' : '', { 'data-tile': 'edge' }));
+    const leases = new Map((ctx.data.leases || []).map((l) => [nameOf(l), l]));
+    const heartbeat = (c) => {
+      if (c.spec.syncMode !== 'Pull') return h('span', { class: 'muted', title: 'a Push cluster is probed by the control plane' }, 'probed');
+      const l = leases.get(nameOf(c));
+      const at = l && l.spec && l.spec.renewTime;
+      return at ? h('span', { title: at }, `${age(at)} ago`) : h('span', { class: 'muted' }, ctx.denied.leases ? '' : 'none yet');
+    };
     const rows = clusters.map((c) => {
       const r = resources(c);
       const [nr, nt] = nodes(c);
@@ -224,6 +236,7 @@ const overview = {
         h('td', {}, `${bytes(r.memory[0])}/${bytes(r.memory[1])}`),
         h('td', {}, `${r.pods[0]}/${r.pods[1]}`),
         h('td', { title: 'the Ready condition last changed' }, age((condition(c, 'Ready') || {}).lastTransitionTime)),
+        h('td', {}, heartbeat(c)),
         h('td', {}, taintBadges(c)),
         h('td', {}, clusterActions(c, ctx)));
     });
@@ -245,7 +258,7 @@ const overview = {
       tiles,
       h('h2', {}, `Clusters (${clusters.length})`),
       denied(ctx, 'clusters', 'clusters'),
-      table(['Name', 'Health', 'Version', 'Mode', 'Region / zones', 'Nodes', 'CPU', 'Memory', 'Pods', 'Since', 'Taints', ''], rows, { 'data-table': 'clusters' }),
+      table(['Name', 'Health', 'Version', 'Mode', 'Region / zones', 'Nodes', 'CPU', 'Memory', 'Pods', 'Since', 'Heartbeat', 'Taints', ''], rows, { 'data-table': 'clusters' }),
       h('h2', {}, `Workloads (${bindings.length}${bindings.length > shown.length ? `, the first ${shown.length}: not ready first` : ''})`),
       table(['Template', 'Placement', 'Ready', 'Works', 'Policy'], wrows, { 'data-table': 'workloads' }));
   },
@@ -622,7 +635,7 @@ const kubefed = {
       const o = (ctx.extra.objects || {})[`${r.namespace || ''}/${r.kind}/${r.name}`];
       const spec = (o && o.spec) || {};
       const pl = spec.placement || {};
-      const overrides = (spec.overrides || []).map((ov) => h('div', {}, `${ov.clusterName}: ${(ov.clusterOverrides || []).map((c) => `${c.op || 'replace'} ${c.path}=${JSON.stringify(c.value)}`).join('; ')}`));
+      const overrides = (spec.overrides || []).map((ov) => h('div', {}, `${ov.clusterName}: ${(ov.clusterOverrides || []).map((c) => `${c.op || 'replace'} ${c.path}${c.value === undefined ? '' : `=${JSON.stringify(c.value)}`}`).join('; ')}`));
       return h('tr', {}, h('td', {}, r.kind), h('td', {}, r.namespace || '—'), h('td', {}, link(bindingHref(b), r.name)),
         h('td', {}, pl.clusters ? pl.clusters.map((c) => c.name).join(', ') : pl.clusterSelector ? 'by label' : '—'),
         h('td', {}, placementText(b)), h('td', {}, overrides.length ? overrides : h('span', { class: 'muted' }, 'none')));
