@@ -7,6 +7,7 @@ every page visited with no console error; a screenshot of each page.
 The tests run in order on one control plane and one browser (they share its state).
 """
 
+import json
 import os
 import re
 import time
@@ -143,6 +144,7 @@ def test_every_page_renders_without_console_errors(control_plane, browser, scree
     # KubeFed's documented FederatedDeployment, for the KubeFed page.
     control_plane.kubectl("apply", "-f", os.path.join(REPO, "examples/kubefed/federateddeployment.yaml"))
     for href, page in [("#/cluster/member1", "cluster"), ("#/policies", "policies"), ("#/kubefed", "kubefed"), ("#/edge", "edge")]:
+        name = "edge-empty" if page == "edge" else page
         browser.execute_script(f"window.location.hash = '{href}'")
         wait(browser, f"the {page} page", lambda d: texts(d, f'[data-page="{page}"]') and d.execute_script("return window.flotilla.ready"))
         if page == "policies":
@@ -153,7 +155,7 @@ def test_every_page_renders_without_console_errors(control_plane, browser, scree
         if page == "cluster":
             wait(browser, "nginx placed in member1", lambda d: "Deployment default/nginx" in text(d, "#main"))
         time.sleep(1)  # let the page's loads finish before looking at the console
-        shot(browser, screenshots, page)
+        shot(browser, screenshots, name)
         assert_no_console_errors(browser, f"the {page} page")
     browser.execute_script("window.location.hash = '#/'")
     wait(browser, "the overview", lambda d: len(cluster_rows(d)) == 3)
@@ -232,6 +234,24 @@ def test_a_viewer_sees_no_actions_and_the_api_refuses_them(control_plane, browse
     assert "cluster.karmada.io/unschedulable:NoSchedule" not in taints_of(control_plane, "member2")
 
 
+def test_the_explanation_is_an_api_a_viewer_may_read(control_plane):
+    path = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings/nginx-deployment/explain"
+    status, doc = control_plane.request("GET", path, VIEW_TOKEN)
+    assert status == 200, doc
+    assert doc["kind"] == "BindingExplanation" and doc["result"]["scheduled"] is True, doc
+    assert sorted(c["name"] for c in doc["result"]["clusters"]) == ["member1", "member2"], doc["result"]
+    member3 = next(c for c in doc["attempts"][0]["clusters"] if c["name"] == "member3")
+    assert member3["outcome"].startswith("dropped by ClusterAffinity"), member3
+    assert "Scheduled -> member1:" in doc["text"], doc["text"]
+    status, refused = control_plane.request("GET", path + "/more", VIEW_TOKEN)
+    assert status == 400 and refused["reason"] == "BadRequest" and "explain takes no path" in refused["message"], refused
+    status, missing = control_plane.request("GET", path.replace("nginx-deployment", "nope"), VIEW_TOKEN)
+    assert status == 404, missing
+    # Someone with no grant at all may not ask.
+    status, _ = control_plane.request("GET", path, "not-a-token")
+    assert status == 401
+
+
 def test_the_dashboard_files_are_public_and_the_data_is_not(control_plane):
     import ssl
     import urllib.request
@@ -246,3 +266,65 @@ def test_the_dashboard_files_are_public_and_the_data_is_not(control_plane):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(control_plane.server + "/apis/cluster.karmada.io/v1alpha1/clusters", context=ctx)
     assert e.value.code == 401
+
+
+EDGE_CHANGE = """
+apiVersion: edge.flotilla.io/v1alpha1
+kind: EdgeChange
+metadata: {{name: {name}, namespace: karmada-es-edge-1}}
+spec:
+  cluster: edge-1
+  object: {{apiVersion: apps/v1, kind: Deployment, namespace: shop, name: {name}}}
+  change: Modified
+  fields: [{{path: spec.replicas, old: 2, new: 5}}]
+  manager: kubectl-scale
+  firstSeen: "{seen}"
+  lastSeen: "{seen}"
+"""
+
+
+def test_the_edge_page_resolves_a_conflict(control_plane, browser, screenshots):
+    """As the edge report test does, the test stands in for a pull agent: a Pull cluster that has
+    not reported (offline), and the records its agent copied into its execution space with the
+    edgeSync controller's decisions. The real edgeReport controller summarizes them; the page
+    shows its report and resolves the conflict as `flotilla edge resolve` does."""
+    cp = control_plane
+    cp.kubectl("create", "-f", "-", stdin='{"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": "edge-1"}, "spec": {"syncMode": "Pull"}}')
+    deadline = time.time() + WAIT
+    while cp.kubectl("get", "namespace", "karmada-es-edge-1", check=False).returncode != 0:
+        assert time.time() < deadline, "the execution space of edge-1"
+        time.sleep(0.5)
+    for name, seen, decision in [("web", "2026-12-05T09:00:00Z", ("Conflict", "Conflict")), ("api", "2026-12-05T08:00:00Z", ("Decided", "Reverted")),
+                                 ("fresh", "2026-12-05T09:30:00Z", None)]:
+        cp.kubectl("create", "-f", "-", stdin=EDGE_CHANGE.format(name=name, seen=seen))
+        if decision:
+            status = {"status": {"phase": decision[0], "fields": [{"path": "spec.replicas", "outcome": decision[1]}], "message": f"{name}: {decision[1]}"}}
+            cp.kubectl("-n", "karmada-es-edge-1", "patch", "edgechange", name, "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    deadline = time.time() + WAIT
+    while True:
+        report = cp.get_json("edgereport", "edge-1").get("status", {})
+        if report.get("conflicts") == 1 and len(report.get("entries", [])) == 3:
+            break
+        assert time.time() < deadline, f"the edge report of edge-1: {report}"
+        time.sleep(0.5)
+    pending = report.get("pending", 0)
+    click(browser, "#logout")
+    login(browser, cp, ADMIN_TOKEN)
+    # The first screen says a site is offline and what waits for a decision.
+    wait(browser, "edge-1 on the overview, not ready", lambda d: ready_of(d, "edge-1") not in (None, "True"))
+    wait(browser, "the edge tile", lambda d: text(d, '[data-tile="edge"]') == f"Edge changes{pending} pending1 open conflict")
+    browser.execute_script("window.location.hash = '#/edge'")
+    wait(browser, "the report of edge-1", lambda d: f"{pending} pending · 1 open conflicts" in (text(d, '[data-edge="edge-1"]') or ""))
+    assert attrs(browser, '[data-edge="edge-1"] tr[data-record]', "data-record") == [e["record"] for e in report["entries"]] == ["fresh", "web", "api"], "newest first"
+    wait(browser, "the resolve actions", lambda d: texts(d, 'tr[data-record="web"] button[data-action="keep-edge"]'))
+    assert not texts(browser, 'tr[data-record="api"] button'), "only a conflict is resolved"
+    shot(browser, screenshots, "edge")
+    click(browser, 'tr[data-record="web"] button[data-action="keep-edge"]')
+    deadline = time.time() + WAIT
+    while True:
+        got = cp.get_json("edgechange", "web", "-n", "karmada-es-edge-1")["metadata"].get("annotations", {}).get("edge.flotilla.io/resolve")
+        if got == "edge":
+            break
+        assert time.time() < deadline, f"the resolve annotation: {got}"
+        time.sleep(0.5)
+    assert_no_console_errors(browser, "the edge page")

@@ -673,8 +673,8 @@ const edge = {
         h('td', {}, (e.fields || []).map((f) => h('div', {}, `${f.path || '(object)'}: ${f.outcome}`))),
         h('td', {}, e.manager || ''), h('td', {}, age(e.lastSeen)),
         h('td', {}, e.phase === 'Conflict' && ctx.extra.may && ctx.extra.may[r.spec.cluster] ? [
-          h('button', { onclick: async () => { try { await resolve(r.spec.cluster, e.record, 'edge'); } catch (x) { toast(x.message, true); } } }, 'Keep edge'),
-          h('button', { onclick: async () => { try { await resolve(r.spec.cluster, e.record, 'control-plane'); } catch (x) { toast(x.message, true); } } }, 'Keep control plane')] : null)));
+          h('button', { 'data-action': 'keep-edge', onclick: async () => { try { await resolve(r.spec.cluster, e.record, 'edge'); } catch (x) { toast(x.message, true); } } }, 'Keep edge'),
+          h('button', { 'data-action': 'keep-control-plane', onclick: async () => { try { await resolve(r.spec.cluster, e.record, 'control-plane'); } catch (x) { toast(x.message, true); } } }, 'Keep control plane')] : null)));
       return h('div', { class: 'panel', 'data-edge': r.spec.cluster },
         h('h2', { style: 'margin-top:0' }, link(`#/cluster/${encodeURIComponent(r.spec.cluster)}`, r.spec.cluster), ' ',
           st.online ? badge('online', 'ok') : badge(`offline${st.offlineSince ? ` since ${age(st.offlineSince)}` : ''}`, 'bad')),
