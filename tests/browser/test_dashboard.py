@@ -105,6 +105,13 @@ def test_login_shows_three_ready_clusters(control_plane, browser, screenshots):
     assert cluster_rows(browser) == ["member1", "member2", "member3"]
     tile = text(browser, '[data-tile="clusters-ready"] .value')
     assert tile == "3/3", tile
+    # The join and register commands to copy.
+    click(browser, 'button[data-action="add-cluster"]')
+    wait(browser, "the join command", lambda d: (text(d, '#dialog pre[data-command="join"]') or "").startswith("flotilla join NAME --kubeconfig"))
+    assert text(browser, '#dialog pre[data-command="register"]') == "flotilla token create --print-register-command"
+    shot(browser, screenshots, "add-cluster")
+    click(browser, '#dialog button[data-action="close"]')
+    wait(browser, "the dialog closed", lambda d: not d.execute_script("return document.getElementById('dialog').open"))
     assert_no_console_errors(browser, "the overview")
 
 
@@ -157,6 +164,14 @@ def test_every_page_renders_without_console_errors(control_plane, browser, scree
         time.sleep(1)  # let the page's loads finish before looking at the console
         shot(browser, screenshots, name)
         assert_no_console_errors(browser, f"the {page} page")
+    # A KubeFed object's workload page: the member objects are what its Works carry (Deployments).
+    browser.execute_script("window.location.hash = '#/workload/test-namespace/test-deployment-federateddeployment'")
+    wait(browser, "the FederatedDeployment's Deployments in the members",
+         lambda d: {"Deployment in member1", "Deployment in member2"} <= set(texts(d, '[data-graph] g[data-node^="member-"] text.kind')))
+    wait(browser, "its pods", lambda d: len(attrs(d, '[data-graph] g[data-node^="pod-member2"]', "data-node")) == 3)
+    time.sleep(1)
+    shot(browser, screenshots, "workload-kubefed")
+    assert_no_console_errors(browser, "a FederatedDeployment's workload page")
     browser.execute_script("window.location.hash = '#/'")
     wait(browser, "the overview", lambda d: len(cluster_rows(d)) == 3)
     # A page's collections close when it is left: the overview's nine, and no more.

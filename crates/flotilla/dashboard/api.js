@@ -101,6 +101,14 @@ export function objectPath(apiVersion, plural, namespace, name) {
   return `${base}${ns}/${plural}/${encodeURIComponent(name)}`;
 }
 
+/// One object read through its collection with a name selector: null when it is not there (a
+/// list answers 200 either way, so a missing object is no failed request in the console).
+export async function getNamed(apiVersion, plural, namespace, name, prefix) {
+  const collection = objectPath(apiVersion, plural, namespace, name).replace(/\/[^/]*$/, '');
+  const list = await get(`${prefix || ''}${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`);
+  return (list.items && list.items[0]) || null;
+}
+
 const keyOf = (o) => `${o.metadata.namespace || ''}/${o.metadata.name}`;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

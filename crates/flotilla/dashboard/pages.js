@@ -45,7 +45,9 @@ function policyOf(b) {
 }
 const policyText = (b) => {
   const p = policyOf(b);
-  return !p ? '—' : p.cluster ? `ClusterPropagationPolicy ${p.name}` : `PropagationPolicy ${p.namespace}/${p.name}`;
+  if (p) return p.cluster ? `ClusterPropagationPolicy ${p.name}` : `PropagationPolicy ${p.namespace}/${p.name}`;
+  const owner = (b.metadata.ownerReferences || []).find((o) => o.kind.startsWith('Federated'));
+  return owner ? `KubeFed placement of ${owner.kind} ${owner.name}` : '—';
 };
 const templateText = (b) => {
   const r = b.spec.resource;
@@ -369,7 +371,10 @@ function topology(b, works, members, pods) {
     edges.push(['binding', `work-${c}`]);
     const m = members[c];
     const ag = aggregated(b).find((a) => a.clusterName === c);
-    node(`member-${c}`, 3, rowsOf[c], `${r.kind} in ${c}`, m === undefined ? r.name : m ? r.name : '(absent)', ag && ag.health === 'Healthy' ? 'ok' : ag && ag.health === 'Unhealthy' ? 'bad' : '');
+    const manifest = manifestOf(w);
+    const kind = (manifest && manifest.kind) || r.kind;
+    const mname = (manifest && manifest.metadata && manifest.metadata.name) || r.name;
+    node(`member-${c}`, 3, rowsOf[c], `${kind} in ${c}`, m === null ? `${mname} (absent)` : mname, ag && ag.health === 'Healthy' ? 'ok' : ag && ag.health === 'Unhealthy' ? 'bad' : '');
     edges.push([`work-${c}`, `member-${c}`]);
     const ps = pods[c] || [];
     ps.slice(0, 5).forEach((p, i) => {
@@ -398,23 +403,40 @@ function topology(b, works, members, pods) {
   return h('div', { class: 'graph', 'data-graph': 'topology' }, svg);
 }
 
-async function memberReads(b, template, ctx) {
-  const r = b.spec.resource;
+/// The member's copy of a Work's manifest: what the member object is (for a `Federated<Kind>`
+/// the rendered object, not the template's kind).
+function manifestOf(w) {
+  return (w && w.spec && w.spec.workload && (w.spec.workload.manifests || [])[0]) || null;
+}
+
+const selectorText = (o) => {
+  const m = o && o.spec && o.spec.selector && (o.spec.selector.matchLabels || (typeof o.spec.selector === 'object' && !o.spec.selector.matchExpressions ? o.spec.selector : null));
+  return m && Object.keys(m).length ? Object.entries(m).map(([k, v]) => `${k}=${v}`).join(',') : null;
+};
+
+/// What runs in the members: each placed cluster's object (its Work's manifest, read through the
+/// cluster proxy) and its pods (from the global view when a ResourceRegistry caches pods, else
+/// through the proxy), for clusters that are Ready and only when the user may read them.
+async function memberReads(b, works, ctx) {
   const clusters = placed(b).map((t) => t.name);
   const out = { members: {}, pods: {}, podsFrom: null };
-  const selector = template && template.spec && template.spec.selector && template.spec.selector.matchLabels;
-  const labelSelector = selector ? Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') : null;
+  const manifests = {};
+  for (const c of clusters) {
+    const m = manifestOf(works.find((w) => w.metadata.namespace === `karmada-es-${c}`));
+    if (m && m.kind && m.apiVersion && m.metadata) manifests[c] = m;
+  }
+  const any = Object.values(manifests)[0];
+  const labelSelector = selectorText(any);
+  const namespace = any && any.metadata.namespace;
+  const nsPath = namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
   // The global view, when it caches pods (a ResourceRegistry selects them); else the proxy.
   let global = false;
   if (labelSelector && await api.can('list', 'search.karmada.io', 'resourceregistries')) {
-    try {
-      const regs = await api.get('/apis/search.karmada.io/v1alpha1/resourceregistries');
-      global = (regs.items || []).some((reg) => ((reg.spec && reg.spec.resourceSelectors) || []).some((sel) => sel.kind === 'Pod'));
-    } catch { global = false; }
+    const regs = await api.get('/apis/search.karmada.io/v1alpha1/resourceregistries');
+    global = (regs.items || []).some((reg) => ((reg.spec && reg.spec.resourceSelectors) || []).some((sel) => sel.kind === 'Pod'));
   }
   if (global && await api.can('get', 'search.karmada.io', 'search', '', 'cache')) {
-    const ns = r.namespace ? `/namespaces/${encodeURIComponent(r.namespace)}` : '';
-    const list = await api.get(`/apis/search.karmada.io/v1alpha1/search/cache/api/v1${ns}/pods?labelSelector=${encodeURIComponent(labelSelector)}`);
+    const list = await api.get(`/apis/search.karmada.io/v1alpha1/search/cache/api/v1${nsPath}/pods?labelSelector=${encodeURIComponent(labelSelector)}`);
     for (const p of list.items || []) {
       const c = (p.metadata.annotations || {})['resource.karmada.io/cached-from-cluster'];
       (out.pods[c] = out.pods[c] || []).push(p);
@@ -425,16 +447,16 @@ async function memberReads(b, template, ctx) {
     out.proxyDenied = true;
     return out;
   }
-  const found = await api.pluralOf(r.apiVersion, r.kind);
   const up = new Set((ctx.data.clusters || []).filter(isReady).map(nameOf));
-  await Promise.all(clusters.filter((c) => up.has(c)).map(async (c) => {
-    const base = `${CLUSTERS_PATH}/${encodeURIComponent(c)}/proxy`;
+  await Promise.all(clusters.filter((c) => up.has(c) && manifests[c]).map(async (c) => {
+    const m = manifests[c];
+    const prefix = `${CLUSTERS_PATH}/${encodeURIComponent(c)}/proxy`;
+    const found = await api.pluralOf(m.apiVersion, m.kind);
     if (found) {
-      try { out.members[c] = await api.get(`${base}${api.objectPath(r.apiVersion, found.plural, r.namespace, r.name)}`); } catch { out.members[c] = null; }
+      try { out.members[c] = await api.getNamed(m.apiVersion, found.plural, m.metadata.namespace, m.metadata.name, prefix); } catch { out.members[c] = null; }
     }
     if (labelSelector && !global) {
-      const ns = r.namespace ? `/namespaces/${encodeURIComponent(r.namespace)}` : '';
-      try { out.pods[c] = (await api.get(`${base}/api/v1${ns}/pods?labelSelector=${encodeURIComponent(labelSelector)}`)).items || []; } catch { out.pods[c] = []; }
+      try { out.pods[c] = (await api.get(`${prefix}/api/v1${nsPath}/pods?labelSelector=${encodeURIComponent(labelSelector)}`)).items || []; } catch { out.pods[c] = []; }
     }
   }));
   if (!global && labelSelector) out.podsFrom = 'each cluster through the cluster proxy';
@@ -493,7 +515,8 @@ const workload = {
       out.templatePath = api.objectPath(r.apiVersion, found.plural, r.namespace, r.name);
       const group = r.apiVersion.includes('/') ? r.apiVersion.split('/')[0] : '';
       if (await api.can('get', group, found.plural, r.namespace)) {
-        try { out.template = await api.get(out.templatePath); } catch (e) { out.templateError = e.message; }
+        try { out.template = await api.getNamed(r.apiVersion, found.plural, r.namespace, r.name); } catch (e) { out.templateError = e.message; }
+        if (!out.template && !out.templateError) out.templateError = 'The template is gone.';
       }
       out.canScale = !!(out.template && out.template.spec && out.template.spec.replicas !== undefined) && await api.can('patch', group, found.plural, r.namespace);
     }
@@ -502,7 +525,7 @@ const workload = {
       try { out.explain = await api.get(`${base}/${resource}/${encodeURIComponent(b.metadata.name)}/explain`); } catch (e) { out.explainError = e.message; }
     }
     out.canRebalance = (await api.servedGroups()).has('apps.karmada.io') && await api.can('create', 'apps.karmada.io', 'workloadrebalancers');
-    Object.assign(out, await memberReads(b, out.template, ctx));
+    Object.assign(out, await memberReads(b, ctx.data.works || [], ctx));
     return out;
   },
   render(ctx) {
@@ -624,7 +647,7 @@ const kubefed = {
       const found = await api.pluralOf(r.apiVersion, r.kind);
       const group = r.apiVersion.split('/')[0];
       if (!found || !(await api.can('get', group, found.plural, r.namespace))) return;
-      try { objects[`${r.namespace || ''}/${r.kind}/${r.name}`] = await api.get(api.objectPath(r.apiVersion, found.plural, r.namespace, r.name)); } catch { /* gone */ }
+      try { objects[`${r.namespace || ''}/${r.kind}/${r.name}`] = await api.getNamed(r.apiVersion, found.plural, r.namespace, r.name); } catch { /* unreadable */ }
     }));
     return { objects };
   },

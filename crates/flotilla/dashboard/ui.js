@@ -118,7 +118,7 @@ export function dialog(title, body, buttons) {
           }
         },
       }, label)),
-      h('button', { onclick: close }, 'Close')));
+      h('button', { 'data-action': 'close', onclick: close }, 'Close')));
   d.showModal();
 }
 
