@@ -94,7 +94,7 @@ python_tests() { FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/pyth
 # docs/benchmarks/dashboard.md): figures printed, never gated on.
 browser_tests() {
   FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" -m pytest -q tests/browser &&
-    FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" tests/browser/overview_bench.py --members 3 --workloads 20
+    FLOTILLA_BIN="$CARGO_TARGET_DIR/debug/flotilla" "$venv/bin/python" tests/browser/overview_bench.py --members 3 --workloads 20 --runs 2 --settle 1
 }
 testenv_build() { testenv/build.sh; }
 # One shared testenv (three real members with workloads) for the whole run; tests attach with

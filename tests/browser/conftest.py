@@ -130,12 +130,12 @@ def control_plane():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def new_driver():
+def new_driver(extra_args=()):
     options = webdriver.ChromeOptions()
     options.binary_location = os.environ.get("FLOTILLA_CHROMIUM", "/usr/bin/chromium")
     for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 # The control plane's certificate is signed by its own CA.
-                "--ignore-certificate-errors", "--window-size=1400,1000", "--no-first-run"]:
+                "--ignore-certificate-errors", "--window-size=1400,1000", "--no-first-run", *extra_args]:
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     service = Service(executable_path=os.environ.get("FLOTILLA_CHROMEDRIVER", "/usr/bin/chromedriver"))
