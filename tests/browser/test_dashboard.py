@@ -88,10 +88,19 @@ def ready_of(driver, name):
     return got[0] if got else None
 
 
-def shot(driver, screenshots, name):
+def shot(driver, screenshots, name, whole=False):
+    """A screenshot of the window, or (`whole`) of the whole page."""
     driver.execute_script("window.scrollTo(0, 0)")
     path = os.path.join(screenshots, f"{name}.png")
-    driver.save_screenshot(path)
+    size = driver.get_window_size()
+    if whole:
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(size["width"], min(max(height + 140, size["height"]), 4000))
+    try:
+        driver.save_screenshot(path)
+    finally:
+        if whole:
+            driver.set_window_size(size["width"], size["height"])
     assert os.path.getsize(path) > 0
 
 
@@ -143,7 +152,11 @@ def test_the_workload_page_explains_the_placement(control_plane, browser, screen
          >= {"template", "binding", "work-member1", "work-member2", "member-member1", "member-member2"})
     wait(browser, "the pods", lambda d: len(attrs(d, '[data-graph] g[data-node^="pod-"]', "data-node")) == 2)
     wait(browser, "the scale action", lambda d: texts(d, 'button[data-action="scale"]'))
-    shot(browser, screenshots, "workload")
+    # The tour's regional override shows as member2's difference from the template.
+    control_plane.kubectl("apply", "-f", os.path.join(REPO, "examples/karmada/override-by-region.yaml"))
+    wait(browser, "member2's override", lambda d: '+ spec.template.spec.containers[0].image: "mirror.example.com/nginx"' in (text(d, '[data-diff="member2"]') or ""))
+    assert "no overrides" in text(browser, '[data-diff="member1"]'), text(browser, '[data-diff="member1"]')
+    shot(browser, screenshots, "workload", whole=True)
     assert_no_console_errors(browser, "the workload page")
 
 

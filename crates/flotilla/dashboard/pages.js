@@ -324,7 +324,7 @@ function findBinding(ctx) {
 
 function flatten(v, prefix, out) {
   if (v && typeof v === 'object' && !Array.isArray(v)) {
-    for (const [k, x] of Object.entries(v)) flatten(x, prefix ? `${prefix}.${k}` : k, out);
+    for (const [k, x] of Object.entries(v)) flatten(x, /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? (prefix ? `${prefix}.${k}` : k) : `${prefix}[${JSON.stringify(k)}]`, out);
   } else if (Array.isArray(v)) {
     v.forEach((x, i) => flatten(x, `${prefix}[${i}]`, out));
   } else {
@@ -333,14 +333,18 @@ function flatten(v, prefix, out) {
   return out;
 }
 
-const NOISE = /^(status|metadata\.(uid|resourceVersion|generation|creationTimestamp|managedFields|ownerReferences|finalizers|selfLink|deletionTimestamp)|metadata\.(labels|annotations)\.[^.]*karmada\.io)/;
-/// What the Work for one cluster changes of the template: the overrides as applied.
-function overrideDiff(template, manifest) {
+// What the control plane adds to every member copy, not an override: the object's identity and
+// bookkeeping, status, and Karmada's own labels and annotations.
+const NOISE = /^(apiVersion$|kind$|status\b|metadata\.(uid|resourceVersion|generation|creationTimestamp|managedFields|ownerReferences|finalizers|selfLink|deletionTimestamp)\b|metadata\.(labels|annotations)\["[^"]*karmada\.io\/)/;
+/// What the Work for one cluster changes of the template: the overrides as applied (a divided
+/// workload's `spec.replicas`, the cluster's share, is shown under Placement instead).
+function overrideDiff(template, manifest, divided) {
   const a = flatten(template || {}, '', new Map());
   const b = flatten(manifest || {}, '', new Map());
+  const skip = (k) => NOISE.test(k) || (divided && k === 'spec.replicas');
   const out = [];
-  for (const [k, v] of b) if (!NOISE.test(k) && a.get(k) !== v) out.push({ path: k, from: a.get(k), to: v });
-  for (const [k, v] of a) if (!NOISE.test(k) && !b.has(k)) out.push({ path: k, from: v, to: undefined });
+  for (const [k, v] of b) if (!skip(k) && a.get(k) !== v) out.push({ path: k, from: a.get(k), to: v });
+  for (const [k, v] of a) if (!skip(k) && !b.has(k)) out.push({ path: k, from: v, to: undefined });
   return out.sort((x, y) => (x.path < y.path ? -1 : 1));
 }
 
@@ -553,7 +557,7 @@ const workload = {
     const diffs = placed(b).map((t) => {
       const w = works.find((y) => y.metadata.namespace === `karmada-es-${t.name}`);
       const manifest = w && w.spec && w.spec.workload && (w.spec.workload.manifests || [])[0];
-      const d = x.template && manifest ? overrideDiff(x.template, manifest) : null;
+      const d = x.template && manifest ? overrideDiff(x.template, manifest, !!b.spec.replicas) : null;
       return h('div', { class: 'panel', 'data-diff': t.name }, h('strong', {}, t.name),
         !w ? h('p', { class: 'muted' }, 'No Work yet.') : !d ? h('p', { class: 'muted' }, 'Template not readable.') : !d.length ? h('p', { class: 'muted' }, 'As the template: no overrides.')
           : h('pre', {}, d.map((e) => [
