@@ -4,13 +4,15 @@
 // reference-counted so a page's watches close when it is left and the open count stays bounded.
 
 const TOKEN_KEY = 'flotilla.dashboard.token';
-let token = sessionStorage.getItem(TOKEN_KEY) || '';
+// (No sessionStorage outside a browser: the unit tests import the modules under node.)
+const session = globalThis.sessionStorage || { getItem: () => null, setItem: () => {}, removeItem: () => {} };
+let token = session.getItem(TOKEN_KEY) || '';
 let unauthorized = () => {};
 
 export function setToken(t) {
   token = t || '';
-  if (token) sessionStorage.setItem(TOKEN_KEY, token);
-  else sessionStorage.removeItem(TOKEN_KEY);
+  if (token) session.setItem(TOKEN_KEY, token);
+  else session.removeItem(TOKEN_KEY);
   permissions.clear();
 }
 export const hasToken = () => token !== '';

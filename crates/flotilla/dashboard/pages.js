@@ -714,6 +714,9 @@ const edge = {
   },
 };
 
+// The pure rules, for the unit tests (tests/dashboard).
+export { flatten, overrideDiff, placementText, policyOf, readiness, selectorText };
+
 export const PAGES = { overview, cluster, workload, policies, kubefed, edge };
 export const NAV = [['#/', 'Overview', 'overview'], ['#/policies', 'Policies', 'policies'], ['#/kubefed', 'KubeFed', 'kubefed'], ['#/edge', 'Edge', 'edge']];
 
