@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Parser;
 use flotilla::federation_args::{FederationArgs, parse_duration};
-use flotilla_api::bootstrap_token::{self as bt, Token};
+use flotilla_api::bootstrap_token as bt;
 use flotilla_api::federation::flotilla::edge::phase;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_apiserver::ApiServerConfig;
@@ -57,7 +57,7 @@ use flotilla_sim::{Fleet, FleetConfig, MemberConfig};
 use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
@@ -274,16 +274,6 @@ async fn ready_clusters(cp: &kube::Client) -> anyhow::Result<HashSet<String>> {
     Ok(list.items.iter().filter(|c| ready(c)).map(|c| c.name_any()).collect())
 }
 
-/// Parse a command line of `T` (the flags' defaults for everything not given).
-fn parse_as<T: clap::Args>(argv: &[&str]) -> anyhow::Result<T> {
-    #[derive(Parser)]
-    struct Wrap<T: clap::Args> {
-        #[command(flatten)]
-        inner: T,
-    }
-    Ok(Wrap::<T>::try_parse_from(argv)?.inner)
-}
-
 struct Reach<'a> {
     client: &'a kube::Client,
     address: &'a str,
@@ -301,24 +291,14 @@ async fn register_and_run(
     out: &Path,
     stop: CancellationToken,
 ) -> anyhow::Result<(Relay, tokio::task::JoinHandle<anyhow::Result<()>>)> {
-    let token = Token::from_random(&rand::random());
-    let secret = flotilla::register::token_secret(&token, Some(name), Duration::from_secs(3600), Some("edge-bench".into()), jiff::Timestamp::now())?;
-    let secrets: Api<Secret> = Api::namespaced(cp.client.clone(), bt::NAMESPACE);
-    secrets.create(&PostParams::default(), &serde_json::from_value(secret)?).await.context("create the bootstrap token")?;
-    let exposed = token.expose();
-    let out_s = out.display().to_string();
-    let register: flotilla::register::RegisterArgs =
-        parse_as(&["register", cp.address, "--token", &exposed, "--discovery-token-ca-cert-hash", cp.pin, "--cluster-name", name, "--out", &out_s, "--quiet"])?;
-    flotilla::register::register(&register).await.with_context(|| format!("register {name}"))?;
+    let at = flotilla::demo::RegisterAt { client: cp.client, address: cp.address, pin: cp.pin };
+    flotilla::demo::register_pull_member(at, name, out, "edge-bench").await?;
     let relay = Relay::start(cp.address.parse()?).await?;
     let text = std::fs::read_to_string(out)?;
     std::fs::write(out, text.replace(&format!("https://{}", cp.address), &format!("https://{}", relay.addr)))?;
-    let member_s = member_kubeconfig.display().to_string();
-    let mut argv = vec!["agent", "--cluster-name", name, "--control-plane-kubeconfig", &out_s, "--kubeconfig", &member_s, "--cluster-provider", "flotilla-sim"];
-    argv.extend(["--edge-offline-after", cp.offline_after]);
-    argv.extend(AGENT_FLAGS);
-    let mut agent: flotilla::agent::AgentArgs = parse_as(&argv)?;
-    agent.quiet = true;
+    let mut extra = vec!["--edge-offline-after", cp.offline_after];
+    extra.extend(AGENT_FLAGS);
+    let agent = flotilla::demo::agent_args(name, out, member_kubeconfig, &extra)?;
     Ok((relay, tokio::spawn(flotilla::agent::run_until(agent, stop))))
 }
 

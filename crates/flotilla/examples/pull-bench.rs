@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Parser;
 use flotilla::federation_args::{FederationArgs, parse_duration};
-use flotilla_api::bootstrap_token::{self as bt, Token};
+use flotilla_api::bootstrap_token as bt;
 use flotilla_api::federation::karmada::cluster::Cluster;
 use flotilla_apiserver::ApiServerConfig;
 use flotilla_apiserver::pki::{self, Bundle};
@@ -46,7 +46,7 @@ use flotilla_store::Store;
 use flotilla_store::embedded::{EmbeddedConfig, EmbeddedStore};
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use parking_lot::Mutex;
@@ -176,16 +176,6 @@ async fn ready_clusters(cp: &kube::Client) -> anyhow::Result<Vec<String>> {
     Ok(list.items.iter().filter(|c| ready(c)).map(|c| c.name_any()).collect())
 }
 
-/// Parse a command line of `T` (the flags' defaults for everything not given).
-fn parse_as<T: clap::Args>(argv: &[&str]) -> anyhow::Result<T> {
-    #[derive(Parser)]
-    struct Wrap<T: clap::Args> {
-        #[command(flatten)]
-        inner: T,
-    }
-    Ok(Wrap::<T>::try_parse_from(argv)?.inner)
-}
-
 /// What registering one member took.
 #[derive(Clone, Copy, Default)]
 struct Registration {
@@ -203,19 +193,9 @@ async fn register_and_run(
     out: &Path,
     stop: CancellationToken,
 ) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<()>>> {
-    let token = Token::from_random(&rand::random());
-    let secret = flotilla::register::token_secret(&token, Some(name), Duration::from_secs(3600), Some("pull-bench".into()), jiff::Timestamp::now())?;
-    let secrets: Api<Secret> = Api::namespaced(cp.client.clone(), bt::NAMESPACE);
-    secrets.create(&PostParams::default(), &serde_json::from_value(secret)?).await.context("create the bootstrap token")?;
-    let exposed = token.expose();
-    let out_s = out.display().to_string();
-    let register: flotilla::register::RegisterArgs =
-        parse_as(&["register", cp.address, "--token", &exposed, "--discovery-token-ca-cert-hash", cp.pin, "--cluster-name", name, "--out", &out_s, "--quiet"])?;
-    flotilla::register::register(&register).await.with_context(|| format!("register {name}"))?;
-    let member_s = member_kubeconfig.display().to_string();
-    let mut agent: flotilla::agent::AgentArgs =
-        parse_as(&["agent", "--cluster-name", name, "--control-plane-kubeconfig", &out_s, "--kubeconfig", &member_s, "--cluster-provider", "flotilla-sim"])?;
-    agent.quiet = true;
+    let at = flotilla::demo::RegisterAt { client: cp.client, address: cp.address, pin: cp.pin };
+    flotilla::demo::register_pull_member(at, name, out, "pull-bench").await?;
+    let agent = flotilla::demo::agent_args(name, out, member_kubeconfig, &[])?;
     Ok(tokio::spawn(flotilla::agent::run_until(agent, stop)))
 }
 

@@ -96,6 +96,11 @@ pub struct UpArgs {
     /// Also run N simulated member clusters in this process and join them (`--demo` alone: 3).
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "3")]
     pub demo: Option<usize>,
+    /// Also run M simulated members (edge1, …) that join in Pull mode: each registered with a
+    /// bootstrap token and run by an agent in this process, as `flotilla register` and
+    /// `flotilla agent` would on the member.
+    #[arg(long, value_name = "M", default_value_t = 0)]
+    pub demo_pull: usize,
     /// Serve the web dashboard at https://<listen>/dashboard/ (log in with a bearer token:
     /// `kubectl create token`, or one of `--token-auth-file`). `--dashboard=false` turns it off.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
@@ -132,6 +137,7 @@ impl UpArgs {
             allow_no_execute_taint_policy: false,
             store_commit_window: flotilla_store::embedded::DEFAULT_COMMIT_WINDOW,
             demo: None,
+            demo_pull: 0,
             dashboard: true,
             dns: Default::default(),
             gateway: Default::default(),
@@ -294,16 +300,22 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("flotilla: {}", flotilla::controllers::describe(&args.federation, flotilla::controllers::Scope::All, &controllers.names));
     let dns = flotilla::traffic::start_dns(&args.dns, &controllers.runtime).await?;
     let gateway = flotilla::traffic::start_gateway(&args.gateway, &controllers.runtime).await?;
-    let demo = match args.demo.filter(|n| *n > 0) {
-        Some(n) => {
-            let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
-            let fleet = flotilla::demo::start(n, &args.data_dir.join("demo"), &cp).await?;
-            println!("demo: {n} members joined; try:");
-            println!("  kubectl --kubeconfig {} get clusters", kubeconfig_path.display());
-            println!("  kubectl --kubeconfig {} apply -f examples/karmada/nginx.yaml", kubeconfig_path.display());
-            Some(fleet)
+    let push = args.demo.unwrap_or(0);
+    let demo = if push + args.demo_pull > 0 {
+        let cp = flotilla::controllers::client(&api, "system:flotilla:demo");
+        let address = advertise.to_string();
+        let pin = flotilla_api::bootstrap_token::ca_cert_hash(&bundle.ca.cert_pem).map_err(anyhow::Error::msg)?;
+        let at = flotilla::demo::RegisterAt { client: &cp, address: &address, pin: &pin };
+        let demo = flotilla::demo::start(push, args.demo_pull, &args.data_dir.join("demo"), &cp, at).await?;
+        match args.demo_pull {
+            0 => println!("demo: {push} members joined; try:"),
+            pull => println!("demo: {push} members joined in Push mode and {pull} in Pull mode; try:"),
         }
-        None => None,
+        println!("  kubectl --kubeconfig {} get clusters", kubeconfig_path.display());
+        println!("  kubectl --kubeconfig {} apply -f examples/karmada/nginx.yaml", kubeconfig_path.display());
+        Some(demo)
+    } else {
+        None
     };
     tokio::select! {
         _ = term.recv() => {}
@@ -314,8 +326,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     for task in [dns, gateway].into_iter().flatten() {
         let _ = task.await;
     }
-    if let Some(fleet) = demo
-        && let Err(e) = fleet.shutdown().await
+    if let Some(demo) = demo
+        && let Err(e) = demo.shutdown().await
     {
         eprintln!("flotilla: stopping the demo members: {e}");
     }

@@ -139,3 +139,53 @@ fn karmadas_nginx_samples_apply_unchanged() {
     assert_eq!(d1["spec"]["replicas"], 1);
     drop(cp);
 }
+
+/// `flotilla up --demo 1 --demo-pull 1`: the pull member registers with a bootstrap token and
+/// its agent (a task of the same process) turns it Ready in Pull mode through its Lease; it has
+/// an edge report, and a workload placed on it reaches its member through the agent.
+#[test]
+fn demo_pull_members_register_and_run_behind_agents() {
+    let cp = Flotilla::start_with(&["--demo", "1", "--demo-pull", "1"]);
+    let kc = cp.kubeconfig.clone();
+    let c = wait_for("cluster edge1 Ready", Duration::from_secs(120), || {
+        let c = get_json(&kc, &["get", "cluster", "edge1"])?;
+        let ready = c["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True");
+        if ready { Ok(c) } else { Err(c["status"].to_string()) }
+    });
+    assert_eq!(c["spec"]["syncMode"], "Pull");
+    assert_eq!(c["spec"]["region"], "region-edge1", "{}", c["spec"]);
+    assert_eq!(c["spec"]["zones"], serde_json::json!(["region-edge1-a", "region-edge1-b"]), "{}", c["spec"]);
+    // The agent's heartbeat, and the edge report kept for a Pull cluster.
+    wait_for("edge1's Lease", Duration::from_secs(60), || get_json(&kc, &["-n", "karmada-cluster", "get", "lease", "edge1"]));
+    let report = wait_for("edge1's edge report, online", Duration::from_secs(60), || {
+        let r = get_json(&kc, &["get", "edgereport", "edge1"])?;
+        if r["status"]["online"] == true { Ok(r) } else { Err(r.to_string()) }
+    });
+    assert_eq!(report["status"]["conflicts"], 0, "{report}");
+    let push = get_json(&kc, &["get", "cluster", "member1"]).unwrap();
+    assert_eq!(push["spec"]["syncMode"], "Push");
+    // A workload placed on the pull member is applied there by its agent.
+    let manifest = r#"{"apiVersion": "v1", "kind": "List", "items": [
+      {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+       "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}},
+      {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "web", "namespace": "default"},
+       "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+                "placement": {"clusterAffinity": {"clusterNames": ["edge1"]}}}}]}"#;
+    let mut child = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), manifest.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mk = cp.dir.path().join("data/demo/edge1.kubeconfig");
+    let d = wait_for("web in edge1", Duration::from_secs(120), || get_json(&mk, &["-n", "default", "get", "deployment", "web"]));
+    assert_eq!(d["metadata"]["labels"]["karmada.io/managed"], "true", "{}", d["metadata"]);
+    drop(cp);
+}
