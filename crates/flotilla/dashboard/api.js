@@ -96,17 +96,22 @@ export async function pluralOf(apiVersion, kind) {
   return r ? { plural: r.name, namespaced: r.namespaced } : null;
 }
 
-/// The URL of one object.
-export function objectPath(apiVersion, plural, namespace, name) {
+/// The URL of a collection (in `namespace`, for a namespaced one).
+function collectionPath(apiVersion, plural, namespace) {
   const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
   const ns = namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
-  return `${base}${ns}/${plural}/${encodeURIComponent(name)}`;
+  return `${base}${ns}/${plural}`;
+}
+
+/// The URL of one object.
+export function objectPath(apiVersion, plural, namespace, name) {
+  return `${collectionPath(apiVersion, plural, namespace)}/${encodeURIComponent(name)}`;
 }
 
 /// One object read through its collection with a name selector: null when it is not there (a
 /// list answers 200 either way, so a missing object is no failed request in the console).
 export async function getNamed(apiVersion, plural, namespace, name, prefix) {
-  const collection = objectPath(apiVersion, plural, namespace, name).replace(/\/[^/]*$/, '');
+  const collection = collectionPath(apiVersion, plural, namespace);
   const list = await get(`${prefix || ''}${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`);
   return (list.items && list.items[0]) || null;
 }
